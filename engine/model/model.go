@@ -1,0 +1,189 @@
+// Package model defines the provider-neutral request and stream types the engine speaks, and the
+// Provider interface every model backend (OpenAI-compatible HTTP, cassette replay) implements.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+)
+
+// Message is one transcript entry in the shape providers consume.
+type Message struct {
+	Role       string     `json:"role"` // system | user | assistant | tool
+	Content    string     `json:"content"`
+	Reasoning  string     `json:"reasoning,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"` // tool name on role "tool"
+}
+
+// ToolCall is a complete function call requested by the model.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // raw JSON text as the model produced it
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON schema object
+}
+
+// Request is one model call.
+type Request struct {
+	Model       string
+	Messages    []Message
+	Tools       []ToolSpec
+	MaxTokens   int
+	Temperature *float64
+}
+
+// ToolCallDelta is one fragment of a streamed tool call. Index identifies the call within the
+// response; ID and Name arrive on the first fragment of a call only.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Usage counts tokens for one model call.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
+}
+
+// Add accumulates u2 into u.
+func (u *Usage) Add(u2 Usage) {
+	u.PromptTokens += u2.PromptTokens
+	u.CompletionTokens += u2.CompletionTokens
+	u.TotalTokens += u2.TotalTokens
+	u.CachedTokens += u2.CachedTokens
+	u.ReasoningTokens += u2.ReasoningTokens
+}
+
+// Chunk is one streamed fragment. Exactly the fields the provider sent are set; a chunk may
+// carry several (text and a finish reason, say).
+type Chunk struct {
+	Text         string
+	Reasoning    string
+	ToolCalls    []ToolCallDelta
+	Usage        *Usage
+	FinishReason string
+}
+
+// Provider streams one model call. The sequence ends after the final chunk, or after yielding a
+// non-nil error (then it stops). Implementations must honour ctx cancellation promptly.
+type Provider interface {
+	Stream(ctx context.Context, r Request) iter.Seq2[Chunk, error]
+}
+
+// Catalog is an optional Provider ability: the model names it is known to serve, checked
+// offline. A provider that cannot enumerate its models does not implement it.
+type Catalog interface {
+	Models() []string
+}
+
+// Error is a provider failure with the HTTP status and the provider's error envelope.
+type Error struct {
+	Status    int    // HTTP status, 0 when the failure is not an HTTP response (stream error)
+	Type      string // provider error type, e.g. invalid_request_error
+	Code      string // provider error code, e.g. invalid_api_key
+	Message   string
+	Retryable bool
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("model provider error")
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+	}
+	if e.Code != "" {
+		fmt.Fprintf(&b, " [%s]", e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// ErrUnknownProvider is returned for a model name whose provider is not configured.
+var ErrUnknownProvider = errors.New("unknown model provider")
+
+// ParseName splits "provider:model". A name without a colon has an empty provider, which
+// callers resolve to their default provider.
+func ParseName(name string) (provider, model string) {
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		return name[:i], name[i+1:]
+	}
+	return "", name
+}
+
+// Accumulator assembles streamed chunks into one assistant message. It tolerates providers that
+// omit the tool-call index (a new id starts a new call) and ones that send each call whole.
+type Accumulator struct {
+	Text         strings.Builder
+	Reasoning    strings.Builder
+	Calls        []ToolCall
+	Usage        Usage
+	HaveUsage    bool
+	FinishReason string
+	byIndex      map[int]int // stream index -> position in Calls
+}
+
+// Add folds one chunk in.
+func (a *Accumulator) Add(c Chunk) {
+	a.Text.WriteString(c.Text)
+	a.Reasoning.WriteString(c.Reasoning)
+	for _, d := range c.ToolCalls {
+		a.addCall(d)
+	}
+	if c.Usage != nil {
+		a.Usage = *c.Usage
+		a.HaveUsage = true
+	}
+	if c.FinishReason != "" {
+		a.FinishReason = c.FinishReason
+	}
+}
+
+func (a *Accumulator) addCall(d ToolCallDelta) {
+	if a.byIndex == nil {
+		a.byIndex = map[int]int{}
+	}
+	pos, ok := a.byIndex[d.Index]
+	if ok && d.ID != "" && a.Calls[pos].ID != "" && d.ID != a.Calls[pos].ID {
+		ok = false // same (or missing) index but a new id: a new call
+	}
+	if !ok {
+		a.Calls = append(a.Calls, ToolCall{ID: d.ID, Name: d.Name})
+		pos = len(a.Calls) - 1
+		a.byIndex[d.Index] = pos
+		a.Calls[pos].Arguments += d.Arguments
+		return
+	}
+	c := &a.Calls[pos]
+	if c.ID == "" {
+		c.ID = d.ID
+	}
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	c.Arguments += d.Arguments
+}
+
+// Message returns the assembled assistant message.
+func (a *Accumulator) Message() Message {
+	return Message{Role: "assistant", Content: a.Text.String(), Reasoning: a.Reasoning.String(), ToolCalls: a.Calls}
+}

@@ -1,0 +1,157 @@
+// Package store defines the durable state behind the engine: sessions, transcript rows with
+// durable row ids, and rewinds. Implementations: store/badger (embedded, the default) and
+// store/memstore (tests); store/storetest is the behaviour suite every implementation passes.
+//
+// The interface is shaped for a later networked store: session updates are compare-and-set on a
+// version, every owner write may carry a lease generation (fencing), and nothing above this
+// interface assumes a single process.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap them so errors.Is works.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrExists        = errors.New("already exists")
+	ErrConflict      = errors.New("version conflict")     // CAS lost
+	ErrTitleTaken    = errors.New("title already in use") // titles are unique
+	ErrFenced        = errors.New("lease fenced: a newer owner holds the session")
+	ErrLeaseHeld     = errors.New("lease held by another owner")
+	ErrStaleRow      = errors.New("row id is not an active row of the session")
+	ErrLocked        = errors.New("data directory is locked by another process")
+	ErrCorrupt       = errors.New("data directory is corrupt or not a hermes store")
+	ErrNewerFormat   = errors.New("data directory was written by a newer hermes")
+	ErrClosed        = errors.New("store closed")
+	ErrInvalidRecord = errors.New("invalid record")
+)
+
+// Usage is a session's accumulated usage.
+type Usage struct {
+	InputTokens     int64 `json:"input_tokens"`
+	OutputTokens    int64 `json:"output_tokens"`
+	CachedTokens    int64 `json:"cached_tokens"`
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+	APICalls        int64 `json:"api_calls"`
+	ToolCalls       int64 `json:"tool_calls"`
+}
+
+// Add accumulates d into u.
+func (u *Usage) Add(d Usage) {
+	u.InputTokens += d.InputTokens
+	u.OutputTokens += d.OutputTokens
+	u.CachedTokens += d.CachedTokens
+	u.ReasoningTokens += d.ReasoningTokens
+	u.APICalls += d.APICalls
+	u.ToolCalls += d.ToolCalls
+}
+
+// Session is one stored session.
+type Session struct {
+	ID         string            `json:"id"`
+	Title      string            `json:"title,omitempty"`
+	Source     string            `json:"source,omitempty"` // creating surface: cli, tui, acp, api_server, script
+	Model      string            `json:"model,omitempty"`  // provider:model
+	Cwd        string            `json:"cwd,omitempty"`
+	ParentID   string            `json:"parent_id,omitempty"`
+	ParentKind string            `json:"parent_kind,omitempty"` // branch | compression | delegate
+	ForkRowID  uint64            `json:"fork_row_id,omitempty"` // last parent row copied into a branch
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	EndedAt    time.Time         `json:"ended_at,omitzero"`
+	EndReason  string            `json:"end_reason,omitempty"`
+	Usage      Usage             `json:"usage"`
+	RowCount   int64             `json:"row_count"` // active rows
+	Rewinds    int64             `json:"rewinds"`
+	Meta       map[string]string `json:"meta,omitempty"`
+	Version    uint64            `json:"version"` // bumped by every write; CAS token
+}
+
+// Row is one transcript entry.
+type Row struct {
+	ID          uint64          `json:"id"` // durable, store-wide monotonic; assigned by the store
+	SessionID   string          `json:"session_id"`
+	TurnID      string          `json:"turn_id,omitempty"`
+	Role        string          `json:"role"` // system | user | assistant | tool
+	Content     string          `json:"content"`
+	Reasoning   string          `json:"reasoning,omitempty"`
+	ToolCalls   json.RawMessage `json:"tool_calls,omitempty"` // []model.ToolCall as JSON
+	ToolCallID  string          `json:"tool_call_id,omitempty"`
+	ToolName    string          `json:"tool_name,omitempty"`
+	DisplayKind string          `json:"display_kind,omitempty"` // e.g. "steer"
+	Time        time.Time       `json:"time"`
+	Active      bool            `json:"active"` // false once archived by a rewind
+}
+
+// ListOptions filters ListSessions. Results are newest first (by UpdatedAt).
+type ListOptions struct {
+	Limit    int    // 0 = no limit
+	Source   string // filter when non-empty
+	ParentID string // children of this session when non-empty
+}
+
+// RowQuery selects rows of one session in row-id order.
+type RowQuery struct {
+	AfterID         uint64 // rows with ID > AfterID
+	Limit           int    // 0 = all; with Tail, the last Limit rows
+	Tail            bool
+	IncludeArchived bool
+}
+
+// Fence is the lease generation an owner write carries. Zero means unfenced (single process).
+type Fence struct {
+	Generation uint64
+}
+
+// Lease is a per-session owner lease.
+type Lease struct {
+	SessionID  string
+	Owner      string
+	Generation uint64
+	Expires    time.Time
+}
+
+// RewindResult reports a rewind.
+type RewindResult struct {
+	Survivors []Row // re-inserted active rows with fresh ids, in order
+	Archived  int   // rows moved out of the active transcript
+}
+
+// Store is the engine's durable state. All methods are safe for concurrent use. A write that
+// returns nil is durable (it survives kill -9 of the process) before the call returns.
+type Store interface {
+	CreateSession(ctx context.Context, s Session) (Session, error) // ErrExists, ErrTitleTaken
+	GetSession(ctx context.Context, id string) (Session, error)    // ErrNotFound
+	// UpdateSession applies fn to the current record and writes it if the stored version still
+	// equals the one fn saw (retrying internally on a concurrent change when expectVersion is 0;
+	// failing with ErrConflict when a non-zero expectVersion no longer matches).
+	UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*Session) error) (Session, error)
+	ListSessions(ctx context.Context, o ListOptions) ([]Session, error)
+
+	// AppendRows appends rows (IDs assigned, in order) and bumps the session's RowCount and
+	// UpdatedAt. It returns the rows as stored.
+	AppendRows(ctx context.Context, sessionID string, f Fence, rows []Row) ([]Row, error)
+	Rows(ctx context.Context, sessionID string, q RowQuery) ([]Row, error)
+	// Rewind archives every active row with ID >= beforeRowID (0 = archive all), re-inserts the
+	// remaining active rows with fresh ids, and appends extra rows after them — one transaction.
+	// beforeRowID that is not an active row of the session gives ErrStaleRow and writes nothing.
+	Rewind(ctx context.Context, sessionID string, f Fence, beforeRowID uint64, extra []Row) (RewindResult, error)
+	// CopyRows copies the active rows of src with ID <= uptoRowID (0 = all) into dst (a branch).
+	CopyRows(ctx context.Context, src, dst string, uptoRowID uint64) (int, error)
+
+	AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (Lease, error)
+	ReleaseLease(ctx context.Context, l Lease) error
+
+	// KV is a small durable key/value space for other subsystems (runs, idempotency keys,
+	// approval allowlists). Keys are namespaced by the caller.
+	PutKV(ctx context.Context, key string, value []byte) error
+	GetKV(ctx context.Context, key string) ([]byte, error) // ErrNotFound
+	ListKV(ctx context.Context, prefix string) (map[string][]byte, error)
+	DeleteKV(ctx context.Context, key string) error
+
+	Close() error
+}

@@ -1,0 +1,218 @@
+// Package tool defines the Tool interface, the Registry the engine offers to the model, and the
+// environment a tool runs in. Built-in tools live in tool/builtin; dangerous-command rules in
+// tool/danger.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/hermes-go/hermes/engine/model"
+)
+
+// Call is one tool invocation requested by the model.
+type Call struct {
+	ID   string
+	Name string
+	Args json.RawMessage
+}
+
+// Result is what the model sees. IsError marks a model-visible failure (bad arguments, a
+// command that failed, a denied approval); Go errors are reserved for infrastructure failures.
+type Result struct {
+	Content string         `json:"content"`
+	IsError bool           `json:"is_error,omitempty"`
+	Meta    map[string]any `json:"meta,omitempty"` // rendering hints for surfaces (diff, command, paths)
+}
+
+// Errorf builds a model-visible error result.
+func Errorf(format string, a ...any) Result {
+	return Result{Content: fmt.Sprintf(format, a...), IsError: true}
+}
+
+// Tool is one capability offered to the model.
+type Tool interface {
+	Spec() model.ToolSpec
+	Call(ctx context.Context, c Call, env *Env) (Result, error)
+}
+
+// Verdict is a guard's opinion of one call before it runs.
+type Verdict struct {
+	Blocked  bool     // never run (hard-blocked); Reason says why
+	Reason   string   // human text for Blocked or for the approval prompt
+	Patterns []string // dangerous pattern keys that need approval (empty = safe)
+	Command  string   // the command text shown to the approver, when the tool has one
+}
+
+// Guard is an optional Tool ability: inspect arguments before the call and say whether the
+// call is blocked or needs approval. The engine consults it and runs the approval policy.
+type Guard interface {
+	Check(args json.RawMessage, env *Env) Verdict
+}
+
+// Question is a server-to-client request raised by a tool (clarify, sudo, secret).
+type Question struct {
+	Kind    string         // clarify | sudo | secret | ...
+	Payload map[string]any // what the client shows
+}
+
+// Env is what a tool may touch. The engine fills it per call; tools never reach the session.
+type Env struct {
+	SessionID string
+	Cwd       string // the session working directory; file tools stay inside it
+	// AllowOutside lets file tools leave Cwd (granted by policy/config).
+	AllowOutside bool
+	// Ask raises a server-to-client request and waits for the answer ("value", "answer"...).
+	Ask func(ctx context.Context, q Question) (map[string]any, error)
+	// Progress reports interim output for surfaces (tool.progress).
+	Progress func(text string)
+	// Processes holds the session's background processes.
+	Processes *Processes
+	// Delegate runs a sub-agent to completion and returns its final answer.
+	Delegate func(ctx context.Context, goal string, toolsets []string) (string, error)
+}
+
+// ErrUnknownTool is returned by Registry.Get for a name that is not registered.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// Registry is the set of tools offered in a session. It is a value: copy it with Clone and
+// adjust per session (sub-agents get a narrower registry).
+type Registry struct {
+	tools map[string]Tool
+	order []string
+}
+
+// NewRegistry returns a registry holding ts in order.
+func NewRegistry(ts ...Tool) *Registry {
+	r := &Registry{tools: map[string]Tool{}}
+	for _, t := range ts {
+		r.Add(t)
+	}
+	return r
+}
+
+// Add registers t, replacing a tool of the same name.
+func (r *Registry) Add(t Tool) {
+	name := t.Spec().Name
+	if _, ok := r.tools[name]; !ok {
+		r.order = append(r.order, name)
+	}
+	r.tools[name] = t
+}
+
+// Remove drops a tool by name.
+func (r *Registry) Remove(name string) {
+	delete(r.tools, name)
+	r.order = slices.DeleteFunc(r.order, func(n string) bool { return n == name })
+}
+
+// Get finds a tool by name.
+func (r *Registry) Get(name string) (Tool, error) {
+	if t, ok := r.tools[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownTool, name)
+}
+
+// Names lists the registered names in registration order.
+func (r *Registry) Names() []string { return slices.Clone(r.order) }
+
+// Specs lists the tool specs in registration order.
+func (r *Registry) Specs() []model.ToolSpec {
+	out := make([]model.ToolSpec, 0, len(r.order))
+	for _, n := range r.order {
+		out = append(out, r.tools[n].Spec())
+	}
+	return out
+}
+
+// Clone returns an independent copy.
+func (r *Registry) Clone() *Registry {
+	c := &Registry{tools: make(map[string]Tool, len(r.tools)), order: slices.Clone(r.order)}
+	for k, v := range r.tools {
+		c.tools[k] = v
+	}
+	return c
+}
+
+// Processes is a session's table of background processes. The terminal tool starts them; the
+// process tool and surfaces (process.stop) list and stop them. It is safe for concurrent use.
+type Processes struct {
+	mu    sync.Mutex
+	procs map[string]*Process
+	next  int
+}
+
+// Process is one background process started by the terminal tool.
+type Process struct {
+	ID      string
+	Command string
+	PID     int
+	// Stop kills the process (and its group); Output returns what it has written so far
+	// (capped); Done is closed when it exits; ExitCode is valid after Done.
+	Stop     func() error
+	Output   func() string
+	Done     <-chan struct{}
+	ExitCode func() int
+}
+
+// Add registers p, assigning its id.
+func (ps *Processes) Add(p *Process) string {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.procs == nil {
+		ps.procs = map[string]*Process{}
+	}
+	ps.next++
+	p.ID = fmt.Sprintf("proc_%d", ps.next)
+	ps.procs[p.ID] = p
+	return p.ID
+}
+
+// Get finds a process by id.
+func (ps *Processes) Get(id string) (*Process, bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p, ok := ps.procs[id]
+	return p, ok
+}
+
+// List returns the processes sorted by id number.
+func (ps *Processes) List() []*Process {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]*Process, 0, len(ps.procs))
+	for _, p := range ps.procs {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Process) int { return cmpStr(a.ID, b.ID) })
+	return out
+}
+
+func cmpStr(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// StopAll kills every running process (session close).
+func (ps *Processes) StopAll() {
+	for _, p := range ps.List() {
+		select {
+		case <-p.Done:
+		default:
+			_ = p.Stop()
+		}
+	}
+}
