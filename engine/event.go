@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/tool"
+)
+
+// EventType names an event. The names match the TUI gateway's event catalogue, so the gateway
+// renders them without a table; other surfaces map them.
+type EventType string
+
+// Event types.
+const (
+	EvSessionInfo     EventType = "session.info"
+	EvSessionTitle    EventType = "session.title"
+	EvSessionClosed   EventType = "session.closed"
+	EvStatus          EventType = "status.update"
+	EvMessageStart    EventType = "message.start"
+	EvMessageDelta    EventType = "message.delta"
+	EvReasoningDelta  EventType = "reasoning.delta"
+	EvMessageComplete EventType = "message.complete"
+	EvToolGenerating  EventType = "tool.generating"
+	EvToolStart       EventType = "tool.start"
+	EvToolProgress    EventType = "tool.progress"
+	EvToolComplete    EventType = "tool.complete"
+	EvRequestOpen     EventType = "request.open"
+	EvRequestCancel   EventType = "request.cancel"
+	EvRequestResolved EventType = "request.resolved"
+	EvSteerDelivered  EventType = "steer.delivered"
+	EvQueueUpdated    EventType = "queue.updated"
+	EvPolicyDecision  EventType = "policy.decision"
+	EvModelChanged    EventType = "model.changed"
+	EvSubagentStart   EventType = "subagent.start"
+	EvSubagentDone    EventType = "subagent.complete"
+	EvUsage           EventType = "session.usage"
+	EvError           EventType = "error"
+)
+
+// Event is one entry of a session journal. Deltas carry their text in Text (no payload boxing:
+// deltas are the hot path); every other event carries a typed payload in Data.
+type Event struct {
+	Seq       uint64    `json:"seq"`
+	Type      EventType `json:"type"`
+	SessionID string    `json:"session_id"`
+	TurnID    string    `json:"turn_id,omitempty"`
+	Time      time.Time `json:"time"`
+	Text      string    `json:"text,omitempty"`
+	Data      any       `json:"data,omitempty"`
+}
+
+// TurnStart is the payload of message.start.
+type TurnStart struct {
+	Prompt string `json:"prompt"`
+	Origin string `json:"origin,omitempty"`
+	Model  string `json:"model"`
+	RowID  uint64 `json:"user_row_id,omitempty"`
+}
+
+// ToolGenerating is the payload of tool.generating; Text carries the argument fragment.
+type ToolGenerating struct {
+	Index  int    `json:"index"`
+	CallID string `json:"call_id,omitempty"`
+	Name   string `json:"name,omitempty"`
+}
+
+// ToolStart is the payload of tool.start.
+type ToolStart struct {
+	CallID string          `json:"call_id"`
+	Name   string          `json:"name"`
+	Args   json.RawMessage `json:"args"`
+}
+
+// ToolProgress is the payload of tool.progress; Text carries the interim output.
+type ToolProgress struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+}
+
+// ToolComplete is the payload of tool.complete.
+type ToolComplete struct {
+	CallID   string          `json:"call_id"`
+	Name     string          `json:"name"`
+	Args     json.RawMessage `json:"args"`
+	Result   tool.Result     `json:"result"`
+	Duration time.Duration   `json:"duration_ns"`
+	Blocked  bool            `json:"blocked,omitempty"` // hard-blocked or denied; never ran
+}
+
+// RequestCancel is the payload of request.cancel: an open request was withdrawn.
+type RequestCancel struct {
+	ID     string `json:"id"`
+	Kind   string `json:"method"`
+	Reason string `json:"reason"`
+}
+
+// RequestResolved is the payload of request.resolved.
+type RequestResolved struct {
+	ID     string         `json:"id"`
+	Kind   string         `json:"method"`
+	Answer map[string]any `json:"answer"`
+}
+
+// SteerDelivered is the payload of steer.delivered.
+type SteerDelivered struct {
+	IDs       []string `json:"steer_ids"`
+	Text      string   `json:"text"`
+	Iteration int      `json:"iteration"`
+	CallID    string   `json:"call_id"`
+}
+
+// PolicyDecision records a hook decision for audit.
+type PolicyDecision struct {
+	Hook     string `json:"hook"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// StatusInfo is the payload of status.update.
+type StatusInfo struct {
+	Status SessionStatus `json:"status"`
+	Kind   string        `json:"kind,omitempty"`
+	Text   string        `json:"text,omitempty"`
+}
+
+// QueueInfo is the payload of queue.updated.
+type QueueInfo struct {
+	Queued string `json:"queued"` // the merged slot text; "" when empty
+}
+
+// SubagentInfo is the payload of subagent.start / subagent.complete.
+type SubagentInfo struct {
+	ChildID string   `json:"child_session_id"`
+	Goal    string   `json:"goal"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+}
+
+// ErrorInfo is the payload of error.
+type ErrorInfo struct {
+	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+}
+
+// Outcome is the one record a turn ends with. Every surface derives its terminal signal from it
+// and nothing else.
+type Outcome struct {
+	TurnID       string      `json:"turn_id"`
+	Status       string      `json:"status"` // completed | failed | cancelled
+	ExitReason   string      `json:"turn_exit_reason"`
+	Completed    bool        `json:"completed"`
+	Partial      bool        `json:"partial"`
+	Interrupted  bool        `json:"interrupted"`
+	Text         string      `json:"text"`
+	Reasoning    string      `json:"reasoning,omitempty"`
+	PendingSteer string      `json:"pending_steer,omitempty"`
+	Error        string      `json:"error,omitempty"`
+	Usage        model.Usage `json:"usage"`
+	APICalls     int         `json:"api_calls"`
+	Model        string      `json:"model"`
+}
+
+// Outcome statuses.
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)

@@ -1,0 +1,179 @@
+// Package policy declares the engine's decision points as one-method interfaces, and the
+// built-in Go defaults. The scripting layer implements the same interfaces with user scripts;
+// the engine never knows which it is calling. A hook that errors or times out fails closed:
+// approval becomes deny, the others fall back to these defaults.
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// Approval decisions.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+	Ask   = "ask"
+)
+
+// ApprovalInput describes one tool call about to run.
+type ApprovalInput struct {
+	SessionID string          `json:"session_id"`
+	Surface   string          `json:"surface,omitempty"`
+	Tool      string          `json:"tool"`
+	Command   string          `json:"command,omitempty"` // terminal command text
+	Args      json.RawMessage `json:"args"`
+	Cwd       string          `json:"cwd"`
+	Patterns  []string        `json:"patterns,omitempty"` // dangerous pattern keys matched
+	Pattern   string          `json:"pattern,omitempty"`  // first of Patterns
+	// Approved lists the pattern keys the user already approved for this session or always.
+	Approved []string `json:"approved,omitempty"`
+}
+
+// ApprovalDecision is allow | deny | ask, with a reason and optionally rewritten arguments.
+type ApprovalDecision struct {
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+}
+
+// Approver decides whether a tool call may run.
+type Approver interface {
+	Approve(ctx context.Context, in ApprovalInput) (ApprovalDecision, error)
+}
+
+// Busy-input modes.
+const (
+	Interrupt = "interrupt"
+	Queue     = "queue"
+	Steer     = "steer"
+	Reject    = "reject"
+)
+
+// BusyInput describes a prompt that arrived while a turn is running.
+type BusyInput struct {
+	SessionID string `json:"session_id"`
+	Surface   string `json:"surface,omitempty"`
+	Text      string `json:"text"`
+	Origin    string `json:"origin,omitempty"`
+	Status    string `json:"status"` // working | waiting
+	Queued    string `json:"queued,omitempty"`
+	Iteration int    `json:"iteration"`
+}
+
+// BusyDecision is interrupt | queue | steer | reject.
+type BusyDecision struct {
+	Mode   string `json:"mode"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// BusyInputPolicy decides what a prompt sent while the agent is busy does.
+type BusyInputPolicy interface {
+	BusyInput(ctx context.Context, in BusyInput) (BusyDecision, error)
+}
+
+// Steer actions.
+const (
+	Deliver = "deliver"
+	Hold    = "hold"
+	Drop    = "drop"
+)
+
+// SteerInput describes pending guidance about to be delivered at a tool boundary.
+type SteerInput struct {
+	SessionID string `json:"session_id"`
+	Text      string `json:"text"`
+	Iteration int    `json:"iteration"`
+	Tool      string `json:"tool,omitempty"` // the tool whose result carries the steer
+}
+
+// SteerDecision is deliver (optionally rewritten) | hold | drop.
+type SteerDecision struct {
+	Action string `json:"action"`
+	Text   string `json:"text,omitempty"`
+}
+
+// Steerer decides how mid-run guidance is delivered.
+type Steerer interface {
+	Steer(ctx context.Context, in SteerInput) (SteerDecision, error)
+}
+
+// RouteInput describes a request that needs a session.
+type RouteInput struct {
+	Surface   string            `json:"surface"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Client    string            `json:"client,omitempty"`
+	SessionID string            `json:"session_id,omitempty"` // requested, may be empty
+	Model     string            `json:"model,omitempty"`
+	Cwd       string            `json:"cwd,omitempty"`
+}
+
+// RouteDecision names the session to use (existing or new), and its model and cwd.
+type RouteDecision struct {
+	SessionID string `json:"session_id,omitempty"` // empty = create a new one
+	Model     string `json:"model,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+}
+
+// Router decides which session a request lands in.
+type Router interface {
+	Route(ctx context.Context, in RouteInput) (RouteDecision, error)
+}
+
+// Set bundles the hooks the engine calls. Nil members use the defaults.
+type Set struct {
+	Approver Approver
+	Busy     BusyInputPolicy
+	Steer    Steerer
+	Route    Router
+}
+
+// Defaults is the built-in Go policy.
+type Defaults struct {
+	// BusyMode is the busy-input mode: interrupt (default; anything unknown), queue or steer.
+	BusyMode string
+}
+
+var (
+	_ Approver        = Defaults{}
+	_ BusyInputPolicy = Defaults{}
+	_ Steerer         = Defaults{}
+	_ Router          = Defaults{}
+)
+
+// Approve allows calls that match no dangerous pattern or only already-approved ones, and asks
+// otherwise.
+func (Defaults) Approve(_ context.Context, in ApprovalInput) (ApprovalDecision, error) {
+	for _, p := range in.Patterns {
+		if !slices.Contains(in.Approved, p) {
+			return ApprovalDecision{Decision: Ask, Reason: strings.Join(in.Patterns, "; ")}, nil
+		}
+	}
+	return ApprovalDecision{Decision: Allow}, nil
+}
+
+// BusyInput applies the configured mode.
+func (d Defaults) BusyInput(_ context.Context, _ BusyInput) (BusyDecision, error) {
+	return BusyDecision{Mode: NormalizeBusyMode(d.BusyMode)}, nil
+}
+
+// Steer delivers unchanged.
+func (Defaults) Steer(_ context.Context, in SteerInput) (SteerDecision, error) {
+	return SteerDecision{Action: Deliver, Text: in.Text}, nil
+}
+
+// Route keeps the requested session (or creates one) with the requested model and cwd.
+func (Defaults) Route(_ context.Context, in RouteInput) (RouteDecision, error) {
+	return RouteDecision{SessionID: in.SessionID, Model: in.Model, Cwd: in.Cwd}, nil
+}
+
+// NormalizeBusyMode maps anything unknown to interrupt, as the reference does.
+func NormalizeBusyMode(m string) string {
+	switch m {
+	case Queue, Steer, Reject:
+		return m
+	}
+	return Interrupt
+}

@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Request kinds (server-to-client questions).
+const (
+	KindApproval = "approval"
+	KindClarify  = "clarify"
+	KindSudo     = "sudo"
+	KindSecret   = "secret"
+)
+
+// Approval choices.
+const (
+	ChoiceOnce    = "once"
+	ChoiceSession = "session"
+	ChoiceAlways  = "always"
+	ChoiceDeny    = "deny"
+)
+
+// Request is an open server-to-client question. Any subscriber of the session may answer it.
+type Request struct {
+	ID        string         `json:"id"`
+	Kind      string         `json:"method"`
+	SessionID string         `json:"session_id"`
+	TurnID    string         `json:"turn_id,omitempty"`
+	Payload   map[string]any `json:"params"`
+	Created   time.Time      `json:"created"`
+	Deadline  time.Time      `json:"deadline"`
+}
+
+type pendingRequest struct {
+	req    Request
+	answer chan map[string]any // buffered 1; receives the answer
+	cancel chan string         // buffered 1; receives a withdraw reason
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// validateAnswer checks an answer's shape for the request kind.
+func validateAnswer(kind string, a map[string]any) error {
+	switch kind {
+	case KindApproval:
+		c, _ := a["choice"].(string)
+		if !slices.Contains([]string{ChoiceOnce, ChoiceSession, ChoiceAlways, ChoiceDeny}, c) {
+			return fmt.Errorf("%w: approval needs choice once|session|always|deny", ErrInvalidAnswer)
+		}
+	case KindClarify:
+		_, ok1 := a["answer"].(string)
+		_, ok2 := a["answers"].([]any)
+		_, ok3 := a["answers"].([]string)
+		if !ok1 && !ok2 && !ok3 {
+			return fmt.Errorf("%w: clarify needs answer (string) or answers (list)", ErrInvalidAnswer)
+		}
+	default:
+		if _, ok := a["value"].(string); !ok {
+			return fmt.Errorf("%w: %s needs value (string)", ErrInvalidAnswer, kind)
+		}
+	}
+	return nil
+}
+
+// ask opens a request on the session and waits for the answer, the deadline, a withdraw, or
+// ctx. Every way out other than an answer emits request.cancel so clients close their prompt.
+func (s *Session) ask(ctx context.Context, turnID, kind string, payload map[string]any, timeout time.Duration) (map[string]any, error) {
+	now := time.Now()
+	p := &pendingRequest{
+		req: Request{
+			ID: newID("req_"), Kind: kind, SessionID: s.id, TurnID: turnID,
+			Payload: payload, Created: now, Deadline: now.Add(timeout),
+		},
+		answer: make(chan map[string]any, 1),
+		cancel: make(chan string, 1),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrSessionClosed
+	}
+	s.requests[p.req.ID] = p
+	s.setStatusLocked(StatusWaiting)
+	s.mu.Unlock()
+	s.j.append(Event{Type: EvRequestOpen, TurnID: turnID, Data: p.req})
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var reason string
+	select {
+	case a := <-p.answer:
+		return a, nil
+	case reason = <-p.cancel:
+	case <-timer.C:
+		reason = "timeout"
+	case <-ctx.Done():
+		reason = "interrupted"
+	}
+	if s.takeRequest(p.req.ID) != nil {
+		s.j.append(Event{Type: EvRequestCancel, TurnID: turnID, Data: RequestCancel{ID: p.req.ID, Kind: kind, Reason: reason}})
+	}
+	if reason == "timeout" {
+		return nil, ErrRequestTimeout
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrRequestWithdrawn, reason)
+}
+
+// takeRequest removes an open request; nil when it is no longer open.
+func (s *Session) takeRequest(id string) *pendingRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.requests[id]
+	if !ok {
+		return nil
+	}
+	delete(s.requests, id)
+	if len(s.requests) == 0 && s.status == StatusWaiting {
+		s.setStatusLocked(StatusWorking)
+	}
+	return p
+}
+
+// Answer resolves an open request. The first valid answer wins; later ones get
+// ErrUnknownRequest.
+func (s *Session) Answer(id string, a map[string]any) error {
+	s.mu.Lock()
+	p, ok := s.requests[id]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownRequest, id)
+	}
+	if err := validateAnswer(p.req.Kind, a); err != nil {
+		return err
+	}
+	if s.takeRequest(id) == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownRequest, id)
+	}
+	p.answer <- a
+	s.j.append(Event{Type: EvRequestResolved, TurnID: p.req.TurnID, Data: RequestResolved{ID: id, Kind: p.req.Kind, Answer: a}})
+	return nil
+}
+
+// Withdraw cancels an open request with a reason (a client that cannot answer it, a surface
+// that left). The waiting tool sees a withdraw, which for approvals is a deny.
+func (s *Session) Withdraw(id, reason string) error {
+	s.mu.Lock()
+	p, ok := s.requests[id]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownRequest, id)
+	}
+	select {
+	case p.cancel <- reason:
+	default:
+	}
+	return nil
+}
+
+// OpenRequests lists the open requests, oldest first.
+func (s *Session) OpenRequests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.openRequestsLocked()
+}
+
+func (s *Session) openRequestsLocked() []Request {
+	out := make([]Request, 0, len(s.requests))
+	for _, p := range s.requests {
+		out = append(out, p.req)
+	}
+	slices.SortFunc(out, func(a, b Request) int { return a.Created.Compare(b.Created) })
+	return out
+}

@@ -1,0 +1,542 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool"
+)
+
+// SessionStatus is idle, working (a turn runs), waiting (a turn waits on a request) or closed.
+type SessionStatus string
+
+// Session statuses.
+const (
+	StatusIdle    SessionStatus = "idle"
+	StatusWorking SessionStatus = "working"
+	StatusWaiting SessionStatus = "waiting"
+	StatusClosed  SessionStatus = "closed"
+)
+
+// keptTurns is how many finished turns a session remembers for Wait.
+const keptTurns = 16
+
+// Session is a live session. All methods are safe for concurrent use.
+//
+// Lock order: Session.mu, then journal.mu (append never calls back into the session).
+type Session struct {
+	e  *Engine
+	id string
+	j  *journal
+
+	mu       sync.Mutex
+	rec      store.Session
+	status   SessionStatus
+	turn     *turnState            // the in-flight turn, nil when idle
+	turns    map[string]*turnState // recent turns by id (for Wait)
+	order    []string              // turn ids, oldest first
+	queued   *queuedPrompt         // the one-slot merged follow-up queue
+	steers   []steerItem           // pending steer (concatenated with \n on delivery)
+	requests map[string]*pendingRequest
+	approved map[string]bool // pattern keys approved for this session
+	children int             // running delegated children
+	closed   bool
+	depth    int      // delegation depth (0 = top level)
+	parent   *Session // delegating session, for sub-agents
+
+	procs tool.Processes
+}
+
+type queuedPrompt struct {
+	text   string
+	origin string
+}
+
+type steerItem struct {
+	id   string
+	text string
+}
+
+func newSession(e *Engine, rec store.Session) *Session {
+	return &Session{
+		e: e, id: rec.ID, j: newJournal(rec.ID), rec: rec, status: StatusIdle,
+		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
+	}
+}
+
+// ID is the durable session id.
+func (s *Session) ID() string { return s.id }
+
+// Record returns the cached stored record.
+func (s *Session) Record() store.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec
+}
+
+// Status returns the session status.
+func (s *Session) Status() SessionStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+func (s *Session) setStatusLocked(st SessionStatus) {
+	if s.status == st {
+		return
+	}
+	s.status = st
+	s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: st}})
+}
+
+// Info is the payload of session.info.
+type Info struct {
+	SessionID string        `json:"session_id"`
+	Title     string        `json:"title,omitempty"`
+	Model     string        `json:"model"`
+	Cwd       string        `json:"cwd"`
+	ParentID  string        `json:"parent_id,omitempty"`
+	Status    SessionStatus `json:"status"`
+	Usage     store.Usage   `json:"usage"`
+}
+
+// Info returns the session.info payload.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Info{SessionID: s.id, Title: s.rec.Title, Model: s.rec.Model, Cwd: s.rec.Cwd, ParentID: s.rec.ParentID, Status: s.status, Usage: s.rec.Usage}
+}
+
+func (s *Session) reload(ctx context.Context) error {
+	rec, err := s.e.cfg.Store.GetSession(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.rec = rec
+	s.mu.Unlock()
+	return nil
+}
+
+// Subscribe attaches a subscriber that reads events after seq since.
+func (s *Session) Subscribe(since uint64) *Subscription { return s.j.subscribe(since) }
+
+// Events replays events after since and then follows live ones, until ctx ends, the session
+// closes, or the reader lags (yielding ErrLagged).
+func (s *Session) Events(ctx context.Context, since uint64) iter.Seq2[Event, error] {
+	return events(ctx, s.j, since)
+}
+
+// EventsSince returns the retained events after since without waiting; ok is false when since
+// is older than the journal window.
+func (s *Session) EventsSince(since uint64) ([]Event, bool) { return s.j.eventsSince(since) }
+
+// LastSeq is the seq of the newest event.
+func (s *Session) LastSeq() uint64 { return s.j.lastSeq() }
+
+// Emit appends a surface-originated event (e.g. a gateway notice) to the journal.
+func (s *Session) Emit(t EventType, data any) uint64 { return s.j.append(Event{Type: t, Data: data}) }
+
+// Prompt is a user message submitted to a session.
+type Prompt struct {
+	Text   string
+	Origin string // submitting surface
+	// Queued marks a client-side queue drain: the busy path holds it, never steers it.
+	Queued   bool
+	Truncate *Truncate // rewind / edit / regenerate
+}
+
+// Truncate asks a submit to cut the transcript before a user turn first.
+type Truncate struct {
+	BeforeRowID       uint64
+	BeforeUserOrdinal *int // 0-based index among the session's user turns
+	Confirm           bool
+	ConfirmEmpty      bool
+}
+
+// Admission statuses.
+const (
+	AdmitStarted  = "started"
+	AdmitQueued   = "queued"
+	AdmitSteered  = "steered"
+	AdmitRejected = "rejected"
+	AdmitCommand  = "command" // a slash command handled without a turn
+)
+
+// Admission reports what Submit did.
+type Admission struct {
+	Status      string   `json:"status"`
+	TurnID      string   `json:"turn_id,omitempty"`
+	UserRowID   uint64   `json:"user_row_id,omitempty"`
+	SteerID     string   `json:"steer_id,omitempty"`
+	Interrupted bool     `json:"interrupted,omitempty"` // the busy policy interrupted the running turn
+	Survivors   []uint64 `json:"survivor_user_row_ids,omitempty"`
+	Message     string   `json:"message,omitempty"`
+}
+
+// Submit sends a prompt. When a turn is running the busy-input policy decides (interrupt,
+// queue, steer or reject); a truncating submit is never absorbed by it (ErrBusy). Submit
+// returns once the prompt is durable (or queued/steered); the turn reports through events.
+func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
+	text := strings.TrimSpace(p.Text)
+	if text == "" {
+		return Admission{}, ErrEmptyPrompt
+	}
+	if p.Truncate == nil {
+		if name, ok := strings.CutPrefix(text, "/model"); ok && (name == "" || name[0] == ' ') {
+			return s.modelCommand(ctx, strings.TrimSpace(name))
+		}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Admission{}, ErrSessionClosed
+	}
+	if s.turn != nil {
+		if p.Truncate != nil {
+			s.mu.Unlock()
+			return Admission{}, ErrBusy
+		}
+		return s.busyLocked(ctx, p, text) // unlocks
+	}
+	t := s.newTurnLocked(text, p.Origin)
+	s.mu.Unlock()
+
+	var adm Admission
+	userRow := store.Row{Role: "user", Content: text, TurnID: t.id, Time: time.Now().UTC()}
+	var err error
+	if p.Truncate != nil {
+		adm, err = s.rewind(ctx, *p.Truncate, userRow)
+	} else {
+		var rows []store.Row
+		rows, err = s.e.cfg.Store.AppendRows(ctx, s.id, store.Fence{}, []store.Row{userRow})
+		if err == nil {
+			adm.UserRowID = rows[0].ID
+		}
+	}
+	if err != nil {
+		s.abandonTurn(t)
+		return Admission{}, err
+	}
+	adm.Status, adm.TurnID = AdmitStarted, t.id
+	t.userRowID = adm.UserRowID
+	s.startTurn(t)
+	return adm, nil
+}
+
+// busyLocked applies the busy-input policy. Called with s.mu held; returns with it released.
+func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admission, error) {
+	in := policy.BusyInput{SessionID: s.id, Surface: p.Origin, Text: text, Origin: p.Origin, Status: string(s.status), Iteration: s.turn.iteration}
+	if s.queued != nil {
+		in.Queued = s.queued.text
+	}
+	s.mu.Unlock()
+	d := s.busyDecision(ctx, in)
+	mode := d.Mode
+	if p.Queued && mode == policy.Steer {
+		mode = policy.Queue
+	}
+	if mode == policy.Steer {
+		if r, err := s.Steer(text); err == nil {
+			return Admission{Status: AdmitSteered, SteerID: r.ID}, nil
+		}
+		mode = policy.Interrupt // steer refused (turn just ended or empty): fall through
+	}
+	switch mode {
+	case policy.Reject:
+		return Admission{Status: AdmitRejected, Message: d.Reason}, nil
+	case policy.Queue, policy.Interrupt:
+		s.mu.Lock()
+		if s.turn == nil { // the turn ended while we asked the policy: start normally
+			s.mu.Unlock()
+			return s.Submit(ctx, Prompt{Text: text, Origin: p.Origin})
+		}
+		s.enqueueLocked(text, p.Origin)
+		cur := s.turn
+		s.mu.Unlock()
+		adm := Admission{Status: AdmitQueued}
+		if mode == policy.Interrupt {
+			cur.interrupt(errInterruptUser)
+			adm.Interrupted = true
+		}
+		return adm, nil
+	}
+	return Admission{}, fmt.Errorf("busy policy returned unknown mode %q", mode)
+}
+
+func (s *Session) busyDecision(ctx context.Context, in policy.BusyInput) policy.BusyDecision {
+	hctx, cancel := context.WithTimeout(ctx, s.e.cfg.HookTimeout)
+	defer cancel()
+	d, err := s.e.cfg.Policy.Busy.BusyInput(hctx, in)
+	if err == nil {
+		switch d.Mode {
+		case policy.Interrupt, policy.Queue, policy.Steer, policy.Reject:
+		default:
+			err = fmt.Errorf("unknown busy-input mode %q", d.Mode)
+		}
+	}
+	if err != nil {
+		d, _ = policy.Defaults{}.BusyInput(ctx, in)
+		s.j.append(Event{Type: EvPolicyDecision, Data: PolicyDecision{Hook: "busy_input", Decision: d.Mode, Error: err.Error()}})
+		return d
+	}
+	s.j.append(Event{Type: EvPolicyDecision, Data: PolicyDecision{Hook: "busy_input", Decision: d.Mode, Reason: d.Reason}})
+	return d
+}
+
+// enqueueLocked merges text into the one-slot follow-up queue.
+func (s *Session) enqueueLocked(text, origin string) {
+	if s.queued == nil {
+		s.queued = &queuedPrompt{text: text, origin: origin}
+	} else {
+		s.queued.text += "\n\n" + text
+		s.queued.origin = origin
+	}
+	s.j.append(Event{Type: EvQueueUpdated, Data: QueueInfo{Queued: s.queued.text}})
+}
+
+// Queued returns the queued follow-up text ("" when the slot is empty).
+func (s *Session) Queued() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queued == nil {
+		return ""
+	}
+	return s.queued.text
+}
+
+// SteerReceipt identifies an accepted steer; steer.delivered events name it when it reaches
+// the model, or it comes back in the turn outcome's pending_steer.
+type SteerReceipt struct {
+	ID     string `json:"steer_id"`
+	TurnID string `json:"turn_id"`
+}
+
+// Steer queues mid-turn guidance, delivered at the next tool boundary.
+func (s *Session) Steer(text string) (SteerReceipt, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return SteerReceipt{}, ErrEmptySteer
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn == nil || s.turn.finishing {
+		return SteerReceipt{}, ErrNotRunning
+	}
+	it := steerItem{id: newID("steer_"), text: text}
+	s.steers = append(s.steers, it)
+	return SteerReceipt{ID: it.id, TurnID: s.turn.id}, nil
+}
+
+// PendingSteer returns the steer text not yet delivered.
+func (s *Session) PendingSteer() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return joinSteers(s.steers)
+}
+
+func joinSteers(items []steerItem) string {
+	parts := make([]string, len(items))
+	for i, it := range items {
+		parts[i] = it.text
+	}
+	return strings.Join(parts, "\n")
+}
+
+var (
+	errInterruptUser     = errors.New("interrupted_by_user")
+	errInterruptShutdown = errors.New("interrupted_by_system(shutdown)")
+)
+
+// Interrupt stops the running turn: in-flight tools are cancelled, open requests withdrawn,
+// the pending steer and the queued follow-up dropped. It reports whether a turn was running.
+// reason "" or "user" is a user interrupt; anything else is a system issuer.
+func (s *Session) Interrupt(reason string) bool {
+	cause := errInterruptUser
+	switch reason {
+	case "", "user":
+	case "shutdown":
+		cause = errInterruptShutdown
+	default:
+		cause = fmt.Errorf("interrupted_by_system(%s)", reason)
+	}
+	s.mu.Lock()
+	t := s.turn
+	s.steers = nil
+	hadQueue := s.queued != nil
+	s.queued = nil
+	s.mu.Unlock()
+	if hadQueue {
+		s.j.append(Event{Type: EvQueueUpdated, Data: QueueInfo{}})
+	}
+	if t == nil {
+		return false
+	}
+	t.interrupt(cause)
+	return true
+}
+
+// Wait blocks until the turn ends and returns its outcome.
+func (s *Session) Wait(ctx context.Context, turnID string) (Outcome, error) {
+	s.mu.Lock()
+	t, ok := s.turns[turnID]
+	s.mu.Unlock()
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: %q", ErrUnknownTurn, turnID)
+	}
+	select {
+	case <-t.done:
+		return t.outcome, nil
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+// WaitIdle blocks until no turn runs and the queue is drained.
+func (s *Session) WaitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		t := s.turn
+		s.mu.Unlock()
+		if t == nil {
+			return nil
+		}
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Session) modelCommand(ctx context.Context, name string) (Admission, error) {
+	if name == "" {
+		return Admission{Status: AdmitCommand, Message: "model: " + s.Record().Model}, nil
+	}
+	m, err := s.SetModel(ctx, name)
+	if err != nil {
+		return Admission{}, err
+	}
+	return Admission{Status: AdmitCommand, Message: "model switched to " + m}, nil
+}
+
+// SetModel switches the session's model; it applies from the next model call.
+func (s *Session) SetModel(ctx context.Context, name string) (string, error) {
+	m, _, err := s.e.ResolveModel(name)
+	if err != nil {
+		return "", err
+	}
+	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Model = m; return nil })
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.rec = rec
+	s.mu.Unlock()
+	s.j.append(Event{Type: EvModelChanged, Data: s.Info()})
+	return m, nil
+}
+
+// SetTitle renames the session (titles are unique: store.ErrTitleTaken).
+func (s *Session) SetTitle(ctx context.Context, title string) error {
+	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Title = strings.TrimSpace(title); return nil })
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.rec = rec
+	s.mu.Unlock()
+	s.j.append(Event{Type: EvSessionTitle, Data: s.Info()})
+	return nil
+}
+
+// History returns the session's active transcript rows with their durable row ids.
+func (s *Session) History(ctx context.Context, q store.RowQuery) ([]store.Row, error) {
+	return s.e.cfg.Store.Rows(ctx, s.id, q)
+}
+
+// Usage returns the stored usage counters.
+func (s *Session) Usage() store.Usage { return s.Record().Usage }
+
+// Processes is the session's background-process table.
+func (s *Session) Processes() *tool.Processes { return &s.procs }
+
+// Inflight describes the running turn.
+type Inflight struct {
+	TurnID    string    `json:"turn_id"`
+	Prompt    string    `json:"user"`
+	Text      string    `json:"assistant"`
+	Iteration int       `json:"iteration"`
+	Started   time.Time `json:"started"`
+}
+
+// Snapshot is everything a surface needs to show a session it just attached to.
+type Snapshot struct {
+	Info         Info      `json:"info"`
+	Inflight     *Inflight `json:"inflight,omitempty"`
+	OpenRequests []Request `json:"open_requests"`
+	Queued       string    `json:"queued,omitempty"`
+	PendingSteer string    `json:"pending_steer,omitempty"`
+	LastSeq      uint64    `json:"last_seq"`
+}
+
+// Snapshot returns the session's current state.
+func (s *Session) Snapshot() Snapshot {
+	info := s.Info()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Info: info, OpenRequests: s.openRequestsLocked(), PendingSteer: joinSteers(s.steers), LastSeq: s.j.lastSeq()}
+	if s.queued != nil {
+		snap.Queued = s.queued.text
+	}
+	if t := s.turn; t != nil {
+		t.mu.Lock()
+		snap.Inflight = &Inflight{TurnID: t.id, Prompt: t.prompt, Text: t.text.String(), Iteration: t.iteration, Started: t.started}
+		t.mu.Unlock()
+	}
+	return snap
+}
+
+// Close interrupts any running turn, waits for it, stops background processes and detaches the
+// session. The stored session remains and can be opened again.
+func (s *Session) Close(ctx context.Context, reason string) error {
+	s.Interrupt("close")
+	if err := s.WaitIdle(ctx); err != nil {
+		return err
+	}
+	if reason == "" {
+		reason = "closed"
+	}
+	s.shutdown(reason)
+	_, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
+		r.EndedAt, r.EndReason = time.Now().UTC(), reason
+		return nil
+	})
+	return err
+}
+
+func (s *Session) shutdown(reason string) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.status = StatusClosed
+	s.mu.Unlock()
+	s.procs.StopAll()
+	s.e.mu.Lock()
+	if s.e.live[s.id] == s {
+		delete(s.e.live, s.id)
+	}
+	s.e.mu.Unlock()
+	s.j.append(Event{Type: EvSessionClosed, Data: map[string]string{"reason": reason}})
+	s.j.close()
+}

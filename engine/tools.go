@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/tool"
+)
+
+// parallelSafe tools may run concurrently within one batch: they only read.
+var parallelSafe = map[string]bool{"read_file": true, "search_files": true}
+
+// alwaysKey is the KV key of a pattern the user approved "always".
+func alwaysKey(pattern string) string { return "approval/always/" + pattern }
+
+// runTools runs a batch of tool calls and returns their results in call order. A batch made
+// only of read-only tools runs concurrently; any other batch runs in order, so approvals are
+// asked one at a time and side effects happen in the order the model asked for them.
+func (t *turnState) runTools(calls []model.ToolCall) []tool.Result {
+	results := make([]tool.Result, len(calls))
+	concurrent := len(calls) > 1
+	for _, c := range calls {
+		if !parallelSafe[c.Name] {
+			concurrent = false
+		}
+	}
+	if concurrent {
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Go(func() { results[i] = t.runTool(c) })
+		}
+		wg.Wait()
+		return results
+	}
+	for i, c := range calls {
+		if t.ctx.Err() != nil {
+			results[i] = tool.Result{Content: "Not run: the turn was interrupted.", IsError: true}
+			continue
+		}
+		results[i] = t.runTool(c)
+	}
+	return results
+}
+
+// runTool is one call: guard → policy → approval → run.
+func (t *turnState) runTool(c model.ToolCall) tool.Result {
+	s := t.s
+	t.nTools.Add(1)
+	args := json.RawMessage(strings.TrimSpace(c.Arguments))
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	s.j.append(Event{Type: EvToolStart, TurnID: t.id, Data: ToolStart{CallID: c.ID, Name: c.Name, Args: args}})
+	start := time.Now()
+	res, blocked := t.callTool(c, args)
+	s.j.append(Event{Type: EvToolComplete, TurnID: t.id, Data: ToolComplete{CallID: c.ID, Name: c.Name, Args: args, Result: res, Duration: time.Since(start), Blocked: blocked}})
+	return res
+}
+
+func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.Result, blocked bool) {
+	s := t.s
+	tl, err := s.e.cfg.Tools.Get(c.Name)
+	if err != nil {
+		return tool.Errorf("Unknown tool %q. Available tools: %s.", c.Name, strings.Join(s.e.cfg.Tools.Names(), ", ")), true
+	}
+	if !json.Valid(args) {
+		return tool.Errorf("Invalid arguments for %s: not valid JSON (%s). Send a JSON object matching the tool's schema.", c.Name, clip(string(args), 200)), true
+	}
+	env := s.toolEnv(t, c)
+	var v tool.Verdict
+	if g, ok := tl.(tool.Guard); ok {
+		v = g.Check(args, env)
+	}
+	if v.Blocked {
+		return tool.Result{Content: "BLOCKED (hardline): " + v.Reason + ". This command is never allowed; do not retry or rephrase it.", IsError: true, Meta: map[string]any{"hardline": true, "command": v.Command}}, true
+	}
+	args, ok, res := t.approve(c, tl, args, v)
+	if !ok {
+		return res, true
+	}
+	res, err = tl.Call(t.ctx, tool.Call{ID: c.ID, Name: c.Name, Args: args}, env)
+	if err != nil {
+		if t.ctx.Err() != nil {
+			return tool.Result{Content: "Interrupted: " + err.Error(), IsError: true}, false
+		}
+		return tool.Errorf("Tool %s failed: %v", c.Name, err), false
+	}
+	return res, false
+}
+
+// approve runs the approval policy and, when it says ask, the approval request. It returns the
+// (possibly rewritten) arguments and whether the call may run; when not, res says why.
+func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage, v tool.Verdict) (json.RawMessage, bool, tool.Result) {
+	s := t.s
+	approved := s.approvedPatterns()
+	in := policy.ApprovalInput{SessionID: s.id, Surface: t.origin, Tool: c.Name, Command: v.Command, Args: args, Cwd: s.Record().Cwd, Patterns: v.Patterns, Approved: approved}
+	if len(v.Patterns) > 0 {
+		in.Pattern = v.Patterns[0]
+	}
+	hctx, cancel := context.WithTimeout(t.ctx, s.e.cfg.HookTimeout)
+	d, err := s.e.cfg.Policy.Approver.Approve(hctx, in)
+	cancel()
+	if err == nil && d.Decision != policy.Allow && d.Decision != policy.Deny && d.Decision != policy.Ask {
+		err = fmt.Errorf("unknown approval decision %q", d.Decision)
+	}
+	if err != nil { // fail closed
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", Decision: policy.Deny, Error: err.Error()}})
+		return nil, false, tool.Result{Content: "BLOCKED: the approval policy failed (" + err.Error() + "), so the call was denied. Do NOT retry.", IsError: true}
+	}
+	s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", Decision: d.Decision, Reason: d.Reason}})
+	if len(d.Args) > 0 {
+		if !json.Valid(d.Args) {
+			return nil, false, tool.Result{Content: "BLOCKED: the approval policy rewrote the arguments into invalid JSON. Do NOT retry.", IsError: true}
+		}
+		args = d.Args
+		if g, ok := tl.(tool.Guard); ok { // rewritten arguments are checked again
+			if v2 := g.Check(args, s.toolEnv(t, c)); v2.Blocked {
+				return nil, false, tool.Result{Content: "BLOCKED (hardline): " + v2.Reason + ".", IsError: true}
+			}
+		}
+	}
+	switch d.Decision {
+	case policy.Allow:
+		return args, true, tool.Result{}
+	case policy.Deny:
+		reason := d.Reason
+		if reason == "" {
+			reason = "denied by policy"
+		}
+		return nil, false, tool.Result{Content: "BLOCKED: " + reason + ". Do NOT retry or rephrase this call.", IsError: true, Meta: map[string]any{"outcome": "denied"}}
+	}
+	desc := strings.Join(v.Patterns, "; ")
+	if desc == "" {
+		desc = d.Reason
+	}
+	payload := map[string]any{
+		"tool": c.Name, "call_id": c.ID, "command": v.Command, "args": args,
+		"pattern_key": in.Pattern, "pattern_keys": v.Patterns, "description": desc, "allow_permanent": len(v.Patterns) > 0,
+	}
+	host := s.requestHost()
+	ans, err := host.ask(t.ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
+	choice, _ := ans["choice"].(string)
+	switch {
+	case errors.Is(err, ErrRequestTimeout):
+		return nil, false, tool.Result{Content: "BLOCKED: the approval request timed out. Silence is not consent. Do NOT retry.", IsError: true, Meta: map[string]any{"outcome": "timeout", "user_consent": false}}
+	case err != nil:
+		return nil, false, tool.Result{Content: "BLOCKED: the approval request was withdrawn (" + err.Error() + "). Do NOT retry.", IsError: true, Meta: map[string]any{"outcome": "withdrawn", "user_consent": false}}
+	case choice == ChoiceDeny:
+		return nil, false, tool.Result{Content: "BLOCKED: the user denied this command. Do NOT retry or rephrase it; ask the user what to do instead.", IsError: true, Meta: map[string]any{"outcome": "denied", "user_consent": false}}
+	case choice == ChoiceSession || choice == ChoiceAlways:
+		s.mu.Lock()
+		for _, p := range v.Patterns {
+			s.approved[p] = true
+		}
+		s.mu.Unlock()
+		if choice == ChoiceAlways {
+			for _, p := range v.Patterns {
+				_ = s.e.cfg.Store.PutKV(context.Background(), alwaysKey(p), []byte(time.Now().UTC().Format(time.RFC3339)))
+			}
+		}
+	}
+	return args, true, tool.Result{}
+}
+
+// approvedPatterns lists the pattern keys approved for this session or always.
+func (s *Session) approvedPatterns() []string {
+	s.mu.Lock()
+	out := make([]string, 0, len(s.approved))
+	for p := range s.approved {
+		out = append(out, p)
+	}
+	s.mu.Unlock()
+	if kv, err := s.e.cfg.Store.ListKV(context.Background(), "approval/always/"); err == nil {
+		for k := range kv {
+			out = append(out, strings.TrimPrefix(k, "approval/always/"))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// requestHost is the session whose clients answer this session's requests: a delegated
+// sub-agent asks through its top-level ancestor, where the people are.
+func (s *Session) requestHost() *Session {
+	h := s
+	for i := 0; i < 32 && h.parent != nil; i++ {
+		h = h.parent
+	}
+	return h
+}
+
+// toolEnv is what a tool call may touch.
+func (s *Session) toolEnv(t *turnState, c model.ToolCall) *tool.Env {
+	rec := s.Record()
+	return &tool.Env{
+		SessionID:    s.id,
+		Cwd:          rec.Cwd,
+		AllowOutside: s.e.cfg.AllowOutsideCwd,
+		Ask: func(ctx context.Context, q tool.Question) (map[string]any, error) {
+			p := q.Payload
+			if p == nil {
+				p = map[string]any{}
+			}
+			p["call_id"] = c.ID
+			return s.requestHost().ask(ctx, t.id, q.Kind, p, s.e.cfg.RequestTimeout)
+		},
+		Progress: func(text string) {
+			s.j.append(Event{Type: EvToolProgress, TurnID: t.id, Text: text, Data: ToolProgress{CallID: c.ID, Name: c.Name}})
+		},
+		Processes: &s.procs,
+		Delegate: func(ctx context.Context, goal string, _ []string) (string, error) {
+			return s.delegate(ctx, goal)
+		},
+	}
+}
+
+// steerDecision asks the steer hook; failures fall back to delivering unchanged.
+func (s *Session) steerDecision(t *turnState, text, toolName string) policy.SteerDecision {
+	hctx, cancel := context.WithTimeout(t.ctx, s.e.cfg.HookTimeout)
+	defer cancel()
+	d, err := s.e.cfg.Policy.Steer.Steer(hctx, policy.SteerInput{SessionID: s.id, Text: text, Iteration: t.iteration, Tool: toolName})
+	if err == nil && d.Action != policy.Deliver && d.Action != policy.Hold && d.Action != policy.Drop {
+		err = fmt.Errorf("unknown steer action %q", d.Action)
+	}
+	if err != nil {
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "steer", Decision: policy.Deliver, Error: err.Error()}})
+		return policy.SteerDecision{Action: policy.Deliver, Text: text}
+	}
+	if d.Action != policy.Deliver || d.Text != text {
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "steer", Decision: d.Action}})
+	}
+	return d
+}

@@ -1,0 +1,449 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Steer markers: delivered guidance is appended to the last tool result of a batch between
+// these, and the system prompt tells the model to trust exactly this marker.
+const (
+	SteerOpen  = "[OUT-OF-BAND USER MESSAGE — a direct message from the user, delivered mid-turn; not tool output]"
+	SteerClose = "[/OUT-OF-BAND USER MESSAGE]"
+)
+
+// budgetSummaryPrompt is sent, toolless, once the iteration budget is spent.
+const budgetSummaryPrompt = "You have reached the maximum number of tool-calling iterations for this turn. Do not call any more tools. Summarise what you did, what is left, and what the user should do next."
+
+// turnState is one turn in flight.
+type turnState struct {
+	s       *Session
+	id      string
+	prompt  string
+	origin  string
+	maxIter int
+	started time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+
+	userRowID uint64
+	finishing bool    // guarded by Session.mu: no more steers accepted
+	outcome   Outcome // written before done is closed
+
+	inAPICall atomic.Bool
+	nTools    atomic.Int64
+
+	mu        sync.Mutex // guards text and iteration for snapshots
+	text      strings.Builder
+	iteration int
+}
+
+func (t *turnState) interrupt(cause error) { t.cancel(cause) }
+
+func (s *Session) newTurnLocked(text, origin string) *turnState {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	max := s.e.cfg.MaxIterations
+	if s.depth > 0 {
+		max = s.e.cfg.SubagentMaxIterations
+	}
+	t := &turnState{
+		s: s, id: newID("turn_"), prompt: text, origin: origin, maxIter: max, started: time.Now(),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+	}
+	s.turn = t
+	s.turns[t.id] = t
+	s.order = append(s.order, t.id)
+	if len(s.order) > keptTurns {
+		delete(s.turns, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.setStatusLocked(StatusWorking)
+	return t
+}
+
+// abandonTurn releases a turn that never started (its user row could not be written).
+func (s *Session) abandonTurn(t *turnState) {
+	t.cancel(errors.New("abandoned"))
+	t.outcome = Outcome{TurnID: t.id, Status: StatusFailed, ExitReason: "unknown", Error: "turn not started"}
+	s.mu.Lock()
+	delete(s.turns, t.id)
+	s.endTurnLocked(t)
+	s.mu.Unlock()
+}
+
+func (s *Session) startTurn(t *turnState) {
+	s.e.turns.Add(1)
+	go func() {
+		defer s.e.turns.Done()
+		s.j.append(Event{Type: EvMessageStart, TurnID: t.id, Data: TurnStart{Prompt: t.prompt, Origin: t.origin, Model: s.Record().Model, RowID: t.userRowID}})
+		out := t.run()
+		s.finish(t, out)
+	}()
+}
+
+// finish records the outcome, emits message.complete, and drains the follow-up queue.
+func (s *Session) finish(t *turnState, out Outcome) {
+	s.mu.Lock()
+	t.finishing = true
+	pending := joinSteers(s.steers)
+	s.steers = nil
+	s.mu.Unlock()
+	if pending != "" && !out.Interrupted {
+		out.PendingSteer = pending
+	}
+	delta := store.Usage{
+		InputTokens: int64(out.Usage.PromptTokens), OutputTokens: int64(out.Usage.CompletionTokens),
+		CachedTokens: int64(out.Usage.CachedTokens), ReasoningTokens: int64(out.Usage.ReasoningTokens),
+		APICalls: int64(out.APICalls), ToolCalls: t.toolCalls(),
+	}
+	if rec, err := s.e.cfg.Store.UpdateSession(context.Background(), s.id, 0, func(r *store.Session) error {
+		r.Usage.Add(delta)
+		return nil
+	}); err == nil {
+		s.mu.Lock()
+		s.rec = rec
+		s.mu.Unlock()
+	} else {
+		s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: "usage not saved: " + err.Error(), Code: "store"}})
+	}
+	t.outcome = out
+	t.cancel(nil)
+	s.j.append(Event{Type: EvMessageComplete, TurnID: t.id, Text: out.Text, Data: out})
+	s.mu.Lock()
+	s.endTurnLocked(t)
+	s.mu.Unlock()
+}
+
+// endTurnLocked clears the in-flight turn and starts the queued follow-up, if any.
+func (s *Session) endTurnLocked(t *turnState) {
+	if s.turn == t {
+		s.turn = nil
+	}
+	close(t.done)
+	q := s.queued
+	if q == nil || s.closed {
+		s.setStatusLocked(StatusIdle)
+		s.j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: s.id, Title: s.rec.Title, Model: s.rec.Model, Cwd: s.rec.Cwd, ParentID: s.rec.ParentID, Status: s.status, Usage: s.rec.Usage}})
+		return
+	}
+	s.queued = nil
+	s.j.append(Event{Type: EvQueueUpdated, Data: QueueInfo{}})
+	next := s.newTurnLocked(q.text, q.origin)
+	s.e.turns.Add(1)
+	go func() { // the user row write happens off the lock, then the turn runs
+		defer s.e.turns.Done()
+		rows, err := s.e.cfg.Store.AppendRows(context.Background(), s.id, store.Fence{}, []store.Row{{Role: "user", Content: q.text, TurnID: next.id, Time: time.Now().UTC()}})
+		if err != nil {
+			s.j.append(Event{Type: EvError, TurnID: next.id, Data: ErrorInfo{Message: "queued prompt not saved: " + err.Error(), Code: "store"}})
+			s.abandonTurn(next)
+			return
+		}
+		next.userRowID = rows[0].ID
+		s.startTurn(next)
+	}()
+}
+
+// toolCallCount is accumulated by runTools.
+func (t *turnState) toolCalls() int64 { return t.nTools.Load() }
+
+// run is the turn: a short loop of named steps.
+//
+//	for each iteration:
+//	  check interrupt → check budget → deliver steer → persist → stream model
+//	  → no tool calls: final answer, done
+//	  → for each tool call: guard → policy → approval → run → deliver steer at the boundary
+func (t *turnState) run() Outcome {
+	s := t.s
+	out := Outcome{TurnID: t.id}
+	name, prov, err := s.e.ResolveModel(s.Record().Model)
+	if err != nil {
+		return t.fail(out, "unknown", err)
+	}
+	out.Model = name
+	msgs, err := s.loadMessages(t.ctx)
+	if err != nil {
+		return t.fail(out, "unknown", err)
+	}
+	var pending []store.Row
+	lastTool := -1 // index in msgs of the newest tool result of this turn
+	for {
+		if t.ctx.Err() != nil {
+			return t.interrupted(out, pending, false)
+		}
+		if t.iteration >= t.maxIter {
+			return t.budgetExhausted(out, prov, name, msgs, pending)
+		}
+		t.mu.Lock()
+		t.iteration++
+		t.text.Reset()
+		t.mu.Unlock()
+
+		t.deliverSteer(msgs, pending, lastTool)
+		if err := s.persist(&pending, t); err != nil {
+			return t.fail(out, "unknown", err)
+		}
+
+		acc, err := t.streamModel(prov, name, msgs, true, &out)
+		if err != nil {
+			if t.ctx.Err() != nil {
+				if acc.Text.Len() > 0 {
+					pending = append(pending, assistantRow(t.id, acc.Message()))
+				}
+				return t.interrupted(out, pending, true)
+			}
+			out.Partial = acc.Text.Len() > 0
+			if out.Partial {
+				pending = append(pending, assistantRow(t.id, acc.Message()))
+			}
+			_ = s.persist(&pending, t)
+			return t.fail(out, "provider_error("+clip(err.Error(), 80)+")", err)
+		}
+		msg := acc.Message()
+		if len(msg.ToolCalls) == 0 {
+			return t.answer(out, acc, pending)
+		}
+
+		msgs = append(msgs, msg)
+		pending = append(pending, assistantRow(t.id, msg))
+		results := t.runTools(msg.ToolCalls)
+		for i, c := range msg.ToolCalls {
+			tm := model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: results[i].Content}
+			msgs = append(msgs, tm)
+			pending = append(pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: tm.Content, Time: time.Now().UTC()})
+		}
+		lastTool = len(msgs) - 1
+		if t.ctx.Err() != nil {
+			return t.interrupted(out, pending, false)
+		}
+		t.deliverSteer(msgs, pending, lastTool)
+	}
+}
+
+func assistantRow(turnID string, m model.Message) store.Row {
+	r := store.Row{Role: "assistant", TurnID: turnID, Content: m.Content, Reasoning: m.Reasoning, Time: time.Now().UTC()}
+	if len(m.ToolCalls) > 0 {
+		r.ToolCalls, _ = json.Marshal(m.ToolCalls)
+	}
+	return r
+}
+
+// streamModel is one model call: stream, publish deltas, accumulate.
+func (t *turnState) streamModel(prov model.Provider, name string, msgs []model.Message, tools bool, out *Outcome) (*model.Accumulator, error) {
+	s := t.s
+	_, m := model.ParseName(name)
+	req := model.Request{Model: m, Messages: msgs}
+	if tools {
+		req.Tools = s.e.cfg.Tools.Specs()
+	}
+	acc := &model.Accumulator{}
+	t.inAPICall.Store(true)
+	defer t.inAPICall.Store(false)
+	out.APICalls++
+	var streamErr error
+	for c, err := range prov.Stream(t.ctx, req) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		if c.Reasoning != "" {
+			s.j.append(Event{Type: EvReasoningDelta, TurnID: t.id, Text: c.Reasoning})
+		}
+		if c.Text != "" {
+			s.j.append(Event{Type: EvMessageDelta, TurnID: t.id, Text: c.Text})
+			t.mu.Lock()
+			t.text.WriteString(c.Text)
+			t.mu.Unlock()
+		}
+		for _, d := range c.ToolCalls {
+			s.j.append(Event{Type: EvToolGenerating, TurnID: t.id, Text: d.Arguments, Data: ToolGenerating{Index: d.Index, CallID: d.ID, Name: d.Name}})
+		}
+		acc.Add(c)
+	}
+	if acc.HaveUsage {
+		out.Usage.Add(acc.Usage)
+	}
+	if streamErr == nil && t.ctx.Err() != nil {
+		streamErr = context.Cause(t.ctx)
+	}
+	return acc, streamErr
+}
+
+// answer ends the turn with the model's text.
+func (t *turnState) answer(out Outcome, acc *model.Accumulator, pending []store.Row) Outcome {
+	msg := acc.Message()
+	pending = append(pending, assistantRow(t.id, msg))
+	if err := t.s.persist(&pending, t); err != nil {
+		return t.fail(out, "unknown", err)
+	}
+	fr := acc.FinishReason
+	if fr == "" {
+		fr = "stop"
+	}
+	out.Text, out.Reasoning = msg.Content, msg.Reasoning
+	out.ExitReason = "text_response(finish_reason=" + fr + ")"
+	switch {
+	case strings.TrimSpace(msg.Content) == "":
+		out.Status, out.ExitReason = StatusFailed, "empty_response_exhausted"
+		out.Error = "the model returned an empty response"
+	case fr == "length":
+		out.Status, out.Partial = StatusFailed, true
+		out.Error = "the response was cut off at the output token limit"
+	default:
+		out.Status, out.Completed = StatusCompleted, true
+	}
+	return out
+}
+
+// interrupted ends the turn as cancelled.
+func (t *turnState) interrupted(out Outcome, pending []store.Row, duringAPI bool) Outcome {
+	_ = t.s.persist(&pending, t)
+	cause := context.Cause(t.ctx)
+	reason := "interrupted_by_user"
+	if cause != nil && cause != errInterruptUser && cause != context.Canceled {
+		reason = cause.Error()
+	}
+	if duringAPI {
+		if issuer, ok := strings.CutPrefix(reason, "interrupted_by_system"); ok {
+			reason = "interrupted_during_api_call" + issuer
+		} else {
+			reason = "interrupted_during_api_call"
+		}
+	}
+	t.mu.Lock()
+	out.Partial = t.text.Len() > 0
+	out.Text = t.text.String()
+	t.mu.Unlock()
+	out.Status, out.ExitReason, out.Interrupted = StatusCancelled, reason, true
+	return out
+}
+
+// fail ends the turn as failed.
+func (t *turnState) fail(out Outcome, reason string, err error) Outcome {
+	out.Status, out.ExitReason, out.Error = StatusFailed, reason, err.Error()
+	t.s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: err.Error()}})
+	return out
+}
+
+// budgetExhausted makes one toolless call for a summary and ends the turn failed.
+func (t *turnState) budgetExhausted(out Outcome, prov model.Provider, name string, msgs []model.Message, pending []store.Row) Outcome {
+	s := t.s
+	out.ExitReason = fmt.Sprintf("max_iterations_reached(%d/%d)", t.iteration, t.maxIter)
+	s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "budget", Text: out.ExitReason}})
+	t.deliverSteer(msgs, pending, -1)
+	if err := s.persist(&pending, t); err != nil {
+		return t.fail(out, out.ExitReason, err)
+	}
+	msgs = append(msgs, model.Message{Role: "user", Content: budgetSummaryPrompt})
+	acc, err := t.streamModel(prov, name, msgs, false, &out)
+	if err == nil && acc.Text.Len() > 0 {
+		msg := acc.Message()
+		msg.ToolCalls = nil
+		pending = append(pending, assistantRow(t.id, msg))
+		_ = s.persist(&pending, t)
+		out.Text, out.Reasoning = msg.Content, msg.Reasoning
+	}
+	if t.ctx.Err() != nil {
+		return t.interrupted(out, pending, true)
+	}
+	out.Status = StatusFailed
+	if err != nil {
+		out.Error = err.Error()
+	} else {
+		out.Error = "iteration budget exhausted"
+	}
+	return out
+}
+
+// deliverSteer appends pending steer text to the newest tool result of this turn (msgs[idx]
+// and its still-unpersisted row). With no tool result yet, the steer stays pending.
+func (t *turnState) deliverSteer(msgs []model.Message, pending []store.Row, idx int) {
+	s := t.s
+	if idx < 0 {
+		return
+	}
+	s.mu.Lock()
+	items := s.steers
+	s.steers = nil
+	s.mu.Unlock()
+	if len(items) == 0 {
+		return
+	}
+	text := joinSteers(items)
+	d := s.steerDecision(t, text, msgs[idx].Name)
+	switch d.Action {
+	case "hold":
+		s.mu.Lock()
+		s.steers = append(items, s.steers...)
+		s.mu.Unlock()
+		return
+	case "drop":
+		return
+	}
+	if d.Text != "" {
+		text = d.Text
+	}
+	block := "\n\n" + SteerOpen + "\n" + text + "\n" + SteerClose
+	msgs[idx].Content += block
+	for i := len(pending) - 1; i >= 0; i-- {
+		if pending[i].Role == "tool" && pending[i].ToolCallID == msgs[idx].ToolCallID {
+			pending[i].Content += block
+			pending[i].DisplayKind = "steer"
+			break
+		}
+	}
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.id
+	}
+	s.j.append(Event{Type: EvSteerDelivered, TurnID: t.id, Data: SteerDelivered{IDs: ids, Text: text, Iteration: t.iteration, CallID: msgs[idx].ToolCallID}})
+}
+
+// persist writes the turn's pending rows (durable on return) and clears them.
+func (s *Session) persist(pending *[]store.Row, t *turnState) error {
+	if len(*pending) == 0 {
+		return nil
+	}
+	if _, err := s.e.cfg.Store.AppendRows(context.Background(), s.id, store.Fence{}, *pending); err != nil {
+		return fmt.Errorf("save transcript: %w", err)
+	}
+	*pending = (*pending)[:0]
+	return nil
+}
+
+// loadMessages builds the model transcript: system prompt, then the active rows.
+func (s *Session) loadMessages(ctx context.Context) ([]model.Message, error) {
+	rows, err := s.e.cfg.Store.Rows(ctx, s.id, store.RowQuery{})
+	if err != nil {
+		return nil, fmt.Errorf("load transcript: %w", err)
+	}
+	msgs := make([]model.Message, 0, len(rows)+1)
+	msgs = append(msgs, model.Message{Role: "system", Content: s.e.cfg.SystemPrompt})
+	for _, r := range rows {
+		m := model.Message{Role: r.Role, Content: r.Content, Reasoning: r.Reasoning, ToolCallID: r.ToolCallID, Name: r.ToolName}
+		if len(r.ToolCalls) > 0 {
+			if err := json.Unmarshal(r.ToolCalls, &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("load transcript: row %d: %w", r.ID, err)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
