@@ -1,0 +1,260 @@
+// Package config loads Hermes configuration: $HERMES_HOME/config.yaml, then the environment
+// overrides that form the public contract (HERMES_HOME, HERMES_MODEL, OPENAI_BASE_URL,
+// OPENAI_API_KEY, HERMES_API_KEY / API_SERVER_KEY, HERMES_POLICY, HERMES_MAX_ITERATIONS).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Provider configures one model provider.
+type Provider struct {
+	// Type is openai (any OpenAI-compatible Chat Completions endpoint) or replay (cassettes).
+	Type    string            `yaml:"type"`
+	BaseURL string            `yaml:"base_url,omitempty"`
+	APIKey  string            `yaml:"api_key,omitempty"`
+	KeyEnv  string            `yaml:"api_key_env,omitempty"` // read the key from this variable
+	Headers map[string]string `yaml:"headers,omitempty"`
+	Models  []string          `yaml:"models,omitempty"` // known model names, for offline checks
+	// Dir is where replay cassettes are looked up for relative names.
+	Dir string `yaml:"dir,omitempty"`
+}
+
+// Config is the whole configuration.
+type Config struct {
+	Home          string              `yaml:"-"`
+	Path          string              `yaml:"-"` // the config file read ("" when none)
+	Model         string              `yaml:"model"`
+	Providers     map[string]Provider `yaml:"providers"`
+	MaxIterations int                 `yaml:"max_iterations"`
+	BusyInputMode string              `yaml:"busy_input_mode"`
+	SystemPrompt  string              `yaml:"system_prompt,omitempty"`
+	Cwd           string              `yaml:"cwd,omitempty"`
+	Policy        string              `yaml:"policy,omitempty"` // policy script path
+	Approvals     Approvals           `yaml:"approvals"`
+	Delegation    Delegation          `yaml:"delegation"`
+	Files         Files               `yaml:"files"`
+	Server        Server              `yaml:"server"`
+	Store         Store               `yaml:"store"`
+	Scripts       Scripts             `yaml:"scripts"`
+}
+
+// Approvals configures approval requests.
+type Approvals struct {
+	Timeout Duration `yaml:"timeout"` // default 300s; an unanswered approval is a deny
+}
+
+// Delegation configures sub-agents.
+type Delegation struct {
+	MaxIterations int `yaml:"max_iterations"` // default 50
+	MaxDepth      int `yaml:"max_depth"`      // default 2
+	MaxConcurrent int `yaml:"max_concurrent"` // default 3
+}
+
+// Files configures file tools.
+type Files struct {
+	AllowOutsideCwd bool `yaml:"allow_outside_cwd"`
+}
+
+// Server configures hermes serve.
+type Server struct {
+	Addr   string `yaml:"addr"` // default 127.0.0.1:8642
+	APIKey string `yaml:"api_key,omitempty"`
+}
+
+// Store configures the session store.
+type Store struct {
+	Dir        string `yaml:"dir,omitempty"` // default $HERMES_HOME/state
+	SyncWrites *bool  `yaml:"sync_writes,omitempty"`
+}
+
+// Scripts configures the script sandbox: capabilities granted to policy and run scripts.
+type Scripts struct {
+	Grants      []string `yaml:"grants,omitempty"` // fs, http, env, exec
+	HookTimeout Duration `yaml:"hook_timeout"`
+}
+
+// Duration is a time.Duration that reads "30s" or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalYAML accepts "90s", "5m" or a bare number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if v, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		*d = Duration(v * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 5m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as text.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// DefaultHome is ~/.hermes.
+func DefaultHome() string {
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".hermes")
+	}
+	return ".hermes"
+}
+
+// Builtin providers, available without configuration.
+func builtinProviders() map[string]Provider {
+	return map[string]Provider{
+		"openai":     {Type: "openai", BaseURL: "https://api.openai.com/v1", KeyEnv: "OPENAI_API_KEY"},
+		"openrouter": {Type: "openai", BaseURL: "https://openrouter.ai/api/v1", KeyEnv: "OPENROUTER_API_KEY"},
+		"ollama":     {Type: "openai", BaseURL: "http://127.0.0.1:11434/v1"},
+		"vllm":       {Type: "openai", BaseURL: "http://127.0.0.1:8000/v1", KeyEnv: "VLLM_API_KEY"},
+		"llamacpp":   {Type: "openai", BaseURL: "http://127.0.0.1:8080/v1"},
+		"replay":     {Type: "replay"},
+	}
+}
+
+// Load reads $HERMES_HOME/config.yaml (absent is fine) and applies the environment. getenv is
+// os.Getenv in production; tests pass their own.
+func Load(getenv func(string) string) (*Config, error) {
+	home := getenv("HERMES_HOME")
+	if home == "" {
+		home = DefaultHome()
+	}
+	c := &Config{Home: home}
+	path := filepath.Join(home, "config.yaml")
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		c.Path = path
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.Home = home
+	merged := builtinProviders()
+	for name, p := range c.Providers {
+		if p.Type == "" {
+			p.Type = "openai"
+		}
+		if p.Type != "openai" && p.Type != "replay" {
+			return nil, fmt.Errorf("config %s: provider %q: unknown type %q (want openai or replay)", path, name, p.Type)
+		}
+		if b, ok := merged[name]; ok && p.BaseURL == "" {
+			p.BaseURL = b.BaseURL
+		}
+		if b, ok := merged[name]; ok && p.KeyEnv == "" {
+			p.KeyEnv = b.KeyEnv
+		}
+		merged[name] = p
+	}
+	c.Providers = merged
+	if v := getenv("HERMES_MODEL"); v != "" {
+		c.Model = v
+	}
+	if c.Model == "" {
+		c.Model = "openai:gpt-4.1"
+	}
+	op := c.Providers["openai"]
+	if v := getenv("OPENAI_BASE_URL"); v != "" {
+		op.BaseURL = v
+	}
+	if v := getenv("OPENAI_API_KEY"); v != "" {
+		op.APIKey = v
+	}
+	c.Providers["openai"] = op
+	for name, p := range c.Providers {
+		if p.APIKey == "" && p.KeyEnv != "" {
+			p.APIKey = getenv(p.KeyEnv)
+			c.Providers[name] = p
+		}
+	}
+	if v := getenv("HERMES_API_KEY"); v != "" {
+		c.Server.APIKey = v
+	} else if v := getenv("API_SERVER_KEY"); v != "" {
+		c.Server.APIKey = v
+	}
+	if v := getenv("HERMES_POLICY"); v != "" {
+		c.Policy = v
+	}
+	if v := getenv("HERMES_MAX_ITERATIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("HERMES_MAX_ITERATIONS=%q: want a positive integer", v)
+		}
+		c.MaxIterations = n
+	}
+	if c.MaxIterations == 0 {
+		c.MaxIterations = 90
+	}
+	if c.Server.Addr == "" {
+		c.Server.Addr = "127.0.0.1:8642"
+	}
+	if c.Store.Dir == "" {
+		c.Store.Dir = filepath.Join(home, "state")
+	}
+	if c.Approvals.Timeout == 0 {
+		c.Approvals.Timeout = Duration(300 * time.Second)
+	}
+	if c.Scripts.HookTimeout == 0 {
+		c.Scripts.HookTimeout = Duration(2 * time.Second)
+	}
+	return c, nil
+}
+
+// Show renders the effective configuration as YAML with secrets masked.
+func (c *Config) Show() string {
+	masked := *c
+	masked.Providers = map[string]Provider{}
+	for k, p := range c.Providers {
+		p.APIKey = mask(p.APIKey)
+		masked.Providers[k] = p
+	}
+	masked.Server.APIKey = mask(c.Server.APIKey)
+	b, _ := yaml.Marshal(&masked)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# HERMES_HOME: %s\n", c.Home)
+	if c.Path != "" {
+		fmt.Fprintf(&sb, "# config file: %s\n", c.Path)
+	} else {
+		fmt.Fprintf(&sb, "# config file: none (%s not found; defaults and environment)\n", filepath.Join(c.Home, "config.yaml"))
+	}
+	sb.Write(b)
+	return sb.String()
+}
+
+// ProviderNames lists the configured providers, sorted.
+func (c *Config) ProviderNames() []string {
+	out := make([]string, 0, len(c.Providers))
+	for k := range c.Providers {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mask(s string) string {
+	switch {
+	case s == "":
+		return ""
+	case len(s) <= 8:
+		return "****"
+	}
+	return s[:3] + "…" + s[len(s)-4:]
+}

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadDefaultsAndEnv(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load(env(map[string]string{
+		"HERMES_HOME": home, "HERMES_MODEL": "openai:gpt-4.1-mini",
+		"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-test-123456789",
+		"API_SERVER_KEY": "srv", "HERMES_POLICY": "/p.js", "HERMES_MAX_ITERATIONS": "7",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "openai:gpt-4.1-mini" || c.MaxIterations != 7 || c.Policy != "/p.js" || c.Server.APIKey != "srv" {
+		t.Fatalf("env not applied: %+v", c)
+	}
+	if p := c.Providers["openai"]; p.BaseURL != "http://127.0.0.1:9/v1" || p.APIKey != "sk-test-123456789" {
+		t.Fatalf("openai provider: %+v", p)
+	}
+	if c.Store.Dir != filepath.Join(home, "state") || time.Duration(c.Approvals.Timeout) != 300*time.Second {
+		t.Fatalf("defaults: %+v", c)
+	}
+	out := c.Show()
+	if strings.Contains(out, "sk-test-123456789") || !strings.Contains(out, "sk-…6789") {
+		t.Fatalf("secret not masked:\n%s", out)
+	}
+}
+
+func TestLoadFileAndPrecedence(t *testing.T) {
+	home := t.TempDir()
+	yml := "model: ollama:llama3\nbusy_input_mode: queue\napprovals:\n  timeout: 45s\nproviders:\n  local:\n    base_url: http://127.0.0.1:1234/v1\n    api_key_env: LOCAL_KEY\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(env(map[string]string{"HERMES_HOME": home, "LOCAL_KEY": "k"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "ollama:llama3" || c.BusyInputMode != "queue" || time.Duration(c.Approvals.Timeout) != 45*time.Second {
+		t.Fatalf("file not applied: %+v", c)
+	}
+	if p := c.Providers["local"]; p.Type != "openai" || p.APIKey != "k" {
+		t.Fatalf("custom provider: %+v", p)
+	}
+	c, err = Load(env(map[string]string{"HERMES_HOME": home, "HERMES_MODEL": "local:m"}))
+	if err != nil || c.Model != "local:m" {
+		t.Fatalf("env must win over file: %v %+v", err, c)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for name, yml := range map[string]string{
+		"unknown key":  "modle: x\n",
+		"bad type":     "max_iterations: lots\n",
+		"bad duration": "approvals:\n  timeout: soon\n",
+		"bad provider": "providers:\n  x:\n    type: grpc\n",
+		"bad yaml":     "model: [\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(env(map[string]string{"HERMES_HOME": home}))
+			if err == nil || !strings.Contains(err.Error(), "config.yaml") {
+				t.Fatalf("want an error naming the file, got %v", err)
+			}
+		})
+	}
+	if _, err := Load(env(map[string]string{"HERMES_HOME": t.TempDir(), "HERMES_MAX_ITERATIONS": "-1"})); err == nil {
+		t.Fatal("negative HERMES_MAX_ITERATIONS accepted")
+	}
+	if c, err := Load(env(map[string]string{"HERMES_HOME": t.TempDir()})); err != nil || c.Model == "" {
+		t.Fatalf("empty home: %v", err)
+	}
+}
