@@ -118,6 +118,7 @@ type Lease struct {
 // RewindResult reports a rewind.
 type RewindResult struct {
 	Survivors []Row // re-inserted active rows with fresh ids, in order
+	Appended  []Row // the extra rows as stored, after the survivors
 	Archived  int   // rows moved out of the active transcript
 }
 
@@ -140,7 +141,9 @@ type Store interface {
 	// remaining active rows with fresh ids, and appends extra rows after them — one transaction.
 	// beforeRowID that is not an active row of the session gives ErrStaleRow and writes nothing.
 	Rewind(ctx context.Context, sessionID string, f Fence, beforeRowID uint64, extra []Row) (RewindResult, error)
-	// CopyRows copies the active rows of src with ID <= uptoRowID (0 = all) into dst (a branch).
+	// CopyRows copies the active rows of src with ID <= uptoRowID (0 = all) into dst (a branch)
+	// under fresh ids and sets dst.ForkRowID to the last row copied. A non-zero uptoRowID that is
+	// not an active row of src gives ErrStaleRow and writes nothing.
 	CopyRows(ctx context.Context, src, dst string, uptoRowID uint64) (int, error)
 
 	AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (Lease, error)
