@@ -1,0 +1,223 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Group commit. Every write is an op handed to one committer goroutine. The committer takes
+// whatever ops are queued, applies them in order inside as few badger transactions as possible
+// and commits; with SyncWrites one commit is one fsync, so a hundred concurrent appends cost one
+// disk flush instead of a hundred. Only after the commit returns are the waiters released, so a
+// write that returns nil is on disk.
+//
+// Because the committer is the only writer, ops never conflict with each other, reads inside an
+// op see every earlier op of the same batch, and the row-id counter can live in memory and be
+// persisted in the same transaction as the rows that use it.
+
+const (
+	queueDepth     = 1024
+	maxBatchOps    = 1024
+	conflictRounds = 8
+)
+
+// errTooLarge marks an op whose writes do not fit in one badger transaction.
+var errTooLarge = errors.New("operation too large for one transaction")
+
+// mutation is one staged key write (or delete when del is set).
+type mutation struct {
+	key, val []byte
+	del      bool
+}
+
+// writes collects one op's mutations. They reach the transaction only after the op validated
+// everything, so an op that fails writes nothing and does not spoil the batch it rode in.
+type writes []mutation
+
+func (w *writes) set(key, val []byte) { *w = append(*w, mutation{key: key, val: val}) }
+func (w *writes) del(key []byte)      { *w = append(*w, mutation{key: key, del: true}) }
+
+// batchTxn is what an op sees: the batch's transaction (with every earlier op's writes applied)
+// and the row-id counter.
+type batchTxn struct {
+	txn  *badger.Txn
+	next uint64 // next row id to hand out
+	now  time.Time
+}
+
+// allocRowID hands out the next row id. The committer persists the high-water mark in the same
+// transaction as the op that used it, so an id is never handed out twice, even across a crash.
+func (b *batchTxn) allocRowID() uint64 {
+	id := b.next
+	b.next++
+	return id
+}
+
+// op is one queued write. apply must be a function of the transaction state only: the committer
+// may run it more than once (conflict retry, or when the batch is split) and keeps the outcome of
+// the run that committed.
+type op struct {
+	apply func(b *batchTxn, w *writes) error
+	err   error
+	done  chan struct{}
+}
+
+// enter registers a caller with the store so that Close waits for it. Callers defer s.active.Done.
+func (s *Store) enter() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	s.active.Add(1)
+	return nil
+}
+
+// do queues a write and waits for its commit. Once queued, the outcome is decided within one
+// commit, so do waits for it even if ctx ends: the caller then learns what really happened.
+func (s *Store) do(ctx context.Context, apply func(b *batchTxn, w *writes) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.active.Done()
+	o := &op{apply: apply, done: make(chan struct{})}
+	select {
+	case s.queue <- o:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-o.done
+	return o.err
+}
+
+// commitLoop is the committer goroutine. Close stops it only after every caller has left, so
+// the queue is empty when quit closes.
+func (s *Store) commitLoop() {
+	defer s.workers.Done()
+	batch := make([]*op, 0, maxBatchOps)
+	for {
+		select {
+		case o := <-s.queue:
+			batch = append(batch[:0], o)
+		case <-s.quit:
+			return
+		}
+	drain:
+		for len(batch) < maxBatchOps {
+			select {
+			case o := <-s.queue:
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		s.commitBatch(batch)
+		for i, o := range batch {
+			close(o.done)
+			batch[i] = nil
+		}
+	}
+}
+
+// commitBatch settles every op of the batch, in order, using as few transactions as fit.
+func (s *Store) commitBatch(ops []*op) {
+	for len(ops) > 0 {
+		n := s.commitPrefix(ops)
+		ops = ops[n:]
+	}
+}
+
+// commitPrefix commits a leading run of ops in one transaction and returns how many ops it
+// settled (at least one).
+func (s *Store) commitPrefix(ops []*op) int {
+	limit := len(ops)
+	for round := 0; ; round++ {
+		settled, split, err := s.tryCommit(ops[:limit])
+		switch {
+		case split > 0:
+			// ops[split] did not fit behind the ones before it: commit those alone, then let
+			// ops[split] start the next transaction.
+			limit = split
+			round--
+		case errors.Is(err, badger.ErrConflict) && round < conflictRounds:
+			// Cannot happen while the committer is the only writer; retrying is still the
+			// correct answer should badger ever report one.
+		case err != nil:
+			for _, o := range ops[:settled] {
+				if o.err == nil {
+					o.err = fmt.Errorf("commit: %w", err)
+				}
+			}
+			return settled
+		default:
+			return settled
+		}
+	}
+}
+
+// tryCommit applies ops to a fresh transaction and commits it. It returns how many ops it
+// settled; split > 0 means ops[split] overflowed the transaction and the caller should retry
+// with ops[:split]; err is a commit error for the settled ops.
+func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	b := &batchTxn{txn: txn, next: s.nextRow, now: time.Now().UTC()}
+	written := 0
+	var w writes
+	for i, o := range ops {
+		w = w[:0]
+		next := b.next
+		if o.err = o.apply(b, &w); o.err != nil {
+			b.next = next
+			continue
+		}
+		if b.next != next {
+			w.set(keySeq, encodeUint64(b.next-1))
+		}
+		if err := flush(txn, w); err != nil {
+			if written > 0 {
+				return 0, i, nil
+			}
+			// The op does not fit even alone. Nothing else has been written, so the ops before
+			// it (all failed validation) and this one are settled and the txn is dropped.
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				err = errTooLarge
+			}
+			o.err = fmt.Errorf("%w: %v", store.ErrInvalidRecord, err)
+			return i + 1, 0, nil
+		}
+		written++
+	}
+	if written == 0 {
+		return len(ops), 0, nil
+	}
+	if err := txn.Commit(); err != nil {
+		return len(ops), 0, err
+	}
+	s.nextRow = b.next
+	return len(ops), 0, nil
+}
+
+func flush(txn *badger.Txn, w writes) error {
+	for _, m := range w {
+		var err error
+		if m.del {
+			err = txn.Delete(m.key)
+		} else {
+			err = txn.Set(m.key, m.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,608 @@
+// Package memstore is an in-memory store.Store with the same semantics as the badger store, for
+// tests and as a baseline in benchmarks. Nothing survives Close.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Limits mirror the badger store so that both accept and refuse the same input.
+const (
+	maxIDLen    = 256
+	maxTitleLen = 4096
+	maxKVKeyLen = 4096
+)
+
+type lease struct {
+	owner      string
+	generation uint64 // kept after release so generations never repeat
+	expires    time.Time
+}
+
+type session struct {
+	rec      store.Session
+	active   []store.Row // ascending ids
+	archived []store.Row // ascending ids
+	lease    lease
+}
+
+// Store is an in-memory store.Store. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*session
+	titles   map[string]string // title -> session id
+	kv       map[string][]byte
+	lastRow  uint64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		sessions: map[string]*session{},
+		titles:   map[string]string{},
+		kv:       map[string][]byte{},
+	}
+}
+
+// lock takes the mutex and reports ErrClosed (releasing it) after Close.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Close drops the contents. Later calls return store.ErrClosed; Close itself is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.sessions, s.titles, s.kv = nil, nil, nil
+	return nil
+}
+
+func now() time.Time { return time.Now().UTC() }
+
+func orNow(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return t.UTC()
+}
+
+func (s *Store) get(id string) (*session, error) {
+	ss, ok := s.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("session %q: %w", id, store.ErrNotFound)
+	}
+	return ss, nil
+}
+
+func validateSessionID(id string) error {
+	if id == "" || len(id) > maxIDLen {
+		return fmt.Errorf("%w: session id must be 1..%d bytes, got %d", store.ErrInvalidRecord, maxIDLen, len(id))
+	}
+	if strings.IndexFunc(id, func(r rune) bool { return r == '/' || r < 0x20 || r == 0x7f }) >= 0 {
+		return fmt.Errorf("%w: session id %q contains a '/' or control character", store.ErrInvalidRecord, id)
+	}
+	return nil
+}
+
+func validateTitle(title string) error {
+	if len(title) > maxTitleLen {
+		return fmt.Errorf("%w: title is %d bytes, limit %d", store.ErrInvalidRecord, len(title), maxTitleLen)
+	}
+	return nil
+}
+
+func validateKVKey(key string) error {
+	if key == "" || len(key) > maxKVKeyLen {
+		return fmt.Errorf("%w: kv key must be 1..%d bytes, got %d", store.ErrInvalidRecord, maxKVKeyLen, len(key))
+	}
+	return nil
+}
+
+// cloneSession copies in so that callers never share a map with the store. An empty Meta becomes
+// nil, as it does in the badger store after a round trip through JSON.
+func cloneSession(in store.Session) store.Session {
+	if len(in.Meta) == 0 {
+		in.Meta = nil
+	} else {
+		in.Meta = maps.Clone(in.Meta)
+	}
+	return in
+}
+
+func cloneRow(r store.Row) store.Row {
+	if r.ToolCalls != nil {
+		r.ToolCalls = append(json.RawMessage(nil), r.ToolCalls...)
+	}
+	return r
+}
+
+func cloneRows(rows []store.Row) []store.Row {
+	out := make([]store.Row, len(rows))
+	for i, r := range rows {
+		out[i] = cloneRow(r)
+	}
+	return out
+}
+
+// prepareRows validates rows and returns stored-form copies with ids still unassigned.
+func prepareRows(sid string, rows []store.Row, t time.Time) ([]store.Row, error) {
+	out := make([]store.Row, len(rows))
+	for i, r := range rows {
+		if r.Role == "" {
+			return nil, fmt.Errorf("%w: row %d has no role", store.ErrInvalidRecord, i)
+		}
+		if len(r.ToolCalls) > 0 && !json.Valid(r.ToolCalls) {
+			return nil, fmt.Errorf("%w: row %d tool_calls is not valid JSON", store.ErrInvalidRecord, i)
+		}
+		if len(r.ToolCalls) > 0 {
+			// Stored compacted, like the badger store's JSON encoding does.
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, r.ToolCalls); err != nil {
+				return nil, fmt.Errorf("%w: row %d tool_calls: %v", store.ErrInvalidRecord, i, err)
+			}
+			r.ToolCalls = buf.Bytes()
+		} else {
+			r.ToolCalls = nil
+		}
+		r.ID, r.SessionID, r.Active = 0, sid, true
+		r.Time = orNow(r.Time, t)
+		out[i] = r
+	}
+	return out, nil
+}
+
+func (ss *session) fence(f store.Fence) error {
+	if f.Generation == 0 || f.Generation == ss.lease.generation {
+		return nil
+	}
+	return fmt.Errorf("%w: session %s: write carries generation %d, current is %d",
+		store.ErrFenced, ss.rec.ID, f.Generation, ss.lease.generation)
+}
+
+func (ss *session) hasActive(id uint64) bool {
+	_, ok := slices.BinarySearchFunc(ss.active, id, func(r store.Row, id uint64) int {
+		switch {
+		case r.ID < id:
+			return -1
+		case r.ID > id:
+			return 1
+		}
+		return 0
+	})
+	return ok
+}
+
+func (ss *session) touch(t time.Time) {
+	ss.rec.UpdatedAt = t
+	ss.rec.Version++
+}
+
+// insert assigns r the next row id and appends it to dst's active rows.
+func (s *Store) insert(dst *session, r store.Row) store.Row {
+	s.lastRow++
+	r.ID, r.SessionID, r.Active = s.lastRow, dst.rec.ID, true
+	dst.active = append(dst.active, r)
+	return cloneRow(r)
+}
+
+// CreateSession stores a new session. See the badger store for defaults.
+func (s *Store) CreateSession(ctx context.Context, sess store.Session) (store.Session, error) {
+	if err := validateSessionID(sess.ID); err != nil {
+		return store.Session{}, err
+	}
+	if err := validateTitle(sess.Title); err != nil {
+		return store.Session{}, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.Session{}, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[sess.ID]; ok {
+		return store.Session{}, fmt.Errorf("session %q: %w", sess.ID, store.ErrExists)
+	}
+	if owner, ok := s.titles[sess.Title]; sess.Title != "" && ok && owner != sess.ID {
+		return store.Session{}, fmt.Errorf("title %q: %w", sess.Title, store.ErrTitleTaken)
+	}
+	rec := cloneSession(sess)
+	rec.CreatedAt = orNow(rec.CreatedAt, now())
+	rec.UpdatedAt = orNow(rec.UpdatedAt, rec.CreatedAt)
+	rec.EndedAt = rec.EndedAt.UTC()
+	rec.RowCount, rec.Rewinds, rec.Version = 0, 0, 1
+	s.sessions[rec.ID] = &session{rec: rec}
+	if rec.Title != "" {
+		s.titles[rec.Title] = rec.ID
+	}
+	return cloneSession(rec), nil
+}
+
+// GetSession returns the session with id.
+func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Session{}, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	return cloneSession(ss.rec), nil
+}
+
+// UpdateSession applies fn under compare-and-set. fn runs without the store's lock held, as in
+// the badger store, so that both behave the same when fn is slow or re-enters the store.
+func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*store.Session) error) (store.Session, error) {
+	const maxRounds = 64
+	for round := 0; ; round++ {
+		cur, err := s.GetSession(ctx, id)
+		if err != nil {
+			return store.Session{}, err
+		}
+		if expectVersion != 0 && cur.Version != expectVersion {
+			return store.Session{}, fmt.Errorf("session %q at version %d, caller expected %d: %w",
+				id, cur.Version, expectVersion, store.ErrConflict)
+		}
+		next := cloneSession(cur)
+		if err := fn(&next); err != nil {
+			return store.Session{}, err
+		}
+		if next.ID != cur.ID {
+			return store.Session{}, fmt.Errorf("%w: update may not change the session id", store.ErrInvalidRecord)
+		}
+		if err := validateTitle(next.Title); err != nil {
+			return store.Session{}, err
+		}
+		out, moved, err := s.casSession(ctx, cur.Version, cloneSession(next))
+		switch {
+		case err != nil:
+			return store.Session{}, err
+		case !moved:
+			return out, nil
+		case expectVersion != 0 || round+1 >= maxRounds:
+			return store.Session{}, fmt.Errorf("session %q changed concurrently: %w", id, store.ErrConflict)
+		}
+	}
+}
+
+func (s *Store) casSession(ctx context.Context, seen uint64, next store.Session) (out store.Session, moved bool, err error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Session{}, false, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(next.ID)
+	if err != nil {
+		return store.Session{}, false, err
+	}
+	stored := ss.rec
+	if stored.Version != seen {
+		return store.Session{}, true, nil
+	}
+	if next.Title != stored.Title && next.Title != "" {
+		if owner, ok := s.titles[next.Title]; ok && owner != next.ID {
+			return store.Session{}, false, fmt.Errorf("title %q: %w", next.Title, store.ErrTitleTaken)
+		}
+	}
+	next.CreatedAt, next.RowCount, next.Rewinds = stored.CreatedAt, stored.RowCount, stored.Rewinds
+	next.UpdatedAt, next.Version = now(), stored.Version+1
+	next.EndedAt = next.EndedAt.UTC()
+	if next.Title != stored.Title {
+		if stored.Title != "" {
+			delete(s.titles, stored.Title)
+		}
+		if next.Title != "" {
+			s.titles[next.Title] = next.ID
+		}
+	}
+	ss.rec = next
+	return cloneSession(next), false, nil
+}
+
+// ListSessions returns sessions newest first (by UpdatedAt, ties by id).
+func (s *Store) ListSessions(ctx context.Context, o store.ListOptions) ([]store.Session, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Session
+	for _, ss := range s.sessions {
+		r := ss.rec
+		if (o.Source == "" || r.Source == o.Source) && (o.ParentID == "" || r.ParentID == o.ParentID) {
+			out = append(out, cloneSession(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Session) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if o.Limit > 0 && len(out) > o.Limit {
+		out = out[:o.Limit]
+	}
+	return out, nil
+}
+
+// AppendRows appends rows and returns them as stored.
+func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence, rows []store.Row) ([]store.Row, error) {
+	t := now()
+	prepared, err := prepareRows(sessionID, rows, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ss.fence(f); err != nil {
+		return nil, err
+	}
+	out := make([]store.Row, len(prepared))
+	if len(prepared) == 0 {
+		return out, nil
+	}
+	for i, r := range prepared {
+		out[i] = s.insert(ss, r)
+	}
+	ss.rec.RowCount += int64(len(out))
+	ss.touch(t)
+	return out, nil
+}
+
+// Rows returns rows of a session in row-id order.
+func (s *Store) Rows(ctx context.Context, sessionID string, q store.RowQuery) ([]store.Row, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	var all []store.Row
+	for _, r := range ss.active {
+		if r.ID > q.AfterID {
+			all = append(all, r)
+		}
+	}
+	if q.IncludeArchived {
+		for _, r := range ss.archived {
+			if r.ID > q.AfterID {
+				all = append(all, r)
+			}
+		}
+		slices.SortFunc(all, func(a, b store.Row) int {
+			switch {
+			case a.ID < b.ID:
+				return -1
+			case a.ID > b.ID:
+				return 1
+			}
+			return 0
+		})
+	}
+	if q.Limit > 0 && len(all) > q.Limit {
+		if q.Tail {
+			all = all[len(all)-q.Limit:]
+		} else {
+			all = all[:q.Limit]
+		}
+	}
+	return cloneRows(all), nil
+}
+
+// Rewind archives rows from beforeRowID on, re-inserts survivors under fresh ids and appends
+// extra, atomically.
+func (s *Store) Rewind(ctx context.Context, sessionID string, f store.Fence, beforeRowID uint64, extra []store.Row) (store.RewindResult, error) {
+	t := now()
+	prepared, err := prepareRows(sessionID, extra, t)
+	if err != nil {
+		return store.RewindResult{}, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.RewindResult{}, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return store.RewindResult{}, err
+	}
+	if err := ss.fence(f); err != nil {
+		return store.RewindResult{}, err
+	}
+	if beforeRowID != 0 && !ss.hasActive(beforeRowID) {
+		return store.RewindResult{}, fmt.Errorf("session %q row %d: %w", sessionID, beforeRowID, store.ErrStaleRow)
+	}
+	old := ss.active
+	ss.active = nil
+	var res store.RewindResult
+	for _, r := range old {
+		if beforeRowID != 0 && r.ID < beforeRowID {
+			res.Survivors = append(res.Survivors, s.insert(ss, r))
+			continue
+		}
+		r.Active = false
+		ss.archived = append(ss.archived, r)
+		res.Archived++
+	}
+	// Archived rows keep their ids, which may interleave with rows archived earlier.
+	slices.SortFunc(ss.archived, func(a, b store.Row) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	for _, r := range prepared {
+		res.Appended = append(res.Appended, s.insert(ss, r))
+	}
+	ss.rec.RowCount = int64(len(ss.active))
+	ss.rec.Rewinds++
+	ss.touch(t)
+	return res, nil
+}
+
+// CopyRows copies src's active rows up to uptoRowID into dst under fresh ids.
+func (s *Store) CopyRows(ctx context.Context, src, dst string, uptoRowID uint64) (int, error) {
+	if src == dst {
+		return 0, fmt.Errorf("%w: cannot copy session %q into itself", store.ErrInvalidRecord, src)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	from, err := s.get(src)
+	if err != nil {
+		return 0, err
+	}
+	to, err := s.get(dst)
+	if err != nil {
+		return 0, err
+	}
+	if uptoRowID != 0 && !from.hasActive(uptoRowID) {
+		return 0, fmt.Errorf("session %q row %d: %w", src, uptoRowID, store.ErrStaleRow)
+	}
+	n := 0
+	for _, r := range from.active {
+		if uptoRowID != 0 && r.ID > uptoRowID {
+			break
+		}
+		s.insert(to, cloneRow(r))
+		to.rec.ForkRowID = r.ID
+		n++
+	}
+	if n > 0 {
+		to.rec.RowCount += int64(n)
+		to.touch(now())
+	}
+	return n, nil
+}
+
+// AcquireLease grants the lease when free, expired or already owner's; see the badger store.
+func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (store.Lease, error) {
+	if owner == "" || ttl <= 0 {
+		return store.Lease{}, fmt.Errorf("%w: lease needs an owner and a positive ttl", store.ErrInvalidRecord)
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	t := now()
+	l := &ss.lease
+	if l.owner != owner {
+		if l.owner != "" && t.Before(l.expires) {
+			return store.Lease{}, fmt.Errorf("session %q held by %q until %s: %w",
+				sessionID, l.owner, l.expires.Format(time.RFC3339Nano), store.ErrLeaseHeld)
+		}
+		l.owner = owner
+		l.generation++
+	}
+	l.expires = t.Add(ttl)
+	return store.Lease{SessionID: sessionID, Owner: l.owner, Generation: l.generation, Expires: l.expires}, nil
+}
+
+// ReleaseLease gives up a lease; see the badger store.
+func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	ss, ok := s.sessions[l.SessionID]
+	if !ok {
+		return nil
+	}
+	cur := &ss.lease
+	switch {
+	case cur.generation > l.Generation:
+		return fmt.Errorf("session %q lease is at generation %d, release carries %d: %w",
+			l.SessionID, cur.generation, l.Generation, store.ErrFenced)
+	case cur.generation != l.Generation || cur.owner == "" || cur.owner != l.Owner:
+		return nil
+	}
+	cur.owner, cur.expires = "", time.Time{}
+	return nil
+}
+
+// PutKV stores value under key.
+func (s *Store) PutKV(ctx context.Context, key string, value []byte) error {
+	if err := validateKVKey(key); err != nil {
+		return err
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	s.kv[key] = append([]byte{}, value...)
+	return nil
+}
+
+// GetKV returns the value under key.
+func (s *Store) GetKV(ctx context.Context, key string) ([]byte, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	v, ok := s.kv[key]
+	if !ok {
+		return nil, fmt.Errorf("kv %q: %w", key, store.ErrNotFound)
+	}
+	return append([]byte{}, v...), nil
+}
+
+// ListKV returns every key with prefix and its value.
+func (s *Store) ListKV(ctx context.Context, prefix string) (map[string][]byte, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := map[string][]byte{}
+	for k, v := range s.kv {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = append([]byte{}, v...)
+		}
+	}
+	return out, nil
+}
+
+// DeleteKV removes key; a missing key is not an error.
+func (s *Store) DeleteKV(ctx context.Context, key string) error {
+	if err := validateKVKey(key); err != nil {
+		return err
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	delete(s.kv, key)
+	return nil
+}
