@@ -13,6 +13,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ type Config struct {
 // Client streams chat completions from one endpoint. It is safe for concurrent use.
 type Client struct {
 	url        string
+	urlErr     error // a BaseURL no request can be sent to, reported by Stream
 	apiKey     string
 	headers    map[string]string
 	http       *http.Client
@@ -73,6 +75,11 @@ func New(cfg Config) *Client {
 		maxRetries: cfg.MaxRetries,
 		backoff:    cfg.Backoff,
 	}
+	if u, err := url.Parse(c.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Caught here rather than left to the transport, which would report it only after
+		// the retries and their backoff.
+		c.urlErr = fmt.Errorf("openai: invalid base URL %q: want http(s)://host[:port]/path", cfg.BaseURL)
+	}
 	if c.http == nil {
 		c.http = http.DefaultClient
 	}
@@ -91,6 +98,10 @@ func New(cfg Config) *Client {
 // yields ctx.Err() and stops.
 func (c *Client) Stream(ctx context.Context, r model.Request) iter.Seq2[model.Chunk, error] {
 	return func(yield func(model.Chunk, error) bool) {
+		if c.urlErr != nil {
+			yield(model.Chunk{}, c.urlErr)
+			return
+		}
 		body, err := json.Marshal(encodeRequest(r))
 		if err != nil {
 			yield(model.Chunk{}, fmt.Errorf("openai: encoding request: %w", err))

@@ -541,3 +541,17 @@ func TestEarlyBreakClosesStream(t *testing.T) {
 		t.Fatalf("second call: %+v, %v", chunks, err)
 	}
 }
+
+func TestInvalidBaseURL(t *testing.T) {
+	for _, base := range []string{"api.openai.com/v1", "ftp://example.test/v1", "http://", "http://a b/v1"} {
+		var b backoffLog
+		c := openai.New(openai.Config{BaseURL: base, Backoff: b.hook})
+		_, err := collect(c.Stream(t.Context(), userRequest("hi")))
+		if err == nil || !strings.Contains(err.Error(), "invalid base URL") || !strings.Contains(err.Error(), base) {
+			t.Errorf("%q: err = %v", base, err)
+		}
+		if len(b.got()) != 0 {
+			t.Errorf("%q: retried a request that cannot be sent", base)
+		}
+	}
+}
