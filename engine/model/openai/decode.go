@@ -60,7 +60,7 @@ func (d *decoder) run(yield func(model.Chunk, error) bool) {
 			}
 			// The SSE spec discards an event not closed by a blank line at EOF; the one
 			// exception we make is an unterminated [DONE], which leaves nothing out.
-			if d.hasData && string(d.data) == "[DONE]" {
+			if d.hasData && string(bytes.TrimSpace(d.data)) == "[DONE]" {
 				return
 			}
 			yield(model.Chunk{}, d.endError(err))
