@@ -116,3 +116,26 @@ func TestWrongTypeArgsEveryTool(t *testing.T) {
 		mustFail(t, res, "invalid arguments for "+name+": malformed JSON")
 	}
 }
+
+func FuzzDecodeArgs(f *testing.F) {
+	for _, s := range []string{`{"pattern":"x","limit":5}`, `{"pattern":1}`, `{`, `null`, `{"pattern":"x","offset":-1}`, `[1]`, `{"pattern":"x"}{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var a searchArgs
+		err := decodeArgs("search_files", searchSchema, raw, &a)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidArgs) || !strings.HasPrefix(err.Error(), "invalid arguments for search_files: ") {
+				t.Fatalf("bad error: %v", err)
+			}
+			return
+		}
+		// Success means the schema held: the required field was present and ranges were kept.
+		if !json.Valid(raw) && len(strings.TrimSpace(string(raw))) > 0 {
+			t.Fatalf("accepted invalid JSON %q", raw)
+		}
+		if a.Limit < 0 || a.Limit > maxSearchLimit || a.Offset < 0 || a.Context < 0 || a.Context > maxSearchContext {
+			t.Fatalf("out of range values accepted: %+v", a)
+		}
+	})
+}

@@ -97,7 +97,7 @@ func (ReadFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Resu
 			continue
 		}
 		shownLines++
-		line = strings.TrimSuffix(strings.ToValidUTF8(line, "\uFFFD"), "\r")
+		line = strings.ToValidUTF8(line, "\uFFFD")
 		if full > len(line) {
 			cut++
 			line += fmt.Sprintf(" [... line cut: %d more bytes]", full-len(line))
@@ -125,17 +125,21 @@ func (ReadFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Resu
 	return tool.Result{Content: b.String(), Meta: meta}, nil
 }
 
-// readLine returns the next line without its "\n", keeping at most max bytes of it (cut at a
+// readLine returns the next line without its "\n" or "\r\n", keeping at most max bytes of it (cut at a
 // character boundary), and the full length of the line. It returns io.EOF only when no line
 // is left.
 func readLine(r *bufio.Reader, max int) (line string, full int, err error) {
 	var kept []byte
+	var last byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(chunk) > 0 {
 			body := chunk
 			if body[len(body)-1] == '\n' {
 				body = body[:len(body)-1]
+			}
+			if len(body) > 0 {
+				last = body[len(body)-1]
 			}
 			full += len(body)
 			if room := max - len(kept); room > 0 {
@@ -146,6 +150,12 @@ func readLine(r *bufio.Reader, max int) (line string, full int, err error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case err == nil, err == io.EOF && (len(chunk) > 0 || full > 0):
+			if last == '\r' { // a CRLF line ending is not content
+				full--
+				if len(kept) > full {
+					kept = kept[:full]
+				}
+			}
 			if full > len(kept) {
 				return trimRune(kept), full, nil
 			}

@@ -373,10 +373,17 @@ func (s *searcher) result(a searchArgs) tool.Result {
 		b.WriteString("]")
 	default:
 		if a.Target == "content" && s.mode == "content" {
-			fmt.Fprintf(&b, "[%d matches in %d files]", s.total, s.files)
+			fmt.Fprintf(&b, "[%s in %s]", plural(s.total, "match", "matches"), plural(s.files, "file", "files"))
 		} else {
-			fmt.Fprintf(&b, "[%d %s]", s.total, what)
+			fmt.Fprintf(&b, "[%s]", plural(s.total, "file", "files"))
 		}
 	}
 	return tool.Result{Content: b.String(), Meta: meta}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
