@@ -369,3 +369,16 @@ func TestPatchBinaryFiles(t *testing.T) {
 		t.Fatalf("diff %q", res.Meta["diff"])
 	}
 }
+
+func TestFilesRefuseFIFO(t *testing.T) {
+	env := newEnv(t)
+	if err := mkfifo(filepath.Join(env.Cwd, "pipe")); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	mustFail(t, call(t, ReadFile{}, env, map[string]any{"path": "pipe"}), "not a regular file")
+	mustFail(t, call(t, WriteFile{}, env, map[string]any{"path": "pipe", "content": "x"}), "not a regular file")
+	res := mustOK(t, call(t, SearchFiles{}, env, map[string]any{"pattern": "x", "path": "pipe"}))
+	if !strings.HasPrefix(res.Content, "No matches") {
+		t.Fatalf("search: %q", res.Content)
+	}
+}

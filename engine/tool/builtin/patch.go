@@ -23,7 +23,7 @@ const maxResultDiff = 8 << 10
 type Patch struct{}
 
 var patchSchema = object([]string{"mode"}, map[string]*schema{
-	"mode": {Type: "string", Enum: []string{"replace", "patch"}, Default: "replace", Description: "replace: swap " +
+	"mode": {Type: "string", Enum: []string{"replace", "patch"}, Description: "replace: swap " +
 		"old_string for new_string in path. patch: apply the V4A patch in `patch` (several files and hunks at once)."},
 	"path":        {Type: "string", Description: "replace mode: the file to edit, relative to the working directory."},
 	"old_string":  {Type: "string", Description: "replace mode: exact text to replace, including whitespace and indentation, without read_file line-number prefixes. It must occur exactly once unless replace_all is true; include surrounding lines to make it unique."},

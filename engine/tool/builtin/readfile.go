@@ -62,14 +62,21 @@ func (ReadFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Resu
 		return tool.Errorf("%v", err), nil
 	}
 	shown := displayPath(realCwd, path)
+	// Stat before opening: opening a FIFO would block until something writes to it.
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return openError(shown, err), nil
+	case fi.IsDir():
+		return tool.Errorf("%s is a directory, not a file; use search_files with target \"files\" to list it", shown), nil
+	case !fi.Mode().IsRegular():
+		return tool.Errorf("%s is not a regular file (%v)", shown, fi.Mode().Type()), nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return openError(shown, err), nil
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return tool.Errorf("%s is a directory, not a file; use search_files with target \"files\" to list it", shown), nil
-	}
 	head, err := readPrefix(f, sniffSize)
 	if err != nil {
 		return tool.Errorf("cannot read %s: %v", shown, err), nil

@@ -231,7 +231,7 @@ func (s *searcher) visit(p, rel string) error {
 	}
 
 	fi, err := os.Stat(p)
-	if err != nil {
+	if err != nil || !fi.Mode().IsRegular() { // a FIFO would block the read
 		return nil
 	}
 	if fi.Size() > maxSearchFileSize {

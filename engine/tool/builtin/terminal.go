@@ -116,6 +116,9 @@ func (t *Terminal) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.R
 	if res != nil {
 		return *res, nil
 	}
+	if ctx.Err() != nil {
+		return tool.Errorf("interrupted before the command started"), nil
+	}
 	if a.Background {
 		return t.background(a, dir, shown, env)
 	}
