@@ -64,7 +64,9 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	nextRow uint64 // next row id; owned by the committer goroutine once Open returns
+	// Owned by the committer goroutine once Open returns.
+	nextRow      uint64                   // next row id
+	sessionCache map[string]store.Session // committed session records, decoded
 }
 
 var _ store.Store = (*Store)(nil)
@@ -115,6 +117,8 @@ func Open(dir string, o Options) (*Store, error) {
 		dir:   dir,
 		queue: make(chan *op, queueDepth),
 		quit:  make(chan struct{}),
+
+		sessionCache: map[string]store.Session{},
 	}
 	if err := s.init(); err != nil {
 		_ = db.Close()

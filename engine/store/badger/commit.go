@@ -38,17 +38,45 @@ type mutation struct {
 
 // writes collects one op's mutations. They reach the transaction only after the op validated
 // everything, so an op that fails writes nothing and does not spoil the batch it rode in.
-type writes []mutation
+type writes struct {
+	muts     []mutation
+	sessions []store.Session // decoded form of the session records among muts
+}
 
-func (w *writes) set(key, val []byte) { *w = append(*w, mutation{key: key, val: val}) }
-func (w *writes) del(key []byte)      { *w = append(*w, mutation{key: key, del: true}) }
+func (w *writes) set(key, val []byte) { w.muts = append(w.muts, mutation{key: key, val: val}) }
+func (w *writes) del(key []byte)      { w.muts = append(w.muts, mutation{key: key, del: true}) }
+
+func (w *writes) reset() {
+	w.muts, w.sessions = w.muts[:0], w.sessions[:0]
+}
 
 // batchTxn is what an op sees: the batch's transaction (with every earlier op's writes applied)
 // and the row-id counter.
 type batchTxn struct {
-	txn  *badger.Txn
-	next uint64 // next row id to hand out
-	now  time.Time
+	s        *Store
+	txn      *badger.Txn
+	next     uint64 // next row id to hand out
+	now      time.Time
+	sessions map[string]store.Session // records written by earlier ops of this transaction
+}
+
+// session returns the record of id as the op must see it: as written earlier in this
+// transaction, else as committed. Nearly every write reads and rewrites its session, so the
+// committer keeps committed records decoded rather than parsing JSON for each op.
+func (b *batchTxn) session(id string) (store.Session, error) {
+	if sess, ok := b.sessions[id]; ok {
+		return sess, nil
+	}
+	if sess, ok := b.s.sessionCache[id]; ok {
+		return sess, nil
+	}
+	sess, err := getSession(b.txn, id)
+	if err != nil {
+		return store.Session{}, err
+	}
+	// Not in this transaction's writes, so what the transaction read is the committed record.
+	b.s.cacheSession(sess)
+	return sess, nil
 }
 
 // allocRowID hands out the next row id. The committer persists the high-water mark in the same
@@ -57,6 +85,20 @@ func (b *batchTxn) allocRowID() uint64 {
 	id := b.next
 	b.next++
 	return id
+}
+
+// maxCachedSessions bounds the committer's session cache (about a kilobyte per entry).
+const maxCachedSessions = 2048
+
+// cacheSession records a committed session. Only the committer calls it.
+func (s *Store) cacheSession(sess store.Session) {
+	if _, ok := s.sessionCache[sess.ID]; !ok && len(s.sessionCache) >= maxCachedSessions {
+		for id := range s.sessionCache { // evict an arbitrary entry
+			delete(s.sessionCache, id)
+			break
+		}
+	}
+	s.sessionCache[sess.ID] = sess
 }
 
 // op is one queued write. apply must be a function of the transaction state only: the committer
@@ -170,11 +212,11 @@ func (s *Store) commitPrefix(ops []*op) int {
 func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	b := &batchTxn{txn: txn, next: s.nextRow, now: time.Now().UTC()}
+	b := &batchTxn{s: s, txn: txn, next: s.nextRow, now: time.Now().UTC(), sessions: map[string]store.Session{}}
 	written := 0
 	var w writes
 	for i, o := range ops {
-		w = w[:0]
+		w.reset()
 		next := b.next
 		if o.err = o.apply(b, &w); o.err != nil {
 			b.next = next
@@ -183,7 +225,7 @@ func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
 		if b.next != next {
 			w.set(keySeq, encodeUint64(b.next-1))
 		}
-		if err := flush(txn, w); err != nil {
+		if err := flush(txn, w.muts); err != nil {
 			if written > 0 {
 				return 0, i, nil
 			}
@@ -195,20 +237,31 @@ func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
 			o.err = fmt.Errorf("%w: %v", store.ErrInvalidRecord, err)
 			return i + 1, 0, nil
 		}
+		for _, sess := range w.sessions {
+			b.sessions[sess.ID] = sess
+		}
 		written++
 	}
 	if written == 0 {
 		return len(ops), 0, nil
 	}
-	if err := txn.Commit(); err != nil {
+	err = txn.Commit()
+	// Ids handed out in a failed commit are burned rather than reused: a commit that fails late
+	// may still have reached the log.
+	s.nextRow = b.next
+	if err != nil {
+		// Likewise the committed state is uncertain: forget what was cached.
+		clear(s.sessionCache)
 		return len(ops), 0, err
 	}
-	s.nextRow = b.next
+	for _, sess := range b.sessions {
+		s.cacheSession(sess)
+	}
 	return len(ops), 0, nil
 }
 
-func flush(txn *badger.Txn, w writes) error {
-	for _, m := range w {
+func flush(txn *badger.Txn, muts []mutation) error {
+	for _, m := range muts {
 		var err error
 		if m.del {
 			err = txn.Delete(m.key)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -272,5 +273,22 @@ func TestOpenCreatesPrivateDirectory(t *testing.T) {
 	}
 	if !slices.Contains(names, "MANIFEST") {
 		t.Fatalf("no MANIFEST in a new store: %v", names)
+	}
+}
+
+// TestIdleMemory guards the small memory settings: badger's defaults reserve a 64 MiB memtable
+// and a 256 MiB block cache, which an idle store has no use for.
+func TestIdleMemory(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := openDir(t, t.TempDir())
+	defer s.Close()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("heap in use grew by %.1f MiB on open", float64(grown)/(1<<20))
+	if grown > 48<<20 {
+		t.Fatalf("an idle open store holds %.1f MiB of heap, want under 48 MiB", float64(grown)/(1<<20))
 	}
 }

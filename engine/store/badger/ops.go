@@ -25,6 +25,7 @@ func putSession(w *writes, sess store.Session) error {
 		return err
 	}
 	w.set(sessionKey(sess.ID), b)
+	w.sessions = append(w.sessions, sess)
 	return nil
 }
 
@@ -124,7 +125,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint
 		next.Meta = cloneMeta(next.Meta)
 		var out store.Session
 		err = s.do(ctx, func(b *batchTxn, w *writes) error {
-			stored, err := getSession(b.txn, id)
+			stored, err := b.session(id)
 			if err != nil {
 				return err
 			}
@@ -161,21 +162,24 @@ func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint
 }
 
 // fencedSession loads a session for an owner write and checks the write's fence.
-func fencedSession(txn *badger.Txn, sid string, f store.Fence) (store.Session, error) {
-	sess, err := getSession(txn, sid)
+func fencedSession(b *batchTxn, sid string, f store.Fence) (store.Session, error) {
+	sess, err := b.session(sid)
 	if err != nil {
 		return store.Session{}, err
 	}
-	if f.Generation != 0 {
-		l, err := getLease(txn, sid)
-		if err != nil {
-			return store.Session{}, err
-		}
-		if err := checkFence(sid, f, l.Generation); err != nil {
-			return store.Session{}, err
-		}
+	return sess, checkLeaseFence(b.txn, sid, f)
+}
+
+// checkLeaseFence checks f against the session's stored lease generation.
+func checkLeaseFence(txn *badger.Txn, sid string, f store.Fence) error {
+	if f.Generation == 0 {
+		return nil
 	}
-	return sess, nil
+	l, err := getLease(txn, sid)
+	if err != nil {
+		return err
+	}
+	return checkFence(sid, f, l.Generation)
 }
 
 // insertRow assigns r a fresh row id and stages it as an active row of sid.
@@ -198,8 +202,10 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 	if len(prepared) == 0 {
 		// Nothing to write; still answer for the session and the fence like a real append.
 		err := s.view(ctx, func(txn *badger.Txn) error {
-			_, err := fencedSession(txn, sessionID, f)
-			return err
+			if _, err := getSession(txn, sessionID); err != nil {
+				return err
+			}
+			return checkLeaseFence(txn, sessionID, f)
 		})
 		if err != nil {
 			return nil, err
@@ -216,7 +222,7 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 // appendOp appends prepared rows to sid, storing them as written into out.
 func appendOp(sid string, f store.Fence, prepared, out []store.Row) func(*batchTxn, *writes) error {
 	return func(b *batchTxn, w *writes) error {
-		sess, err := fencedSession(b.txn, sid, f)
+		sess, err := fencedSession(b, sid, f)
 		if err != nil {
 			return err
 		}
@@ -260,7 +266,7 @@ func (s *Store) Rewind(ctx context.Context, sessionID string, f store.Fence, bef
 	var res store.RewindResult
 	err = s.do(ctx, func(b *batchTxn, w *writes) error {
 		res = store.RewindResult{}
-		sess, err := fencedSession(b.txn, sessionID, f)
+		sess, err := fencedSession(b, sessionID, f)
 		if err != nil {
 			return err
 		}
@@ -320,10 +326,10 @@ func (s *Store) CopyRows(ctx context.Context, src, dst string, uptoRowID uint64)
 	var n int
 	err := s.do(ctx, func(b *batchTxn, w *writes) error {
 		n = 0
-		if _, err := getSession(b.txn, src); err != nil {
+		if _, err := b.session(src); err != nil {
 			return err
 		}
-		dsess, err := getSession(b.txn, dst)
+		dsess, err := b.session(dst)
 		if err != nil {
 			return err
 		}
@@ -369,7 +375,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 	}
 	var out store.Lease
 	err := s.do(ctx, func(b *batchTxn, w *writes) error {
-		if _, err := getSession(b.txn, sessionID); err != nil {
+		if _, err := b.session(sessionID); err != nil {
 			return err
 		}
 		l, err := getLease(b.txn, sessionID)

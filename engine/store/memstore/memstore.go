@@ -437,6 +437,8 @@ func (s *Store) Rewind(ctx context.Context, sessionID string, f store.Fence, bef
 	if beforeRowID != 0 && !ss.hasActive(beforeRowID) {
 		return store.RewindResult{}, fmt.Errorf("session %q row %d: %w", sessionID, beforeRowID, store.ErrStaleRow)
 	}
+	// Archived rows keep their ids. ss.archived stays sorted by plain appending: every row still
+	// active was inserted after the last rewind, with an id above any row archived before.
 	old := ss.active
 	ss.active = nil
 	var res store.RewindResult
@@ -449,16 +451,6 @@ func (s *Store) Rewind(ctx context.Context, sessionID string, f store.Fence, bef
 		ss.archived = append(ss.archived, r)
 		res.Archived++
 	}
-	// Archived rows keep their ids, which may interleave with rows archived earlier.
-	slices.SortFunc(ss.archived, func(a, b store.Row) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
 	for _, r := range prepared {
 		res.Appended = append(res.Appended, s.insert(ss, r))
 	}

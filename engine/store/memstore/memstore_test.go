@@ -13,3 +13,10 @@ func TestStore(t *testing.T) {
 		Open: func(*testing.T) store.Store { return memstore.New() },
 	})
 }
+
+// Baseline for the badger store's append benchmarks.
+func BenchmarkAppend100Sessions(b *testing.B) {
+	s := memstore.New()
+	defer s.Close()
+	storetest.BenchmarkAppend(b, s, 100)
+}
