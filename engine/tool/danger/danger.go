@@ -53,6 +53,7 @@ const (
 // the quote-masked hardline rules, which see only masked ones.
 type variant struct {
 	text, lower   string
+	words         wordSet
 	plain, masked bool
 }
 
@@ -69,7 +70,7 @@ func Check(command string, o Options) Result {
 	}
 	if !o.SudoPasswordConfigured {
 		for _, v := range vs {
-			if v.plain && strings.Contains(v.lower, "sudo") && sudoStdin.MatchString(v.text) {
+			if v.plain && strings.Contains(v.lower, "sudo") && sudoStdin.match(v.text, v.lower) {
 				return Result{Hardline: true, Reason: ReasonSudoStdin}
 			}
 		}
@@ -100,7 +101,7 @@ func (r *rule) matches(vs []variant) bool {
 		if (r.masked && !v.masked) || (!r.masked && !v.plain) {
 			continue
 		}
-		if r.candidate(v.lower) && r.m.match(v.text) {
+		if r.candidate(v) && r.m.match(v.text, v.lower) {
 			return true
 		}
 	}
@@ -130,11 +131,10 @@ func variants(command string, o *Options) []variant {
 
 func addVariants(vs *[]variant, command string, o *Options, depth int) {
 	sc := lex(prepare(command, o))
-	add(vs, unescape(sc.render(false, false)), true, false)
-	marked := unescape(sc.render(true, false))
-	// A carrier hands quoted text to a shell, so quoted text is code, not prose: the
-	// positionless rules then scan the unmasked marked variant.
-	add(vs, marked, true, sc.carrier)
+	// A carrier (eval, sh -c, source) hands quoted text to a shell, so quoted text is code, not
+	// prose: the positionless rules then scan the unmasked flat variant instead.
+	add(vs, unescape(sc.render(false, false)), true, sc.carrier)
+	add(vs, unescape(sc.render(true, false)), true, false)
 	if !sc.carrier {
 		add(vs, unescape(sc.render(false, true)), false, true)
 	}
@@ -158,7 +158,8 @@ func add(vs *[]variant, text string, plain, masked bool) {
 			return
 		}
 	}
-	*vs = append(*vs, variant{text: text, lower: asciiLower(text), plain: plain, masked: masked})
+	lower := asciiLower(text)
+	*vs = append(*vs, variant{text: text, lower: lower, words: wordsOf(lower), plain: plain, masked: masked})
 }
 
 // HardlineRules returns the hardline rule descriptions in evaluation order.

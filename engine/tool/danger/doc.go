@@ -29,7 +29,7 @@
 // into a space, backslash escapes and empty quote pairs removed, and newlines inside quotes
 // or heredoc bodies turned into spaces. On top of that a quote-aware scan produces a marked
 // variant, with a newline at every real command start and command words spelled in pieces
-// (r\m, r''m, "r"m) written plainly, and a masked variant with quoted data blanked. The
+// (r\m, r""m, "r"m) written plainly, and a masked variant with quoted data blanked. The
 // command strings of sh -c and eval are checked as commands of their own.
 //
 // Several rules fire only at a command position: the start of a line, optionally behind

@@ -148,16 +148,17 @@ func joinContinuations(s string) string {
 	return b.String()
 }
 
-// foldHome rewrites every occurrence of the absolute directory dir, when followed by a path
-// separator and not glued to a preceding path word, to repl. Matching ignores ASCII case: on
-// case-insensitive file systems /Users/Alice is the same directory, and folding too much only
-// makes the rules stricter. A bare dir is never folded (the tail supplies the separator).
+// foldHome rewrites every occurrence of the absolute directory dir to repl when it is a whole
+// path prefix: not glued to a preceding path word, and followed by a separator or the end of
+// the word (so `rm -rf /home/alice` reaches the home-directory rule). Matching ignores ASCII
+// case: on case-insensitive file systems /Users/Alice is the same directory, and folding too
+// much only makes the rules stricter.
 func foldHome(s, dir, repl string) string {
 	if dir == "" || !strings.HasPrefix(dir, "/") {
 		return s
 	}
 	dir = path.Clean(dir)
-	if dir == "/" || len(s) <= len(dir) {
+	if dir == "/" || len(s) < len(dir) {
 		return s
 	}
 	lower, ldir := asciiLower(s), asciiLower(dir)
@@ -174,7 +175,7 @@ func foldHome(s, dir, repl string) string {
 		for st > last && s[st-1] == '/' { // `//home/alice/x` is the same path
 			st--
 		}
-		if end < len(s) && s[end] == '/' && (st == 0 || !pathByte(s[st-1])) {
+		if (end == len(s) || strings.IndexByte("/ \t\n;&|)\"'`", s[end]) >= 0) && (st == 0 || !pathByte(s[st-1])) {
 			b.WriteString(s[last:st])
 			b.WriteString(repl)
 			last = end
@@ -194,8 +195,8 @@ func pathByte(c byte) bool {
 }
 
 // unescape removes backslash escapes (r\m is rm to the shell) and then empty quote pairs
-// (r''m, r""m). It runs after the quote-aware scan, which needs the escapes to know where
-// quotes really are.
+// (r""m and its single-quoted twin). It runs after the quote-aware scan, which needs the
+// escapes to know where quotes really are.
 func unescape(s string) string {
 	if strings.IndexByte(s, '\\') >= 0 {
 		var b strings.Builder

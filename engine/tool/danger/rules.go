@@ -27,11 +27,12 @@ const (
 	// assignments.
 	wrap = `(?:` + pathPrefix + `(?:sudo\s+` + sudoOpts + `|env\s+(?:-\S+\s+|\w+=\S*\s+)*|(?:exec|nohup|setsid|time|command|builtin)\s+)|\w+=\S*\s+)*`
 
-	// cmdpos anchors a rule to a command position: start of text or a newline, then any
-	// wrappers. Other command starts (after ; & | ( { $( ` and shell keywords) are turned into
-	// newlines by the quote-aware scanner in the marked variant, which is why the class here
-	// holds no separators: putting them here would also fire inside quoted prose.
-	cmdpos = `(?:^|\n)\s*` + wrap + pathPrefix
+	// cmdpos is a command position: rules built with at() are tried at the start of the text
+	// and after every newline, then skip blanks and any wrappers. Other command starts (after
+	// ; & | ( { $( ` and shell keywords) are turned into newlines by the quote-aware scanner in
+	// the marked variant, which is why no separator appears here: listing them here would also
+	// fire inside quoted prose.
+	cmdpos = `\s*` + wrap + pathPrefix
 
 	// cmdend ends a command word: `reboot.sh` is not `reboot`.
 	cmdend = "(?:[\\s;&|)<>\\x60]|$)"
@@ -88,6 +89,14 @@ const (
 	// Docker/compose global options take a value after exactly one blank.
 	containerFlags = `(?:-\S+(?:\s[^-\s]\S*)?\s+)*`
 
+	// worldWritable is a chmod mode granting write to others: 777/666, or a symbolic clause
+	// whose who-list includes o or a and whose permissions include w (o+w, a+rwx, ugo=rw).
+	worldWritable = `(?:0?777|0?666|[ugo]*[oa][ugoa]*[+=][rwxXst]*w[rwxXst]*)`
+
+	// Needle clauses shared by several rules.
+	shellNeedle   = "bash sh zsh ksh dash"
+	projectNeedle = "*.env* *config.yaml*"
+
 	// sedInPlace is sed with a short -i flag group anywhere in its own arguments.
 	sedInPlace     = `\bsed\b[^;&|\n]*\s-[a-z]*i`
 	sedInPlaceLong = `\bsed\b[^;&|\n]*\s--in-place\b`
@@ -97,9 +106,10 @@ const (
 	sameCmd = `[^;&|\n]*`
 	gitCmd  = `\bgit\s+` + globalFlags
 
-	// rm and its arguments for the root/system/home floor: flags and plain operands, but no
-	// quoted word, so a quoted file name containing " / " does not reach the floor.
-	rmPrefix = cmdpos + "rm[ \\t]+(?:[^\\s;&|<>()\"'\\x60]+[ \\t]+)*"
+	// rm and its arguments for the root/system/home floor (used with at()): flags and plain
+	// operands, but no quoted word, so a quoted file name containing " / " does not reach the
+	// floor.
+	rmPrefix = "rm[ \\t]+(?:[^\\s;&|<>()\"'\\x60]+[ \\t]+)*"
 	// rmEnd is what may follow a destructive rm target.
 	rmEnd = "(?:[\\s;&|)\\x60]|$)"
 
@@ -113,20 +123,57 @@ func rmTarget(alt string) string {
 	return `(?:["'](?:` + alt + `)["']|(?:` + alt + `))` + rmEnd
 }
 
-// matcher reports whether a rule matches one variant.
+// matcher reports whether a rule matches one variant; lower is the variant ASCII-lowercased.
 type matcher interface {
-	match(v string) bool
+	match(v, lower string) bool
 }
 
 type reMatcher struct{ re *regexp.Regexp }
 
-func (m reMatcher) match(v string) bool { return m.re.MatchString(v) }
+func (m reMatcher) match(v, _ string) bool { return m.re.MatchString(v) }
+
+// leadMatcher runs an expression anchored with ^ at each occurrence of its leading literal,
+// for expressions every match of which starts with one of those literals. Go's regexp has to
+// try every offset of an unanchored search; this tries the few offsets where a match can start.
+type leadMatcher struct {
+	lead clause
+	re   *regexp.Regexp
+}
+
+func (m leadMatcher) match(v, lower string) bool {
+	for _, t := range m.lead {
+		for i := t.index(lower, 0); i >= 0; i = t.index(lower, i+1) {
+			if m.re.MatchString(v[i:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lineMatcher tries an expression anchored with ^ at the start of the text and after each
+// newline. That is the (?:^|\n) alternation done by hand: a regexp that has to try every
+// offset costs several times more than one that may only start at a handful.
+type lineMatcher struct{ re *regexp.Regexp }
+
+func (m lineMatcher) match(v, _ string) bool {
+	for off := 0; ; {
+		if m.re.MatchString(v[off:]) {
+			return true
+		}
+		i := strings.IndexByte(v[off:], '\n')
+		if i < 0 {
+			return false
+		}
+		off += i + 1
+	}
+}
 
 // allOf matches when every expression matches somewhere (independent conditions, the
 // reference's pair of whole-input lookaheads).
 type allOf []*regexp.Regexp
 
-func (m allOf) match(v string) bool {
+func (m allOf) match(v, _ string) bool {
 	for _, re := range m {
 		if !re.MatchString(v) {
 			return false
@@ -139,7 +186,7 @@ func (m allOf) match(v string) bool {
 // 1 does not match forbid (the reference's negative lookahead).
 type unlessTail struct{ re, forbid *regexp.Regexp }
 
-func (m unlessTail) match(v string) bool {
+func (m unlessTail) match(v, _ string) bool {
 	for _, loc := range m.re.FindAllStringSubmatchIndex(v, -1) {
 		if loc[2] < 0 || !m.forbid.MatchString(v[loc[2]:loc[3]]) {
 			return true
@@ -151,9 +198,9 @@ func (m unlessTail) match(v string) bool {
 // rule is one entry of the hardline or dangerous table.
 type rule struct {
 	key string // the description: shown to users, remembered by "approve for session"
-	// needles are lowercase literals of which at least one occurs in every text the rule
-	// matches; a variant holding none of them is skipped without running the expression.
-	needles []string
+	// needles is a literal prefilter implied by every match: a variant failing it is skipped
+	// without running the expression, which is what keeps Check cheap for ordinary commands.
+	needles needles
 	m       matcher
 	// masked rules have no command word to anchor (a redirect, a function definition): they
 	// run on the quote-masked variant so quoted prose cannot trip them.
@@ -162,24 +209,26 @@ type rule struct {
 
 func compile(expr string) *regexp.Regexp { return regexp.MustCompile(`(?is)` + expr) }
 
-func rx(key, expr string, needles ...string) rule {
-	return rule{key: key, needles: needles, m: reMatcher{compile(expr)}}
+// rx builds a rule from an expression and its needle clauses (see parseNeedles).
+func rx(key, expr string, clauses ...string) rule {
+	return rule{key: key, needles: parseNeedles(clauses), m: reMatcher{compile(expr)}}
 }
+
+// lead builds a rule whose matches all start at an occurrence of a term of the first clause
+// (the expression begins with it), and runs the expression only there.
+func lead(key, expr string, clauses ...string) rule {
+	n := parseNeedles(clauses)
+	return rule{key: key, needles: n, m: leadMatcher{lead: n[0], re: anchored(expr)}}
+}
+
+// at builds a rule whose expression must match at a command position (see cmdpos).
+func at(key, expr string, clauses ...string) rule {
+	return rule{key: key, needles: parseNeedles(clauses), m: lineMatcher{anchored(cmdpos + expr)}}
+}
+
+func anchored(expr string) *regexp.Regexp { return regexp.MustCompile(`(?is)^` + expr) }
 
 func (r rule) quoteMasked() rule { r.masked = true; return r }
-
-// candidate reports whether lower (an ASCII-lowercased variant) can match the rule.
-func (r *rule) candidate(lower string) bool {
-	if len(r.needles) == 0 {
-		return true
-	}
-	for _, n := range r.needles {
-		if strings.Contains(lower, n) {
-			return true
-		}
-	}
-	return false
-}
 
 // Hardline reasons. Exported as constants where callers are expected to branch on them.
 const (
@@ -193,19 +242,21 @@ const (
 // hardline rules never run, whatever the approval mode. They are deliberately few: only
 // operations with no recovery path (root wipe, raw disk writes, shutdown, denial of service).
 var hardline = []rule{
-	rx(reasonRoot, rmPrefix+rmTarget(rootPath), "rm"),
-	rx("recursive delete of system directory", rmPrefix+rmTarget(systemDirs), "rm"),
-	rx("recursive delete of home directory", rmPrefix+rmTarget(homePath), "rm"),
-	rx("format filesystem (mkfs)", cmdpos+`(?:mkfs(?:\.[a-z0-9]+)?|mke2fs)`+cmdend, "mkfs", "mke2fs"),
-	rx("dd to raw block device", cmdpos+`dd\s[^\n]*\bof=["']?`+blockDev, "dd"),
-	rx("redirect to raw block device", `>\s*["']?`+blockDev, "/dev/").quoteMasked(),
-	rx("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":").quoteMasked(),
-	rx("kill all processes", cmdpos+`kill(?:[ \t]+[^\s;&|]+)*?[ \t]+-1`+cmdend, "kill"),
-	rx("system shutdown/reboot", cmdpos+`(?:shutdown|reboot|halt|poweroff)`+cmdend,
-		"shutdown", "reboot", "halt", "poweroff"),
-	rx("init 0/6 (shutdown/reboot)", cmdpos+`init\s+[06]`+cmdend, "init"),
-	rx("systemctl poweroff/reboot", cmdpos+`systemctl\s+(?:-\S+\s+)*(?:poweroff|reboot|halt|kexec)`+cmdend, "systemctl"),
-	rx("telinit 0/6 (shutdown/reboot)", cmdpos+`telinit\s+[06]`+cmdend, "telinit"),
+	at(reasonRoot, rmPrefix+rmTarget(rootPath), "rm", "/"),
+	at("recursive delete of system directory", rmPrefix+rmTarget(systemDirs),
+		"rm", "/home /root /etc /usr /var /bin /sbin /boot /lib"),
+	at("recursive delete of home directory", rmPrefix+rmTarget(homePath), "rm", "~ home"),
+	at("format filesystem (mkfs)", `(?:mkfs(?:\.[a-z0-9]+)?|mke2fs)`+cmdend, "mkfs mke2fs"),
+	at("dd to raw block device", `dd\s[^\n]*\bof=["']?`+blockDev, "dd", "of=", "/dev/"),
+	lead("redirect to raw block device", `>\s*["']?`+blockDev, ">", "/dev/").quoteMasked(),
+	lead("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":()").quoteMasked(),
+	at("kill all processes", `kill(?:[ \t]+[^\s;&|]+)*?[ \t]+-1`+cmdend, "kill", "-1"),
+	at("system shutdown/reboot", `(?:shutdown|reboot|halt|poweroff)`+cmdend,
+		"shutdown reboot halt poweroff"),
+	at("init 0/6 (shutdown/reboot)", `init\s+[06]`+cmdend, "init"),
+	at("systemctl poweroff/reboot", `systemctl\s+(?:-\S+\s+)*(?:poweroff|reboot|halt|kexec)`+cmdend,
+		"systemctl", "poweroff reboot halt kexec"),
+	at("telinit 0/6 (shutdown/reboot)", `telinit\s+[06]`+cmdend, "telinit"),
 }
 
 // Key strings where the reference abbreviates them; exported so callers and docs can name
@@ -221,121 +272,130 @@ const (
 // dangerous rules need the user's approval. The key is what clients display and what an
 // approval is remembered under, so keys must stay stable across releases.
 var dangerous = []rule{
-	rx("delete in root path", `\brm\s+(?:-\S*\s+)*/`, "rm"),
-	rx("recursive delete", `\brm\s+(?:-\S*\s+)*-[a-z]*r`, "rm"),
-	rx("recursive delete (long flag)", `\brm\s+(?:-\S*\s+)*--recursive\b`, "rm"),
+	lead("delete in root path", `\brm\s+(?:-\S*\s+)*/`, "rm", "/"),
+	lead("recursive delete", `\brm\s+(?:-\S*\s+)*-[a-z]*r`, "rm", "-"),
+	lead("recursive delete (long flag)", `\brm\s+(?:-\S*\s+)*--recursive\b`, "rm", "--recursive"),
 	// GNU rm permutes options, so `rm build/ -rf` is as recursive as `rm -rf build/`. The
 	// operand run stops at separators and quotes and never crosses a bare `--` (after which
 	// -rf is a file name).
-	rx("recursive delete (flags after operands)",
+	lead("recursive delete (flags after operands)",
 		`\brm\s+(?:(?:[^\s"';|&-][^\s"';|&]*|-(?:[^\s"';|&-][^\s"';|&]*)?|--[^\s"';|&]+)[ \t]+)+`+
-			`(?:-[a-z]*r[a-z]*|--recursive)(?:[\s;&|]|$)`, "rm"),
-	rx("Windows cmd destructive delete", `\bcmd(?:\.exe)?\s+/(?:c|k)\s+.*\b(?:del|erase|rd|rmdir)\b`, "cmd"),
-	rx("Windows PowerShell destructive delete",
+			`(?:-[a-z]*r[a-z]*|--recursive)(?:[\s;&|]|$)`, "rm", "-"),
+	lead("Windows cmd destructive delete", `\bcmd(?:\.exe)?\s+/(?:c|k)\s+.*\b(?:del|erase|rd|rmdir)\b`, "cmd", "/c /k"),
+	lead("Windows PowerShell destructive delete",
 		`\b(?:powershell|pwsh)(?:\.exe)?\b(?:\s+-\S+)*\s+(?:-(?:command|c)\s+)?["']?(?:remove-item|rmdir|erase|del|rd|ri|rm)\b`,
-		"powershell", "pwsh"),
-	rx("PowerShell encoded command execution", `\b(?:powershell|pwsh)(?:\.exe)?\b.*\s-(?:encodedcommand|enc|e)\b`,
-		"powershell", "pwsh"),
-	rx("world/other-writable permissions", `\bchmod\s+(?:-\S*\s+)*(?:0?777|0?666|o\+[rwx]*w|a\+[rwx]*w)\b`, "chmod"),
-	rx("recursive world/other-writable (long flag)", `\bchmod\s+--recursive\b.*(?:777|666|o\+[rwx]*w|a\+[rwx]*w)`, "chmod"),
-	rx("recursive chown to root", `\bchown\s+(?:-\S*)?r\s+root`, "chown"),
-	rx("recursive chown to root (long flag)", `\bchown\s+--recur[a-z]*\b.*root`, "chown"),
-	rx("format filesystem", cmdpos+`mkfs\b`, "mkfs"),
-	rx("disk copy", cmdpos+`dd\s+.*if=`, "dd"),
-	rx("write to block device", `>\s*["']?`+blockDev, "/dev/"),
-	rx("SQL DROP", `\bdrop\s+(?:table|database)\b`, "drop"),
+		"powershell pwsh"),
+	lead("PowerShell encoded command execution", `\b(?:powershell|pwsh)(?:\.exe)?\b.*\s-(?:encodedcommand|enc|e)\b`,
+		"powershell pwsh"),
+	lead("world/other-writable permissions", `\bchmod\s+(?:-\S*\s+)*(?:[^\s,]*,)*`+worldWritable+`\b`,
+		"chmod", "*777 *666 +* =*"),
+	lead("recursive world/other-writable (long flag)", `\bchmod\s+--recursive\b.*`+worldWritable, "chmod", "--recursive"),
+	lead("recursive chown to root", `\bchown\s+(?:-\S*)?r\s+root`, "chown", "root*"),
+	lead("recursive chown to root (long flag)", `\bchown\s+--recur[a-z]*\b.*root`, "chown", "--recur*", "*root*"),
+	at("format filesystem", `mkfs\b`, "mkfs"),
+	at("disk copy", `dd\s+.*if=`, "dd", "*if="),
+	lead("write to block device", `>\s*["']?`+blockDev, ">", "/dev/"),
+	lead("SQL DROP", `\bdrop\s+(?:table|database)\b`, "drop", "table database"),
 	// WHERE must be in the same statement: on the same line and before any `;`.
-	{key: "SQL DELETE without WHERE", needles: []string{"delete"},
+	{key: "SQL DELETE without WHERE", needles: parseNeedles([]string{"delete", "from"}),
 		m: unlessTail{compile(`\bdelete\s+from\b([^\n;]*)`), compile(`\bwhere\b`)}},
-	rx("SQL TRUNCATE", `\btruncate\s+(?:table)?\s*\w`, "truncate"),
-	rx("overwrite system config", `>\s*["']?`+sysConfig, "/etc/", "/private/"),
-	rx("stop/restart system service", `\bsystemctl\s+(?:-\S+\s+)*(?:stop|restart|disable|mask)\b`, "systemctl"),
-	rx("kill all processes", `\bkill\s+-9\s+-1\b`, "kill"),
-	rx("force kill processes", `\bpkill\s+-9\b`, "pkill"),
-	rx("force kill processes (killall -KILL)", `\bkillall\s+(?:-\S*\s+)*-(?:9|kill|sigkill)\b`, "killall"),
-	rx("force kill processes (killall -s KILL)", `\bkillall\s+(?:-\S*\s+)*-s\s+(?:kill|sigkill|9)\b`, "killall"),
-	rx("kill processes by regex (killall -r)", `\bkillall\s+(?:-\S*\s+)*-r\b`, "killall"),
-	rx("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":"),
+	lead("SQL TRUNCATE", `\btruncate\s+(?:table)?\s*\w`, "truncate"),
+	lead("overwrite system config", `>\s*["']?`+sysConfig, ">", "/etc/ /private/"),
+	lead("stop/restart system service", `\bsystemctl\s+(?:-\S+\s+)*(?:stop|restart|disable|mask)\b`,
+		"systemctl", "stop restart disable mask"),
+	lead("kill all processes", `\bkill\s+-9\s+-1\b`, "kill", "-9", "-1"),
+	lead("force kill processes", `\bpkill\s+-9\b`, "pkill", "-9"),
+	lead("force kill processes (killall -KILL)", `\bkillall\s+(?:-\S*\s+)*-(?:9|kill|sigkill)\b`, "killall", "-9 -kill -sigkill"),
+	lead("force kill processes (killall -s KILL)", `\bkillall\s+(?:-\S*\s+)*-s\s+(?:kill|sigkill|9)\b`, "killall", "-s"),
+	lead("kill processes by regex (killall -r)", `\bkillall\s+(?:-\S*\s+)*-r\b`, "killall", "-r"),
+	lead("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":()"),
 	// A flag group containing c (-c, -lc, -xc); --norc and --rcfile are not.
 	rx("shell command via -c/-lc flag", shellWord+`\s+(?:-\S+\s+)*-[a-z]*c[a-z]*(?:\s|$)`,
-		"sh"),
+		shellNeedle, "-"),
 	rx("script execution via -e/-c flag",
 		"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S+\\s+)*(?:-[a-z]*[ec]\\b|--eval\\b|--print\\b)",
-		"python", "perl", "ruby", "node"),
-	rx("pipe remote content to shell", `\b(?:curl|wget)\b.*`+pipeShell, "curl", "wget"),
-	rx("execute remote script via process substitution", `\b`+shells+`\s+<\s*<?\s*\(\s*(?:curl|wget)\b`, "curl", "wget"),
-	rx("execute remote content via command substitution",
-		"(?:\\beval\\b|\\bsource\\b|\\.)\\s*\"?(?:\\$\\(\\s*|\\x60\\s*)(?:curl|wget)\\b", "curl", "wget"),
-	rx("pipe decoded content to shell (possible command obfuscation)",
-		`\b(?:base64|base32|base16)\s+(?:-\S+\s+)*(?:-[a-z]*d[a-z]*|--decode)\b.*`+pipeShell, "base"),
-	rx("pipe xxd-decoded content to shell (possible command obfuscation)",
-		`\bxxd\s+(?:-\S+\s+)*-[a-z]*r[a-z]*\b.*`+pipeShell, "xxd"),
-	rx("pipe tr-transformed output to shell (possible command obfuscation)",
-		`\b(?:echo|printf)\b[^|]*\|\s*\btr\b[^|]*`+pipeShell, "tr"),
-	rx("pipe openssl-decoded content to shell (possible command obfuscation)",
-		`\bopenssl\b.*\b(?:base64|enc)\b[^|]*\s-d\b[^|]*`+pipeShell, "openssl"),
-	rx("overwrite system file via tee", `\btee\b[^;&|<>\n]*[\s"']`+sensitiveTarget, "tee"),
-	rx("overwrite system file via redirection", `>>?\s*["']?`+sensitiveTarget, ">"),
-	rx("overwrite project env/config via tee", `\btee\b[^;&|<>\n]*[\s"']`+projectSensitive+`["']?`+writeEnd, "tee"),
-	rx("overwrite project env/config via redirection", `>>?\s*["']?`+projectSensitive+`["']?`+writeEnd, ">"),
-	rx("xargs with rm", `\bxargs\s+.*\brm\b`, "xargs"),
-	rx("find -exec/-execdir rm", `\bfind\b.*-exec(?:dir)?\s+(?:/\S*/)?rm\b`, "find"),
-	rx("find -delete", `\bfind\b.*-delete\b`, "find"),
-	rx("stop/restart hermes gateway (kills running agents)", `\bhermes\s+`+globalFlags+`gateway\s+(?:stop|restart)\b`, "hermes"),
-	rx("hermes update (restarts gateway, kills running agents)", `\bhermes\s+`+globalFlags+`update\b`, "hermes"),
-	rx("docker compose restart/stop/kill/down (container lifecycle)",
-		`\bdocker(?:-compose|\s+compose)\s+`+containerFlags+`(?:restart|stop|kill|down)\b`, "docker"),
-	rx("docker restart/stop/kill (container lifecycle)",
-		`\b(?:docker|podman)\s+`+containerFlags+`(?:container\s+)?(?:restart|stop|kill)\b`, "docker", "podman"),
-	rx(KeyGatewayOutsideSystemd, `gateway\s+run\b.*(?:&[ \t]*(?:$|;|\n)|\bdisown\b|\bsetsid\b)`, "gateway"),
-	rx(KeyGatewayOutsideSystemd, `\b(?:nohup|setsid)\b.*gateway\s+run\b`, "gateway"),
-	rx("kill hermes/gateway process (self-termination)", `\b(?:pkill|killall)\b.*\b(?:hermes|gateway|cli\.py)\b`, "kill"),
-	rx("kill process via pgrep/pidof expansion (self-termination)", `\bkill\b.*\$\(\s*(?:pgrep|pidof)\b`, "kill"),
-	rx("kill process via backtick pgrep/pidof expansion (self-termination)", "\\bkill\\b.*\\x60\\s*(?:pgrep|pidof)\\b", "kill"),
+		"python* perl ruby node nodejs", "-"),
+	lead("pipe remote content to shell", `\b(?:curl|wget)\b.*`+pipeShell, "curl wget", "|", shellNeedle),
+	lead("execute remote script via process substitution", `\b`+shells+`\s+<\s*<?\s*\(\s*(?:curl|wget)\b`, shellNeedle, "curl wget", "<"),
+	lead("execute remote content via command substitution",
+		"(?:\\beval\\b|\\bsource\\b|\\.)\\s*\"?(?:\\$\\(\\s*|\\x60\\s*)(?:curl|wget)\\b", "eval source .", "curl wget", "$( `"),
+	lead("pipe decoded content to shell (possible command obfuscation)",
+		`\b(?:base64|base32|base16)\s+(?:-\S+\s+)*(?:-[a-z]*d[a-z]*|--decode)\b.*`+pipeShell,
+		"base64 base32 base16", "|", shellNeedle),
+	lead("pipe xxd-decoded content to shell (possible command obfuscation)",
+		`\bxxd\s+(?:-\S+\s+)*-[a-z]*r[a-z]*\b.*`+pipeShell, "xxd", "|", shellNeedle),
+	lead("pipe tr-transformed output to shell (possible command obfuscation)",
+		`\b(?:echo|printf)\b[^|]*\|\s*\btr\b[^|]*`+pipeShell, "echo printf", "tr", "|", shellNeedle),
+	lead("pipe openssl-decoded content to shell (possible command obfuscation)",
+		`\bopenssl\b.*\b(?:base64|enc)\b[^|]*\s-d\b[^|]*`+pipeShell,
+		"openssl", "base64 enc", "|", shellNeedle),
+	lead("overwrite system file via tee", `\btee\b[^;&|<>\n]*[\s"']`+sensitiveTarget, "tee", "/"),
+	lead("overwrite system file via redirection", `>>?\s*["']?`+sensitiveTarget, ">", "/"),
+	lead("overwrite project env/config via tee", `\btee\b[^;&|<>\n]*[\s"']`+projectSensitive+`["']?`+writeEnd, "tee", projectNeedle),
+	lead("overwrite project env/config via redirection", `>>?\s*["']?`+projectSensitive+`["']?`+writeEnd, ">", projectNeedle),
+	lead("xargs with rm", `\bxargs\s+.*\brm\b`, "xargs", "rm"),
+	lead("find -exec/-execdir rm", `\bfind\b.*-exec(?:dir)?\s+(?:/\S*/)?rm\b`, "find", "-exec*", "rm"),
+	lead("find -delete", `\bfind\b.*-delete\b`, "find", "-delete"),
+	lead("stop/restart hermes gateway (kills running agents)", `\bhermes\s+`+globalFlags+`gateway\s+(?:stop|restart)\b`,
+		"hermes", "gateway", "stop restart"),
+	lead("hermes update (restarts gateway, kills running agents)", `\bhermes\s+`+globalFlags+`update\b`, "hermes", "update"),
+	lead("docker compose restart/stop/kill/down (container lifecycle)",
+		`\bdocker(?:-compose|\s+compose)\s+`+containerFlags+`(?:restart|stop|kill|down)\b`,
+		"docker", "compose", "restart stop kill down"),
+	lead("docker restart/stop/kill (container lifecycle)",
+		`\b(?:docker|podman)\s+`+containerFlags+`(?:container\s+)?(?:restart|stop|kill)\b`,
+		"docker podman", "restart stop kill"),
+	lead(KeyGatewayOutsideSystemd, `gateway\s+run\b.*(?:&[ \t]*(?:$|;|\n)|\bdisown\b|\bsetsid\b)`,
+		"*gateway", "run", "& disown setsid"),
+	lead(KeyGatewayOutsideSystemd, `\b(?:nohup|setsid)\b.*gateway\s+run\b`, "nohup setsid", "gateway", "run"),
+	lead("kill hermes/gateway process (self-termination)", `\b(?:pkill|killall)\b.*\b(?:hermes|gateway|cli\.py)\b`,
+		"pkill killall", "hermes gateway cli.py"),
+	lead("kill process via pgrep/pidof expansion (self-termination)", `\bkill\b.*\$\(\s*(?:pgrep|pidof)\b`, "kill", "$(", "pgrep pidof"),
+	lead("kill process via backtick pgrep/pidof expansion (self-termination)", "\\bkill\\b.*\\x60\\s*(?:pgrep|pidof)\\b", "kill", "`", "pgrep pidof"),
 	// Two independent conditions: a loop may name the label before the launchctl verb.
-	{key: "stop/restart hermes launchd service (kills running agents)", needles: []string{"launchctl"},
+	{key: "stop/restart hermes launchd service (kills running agents)", needles: parseNeedles([]string{"launchctl", "hermes"}),
 		m: allOf{
 			compile(`\blaunchctl\s+(?:stop|kickstart|bootout|unload|kill|disable|remove)\b`),
 			compile(`\b(?:hermes|ai\.hermes)\b`),
 		}},
-	rx("copy/move file into system config path", `\b(?:cp|mv|install)\b.*\s["']?`+sysConfig, "cp", "mv", "install"),
-	rx("overwrite project env/config file",
-		`\b(?:cp|mv|install)\b.*\s["']?`+projectSensitive+`["']?`+lastArg, "cp", "mv", "install"),
-	rx("copy/move file into sensitive credential/SSH/shell-rc path",
-		`\b(?:cp|mv|install)\b.*\s["']?`+sensitiveTarget+`[^\s"']*["']?`+lastArg, "cp", "mv", "install"),
-	rx("in-place edit of sensitive credential/SSH/shell-rc path", sedInPlace+`.*`+userSensitive, "sed"),
-	rx("in-place edit of sensitive credential/SSH/shell-rc path (long flag)", sedInPlaceLong+`.*`+userSensitive, "sed"),
-	rx("in-place edit of sensitive credential/SSH/shell-rc path (perl/ruby)", perlInPlace+`.*`+userSensitive, "perl", "ruby"),
-	rx("in-place edit of system config", sedInPlace+`.*\s["']?`+sysConfig, "sed"),
-	rx("in-place edit of system config (long flag)", sedInPlaceLong+`.*\s["']?`+sysConfig, "sed"),
-	rx("in-place edit of Hermes config/env", sedInPlace+`.*`+hermesSensitive, "sed"),
-	rx("in-place edit of Hermes config/env (long flag)", sedInPlaceLong+`.*`+hermesSensitive, "sed"),
-	rx("in-place edit of Hermes config/env (perl/ruby)", perlInPlace+`.*`+hermesSensitive, "perl", "ruby"),
+	lead("copy/move file into system config path", `\b(?:cp|mv|install)\b.*\s["']?`+sysConfig, "cp mv install", "/etc/ /private/"),
+	lead("overwrite project env/config file",
+		`\b(?:cp|mv|install)\b.*\s["']?`+projectSensitive+`["']?`+lastArg, "cp mv install", projectNeedle),
+	lead("copy/move file into sensitive credential/SSH/shell-rc path",
+		`\b(?:cp|mv|install)\b.*\s["']?`+sensitiveTarget+`[^\s"']*["']?`+lastArg, "cp mv install", "/"),
+	lead("in-place edit of sensitive credential/SSH/shell-rc path", sedInPlace+`.*`+userSensitive, "sed", "~ home"),
+	lead("in-place edit of sensitive credential/SSH/shell-rc path (long flag)", sedInPlaceLong+`.*`+userSensitive, "sed", "--in-place", "~ home"),
+	lead("in-place edit of sensitive credential/SSH/shell-rc path (perl/ruby)", perlInPlace+`.*`+userSensitive, "perl ruby", "~ home"),
+	lead("in-place edit of system config", sedInPlace+`.*\s["']?`+sysConfig, "sed", "/etc/ /private/"),
+	lead("in-place edit of system config (long flag)", sedInPlaceLong+`.*\s["']?`+sysConfig, "sed", "--in-place", "/etc/ /private/"),
+	lead("in-place edit of Hermes config/env", sedInPlace+`.*`+hermesSensitive, "sed", "hermes*"),
+	lead("in-place edit of Hermes config/env (long flag)", sedInPlaceLong+`.*`+hermesSensitive, "sed", "--in-place", "hermes*"),
+	lead("in-place edit of Hermes config/env (perl/ruby)", perlInPlace+`.*`+hermesSensitive, "perl ruby", "hermes*"),
 	rx("script execution via heredoc",
-		"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S*\\s+)*<<", "<<"),
-	rx("shell execution via heredoc", shellWord+`\s+(?:-\S*\s+)*<<`, "<<"),
+		"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S*\\s+)*<<", "python* perl ruby node nodejs", "<<"),
+	rx("shell execution via heredoc", shellWord+`\s+(?:-\S*\s+)*<<`, shellNeedle, "<<"),
 	// Any unambiguous prefix of --hard (--h, --ha, --har) selects hard mode; --help does not.
-	rx(KeyGitResetHard, gitCmd+`reset\b`+sameCmd+`\s--h(?:a(?:r(?:d)?)?)?\b`, "git"),
+	lead(KeyGitResetHard, gitCmd+`reset\b`+sameCmd+`\s--h(?:a(?:r(?:d)?)?)?\b`, "git", "reset", "--h*"),
 	// --force, --force-with-lease and a +refspec all rewrite the remote branch.
-	rx(KeyGitForcePush, gitCmd+`push\b`+sameCmd+`(?:\s--forc[a-z]*\b|\s\+[^\s+])`, "git"),
-	rx(KeyGitForcePushShort, gitCmd+`push\b`+sameCmd+`\s-[a-z]*f[a-z]*\b`, "git"),
-	rx(KeyGitClean, gitCmd+`clean\b`+sameCmd+`\s(?:-[a-z]*f|--force\b)`, "git"),
+	lead(KeyGitForcePush, gitCmd+`push\b`+sameCmd+`(?:\s--forc[a-z]*\b|\s\+[^\s+])`, "git", "push", "--forc* +"),
+	lead(KeyGitForcePushShort, gitCmd+`push\b`+sameCmd+`\s-[a-z]*f[a-z]*\b`, "git", "push", "-"),
+	lead(KeyGitClean, gitCmd+`clean\b`+sameCmd+`\s(?:-[a-z]*f|--force\b)`, "git", "clean", "-"),
 	// Only the capital -D is force-delete; -d refuses to drop an unmerged branch. Variants keep
 	// the author's case, so this one group opts out of case folding.
-	rx("git branch force delete", gitCmd+`branch\b`+sameCmd+`\s(?-i:-[a-zA-Z]*D)`, "git"),
-	rx("git branch force delete (long flags)",
-		gitCmd+`branch\b`+sameCmd+`\s(?:-d|--delete)\b`+sameCmd+`\s(?:-f|--force)\b`, "git"),
-	rx("git branch force delete (long flags, force-first)",
-		gitCmd+`branch\b`+sameCmd+`\s(?:-f|--force)\b`+sameCmd+`\s(?:-d|--delete)\b`, "git"),
-	rx("chmod +x followed by immediate execution", `\bchmod\s+(?:-\S+\s+)*[ugoa]*\+[rw]*x[rw]*\b.*[;&|]+\s*\./`, "chmod"),
+	lead("git branch force delete", gitCmd+`branch\b`+sameCmd+`\s(?-i:-[a-zA-Z]*D)`, "git", "branch", "-"),
+	lead("git branch force delete (long flags)",
+		gitCmd+`branch\b`+sameCmd+`\s(?:-d|--delete)\b`+sameCmd+`\s(?:-f|--force)\b`, "git", "branch", "-d --delete", "-f --force"),
+	lead("git branch force delete (long flags, force-first)",
+		gitCmd+`branch\b`+sameCmd+`\s(?:-f|--force)\b`+sameCmd+`\s(?:-d|--delete)\b`, "git", "branch", "-d --delete", "-f --force"),
+	lead("chmod +x followed by immediate execution", `\bchmod\s+(?:-\S+\s+)*[ugoa]*\+[rw]*x[rw]*\b.*[;&|]+\s*\./`, "chmod", "./"),
 	// Only sudo's own options count (sudo du -s is du's flag): stdin (-S, --stdin), askpass
 	// (-A, --askpass), shell (-s, --shell) and list (-l is harmless; -a is BSD auth type).
-	rx("sudo with privilege flag (stdin/askpass/shell/list)",
-		`\bsudo\s+`+sudoOpts+`(?:-s|--st[a-z]*|--sh[a-z]*|-a|--a[a-z]*)(?:[\s;&|]|$)`, "sudo"),
-	rx("sudo with combined-flag privilege escalation",
-		`\bsudo\s+`+sudoOpts+`-(?:[a-z]+[sa][a-z]*|[sa][a-z]+)(?:[\s;&|]|$)`, "sudo"),
+	lead("sudo with privilege flag (stdin/askpass/shell/list)",
+		`\bsudo\s+`+sudoOpts+`(?:-s|--st[a-z]*|--sh[a-z]*|-a|--a[a-z]*)(?:[\s;&|]|$)`, "sudo", "-"),
+	lead("sudo with combined-flag privilege escalation",
+		`\bsudo\s+`+sudoOpts+`-(?:[a-z]+[sa][a-z]*|[sa][a-z]+)(?:[\s;&|]|$)`, "sudo", "-"),
 }
 
 // sudoStdin is the sudo stdin guard: an explicit -S (case-sensitive: -s is a shell) in sudo's
 // option region, at a command position.
-var sudoStdin = compile(`(?:^|\n)\s*` + wrap + pathPrefix + `sudo\s+` + sudoOpts + `(?:(?-i:-[a-zA-Z]*S[a-zA-Z]*)|--stdin)(?:[\s;&|]|$)`)
+var sudoStdin = lineMatcher{anchored(cmdpos + `sudo\s+` + sudoOpts + `(?:(?-i:-[a-zA-Z]*S[a-zA-Z]*)|--stdin)(?:[\s;&|]|$)`)}

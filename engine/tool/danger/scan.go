@@ -722,14 +722,16 @@ func isAssignment(raw string) bool {
 
 // render applies the scan to its source: data newlines become spaces in every variant;
 // marked adds a newline at each command start and before each real command word and plain-
-// spells pieced command words; masked adds the newlines and blanks quoted data instead.
+// spells pieced command words; masked blanks quoted data instead. The masked variant keeps the
+// text otherwise as written: its rules have no command word to anchor, and an inserted newline
+// would split the shapes they look for (`:(){ :|:& };:`).
 func (sc *scan) render(marked, masked bool) string {
 	s := sc.src
 	var es []edit
 	for _, i := range sc.dataNL {
 		es = append(es, edit{i, i + 1, " "})
 	}
-	if marked || masked {
+	if marked {
 		for _, p := range sc.starts {
 			if p > 0 && p < len(s) {
 				es = append(es, edit{p, p, "\n"})
@@ -738,8 +740,6 @@ func (sc *scan) render(marked, masked bool) string {
 		for _, p := range sc.marks {
 			es = append(es, edit{p, p, "\n"})
 		}
-	}
-	if marked {
 		es = append(es, sc.words...)
 	}
 	if masked {
