@@ -287,11 +287,6 @@ func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Sessi
 	if _, err := e.cfg.Store.CopyRows(ctx, id, child.id, o.UptoRowID); err != nil {
 		return nil, fmt.Errorf("branch %s: copy transcript: %w", id, err)
 	}
-	if o.UptoRowID != 0 {
-		if _, err := e.cfg.Store.UpdateSession(ctx, child.id, 0, func(r *store.Session) error { r.ForkRowID = o.UptoRowID; return nil }); err != nil {
-			return nil, err
-		}
-	}
 	if err := child.reload(ctx); err != nil {
 		return nil, err
 	}

@@ -124,8 +124,7 @@ func (s *Subscription) Close() {
 // Next returns the next event after the cursor, waiting for one. It fails with ErrLagged when
 // the cursor fell out of the window, ErrJournalClosed after the session closed, or ctx's error.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
-	var buf [1]Event
-	out, err := s.NextBatch(ctx, buf[:0])
+	out, err := s.read(ctx, nil, 1)
 	if err != nil {
 		return Event{}, err
 	}
@@ -135,6 +134,11 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 // NextBatch appends to buf every event available after the cursor (at least one, waiting if
 // none) and returns it.
 func (s *Subscription) NextBatch(ctx context.Context, buf []Event) ([]Event, error) {
+	return s.read(ctx, buf, 0)
+}
+
+// read appends up to max events (0 = all available) after the cursor, waiting for at least one.
+func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event, error) {
 	if s.err != nil {
 		return buf, s.err
 	}
@@ -148,8 +152,12 @@ func (s *Subscription) NextBatch(ctx context.Context, buf []Event) ([]Event, err
 				return buf, s.err
 			}
 			i := int(s.cursor + 1 - j.first)
-			buf = append(buf, j.events[i:]...)
-			s.cursor = j.last
+			avail := j.events[i:]
+			if max > 0 && len(avail) > max {
+				avail = avail[:max]
+			}
+			buf = append(buf, avail...)
+			s.cursor = avail[len(avail)-1].Seq
 			j.mu.Unlock()
 			return buf, nil
 		}

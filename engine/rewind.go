@@ -68,18 +68,12 @@ func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (A
 	}
 	adm := Admission{Survivors: []uint64{}}
 	for _, r := range res.Survivors {
-		switch {
-		case r.TurnID == userRow.TurnID && r.Role == "user":
-			adm.UserRowID = r.ID // the new prompt, when the store reports extras among survivors
-		case r.Role == "user":
+		if r.Role == "user" {
 			adm.Survivors = append(adm.Survivors, r.ID)
 		}
 	}
-	if adm.UserRowID == 0 {
-		tail, err := s.e.cfg.Store.Rows(ctx, s.id, store.RowQuery{Tail: true, Limit: 1})
-		if err == nil && len(tail) == 1 && tail[0].TurnID == userRow.TurnID {
-			adm.UserRowID = tail[0].ID
-		}
+	if len(res.Appended) == 1 {
+		adm.UserRowID = res.Appended[0].ID
 	}
 	if err := s.reload(ctx); err != nil {
 		return Admission{}, err
