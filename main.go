@@ -1,0 +1,318 @@
+// Command hermes runs the Hermes agent: an LLM tool-calling loop over durable sessions, driven
+// from the terminal (chat, demo), and by other programs over the surfaces added to it.
+//
+// main.go is the composition root: it reads configuration, opens the store, builds providers,
+// tools and policy, assembles the engine and starts the chosen surface.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/openai"
+	"github.com/hermes-go/hermes/engine/model/replay"
+	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/store"
+	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
+	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/agent"
+	"github.com/hermes-go/hermes/engine/tool/builtin"
+	"github.com/hermes-go/hermes/engine/tool/danger"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdio stdio) int
+}
+
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func commands() []command {
+	return []command{
+		{"chat", "chat with the agent in the terminal; -q PROMPT runs one turn", runChat},
+		{"demo", "run the main job end to end offline: embedded store and recorded model cassette", runDemo},
+		{"sessions", "list stored sessions", runSessions},
+		{"config", "show the effective configuration (config show)", runConfig},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "hermes — an AI agent over durable sessions, driven from the terminal and by other programs.\n\n")
+	fmt.Fprintf(w, "Usage:\n  hermes <command> [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'hermes <command> -h' for a command's flags.\n")
+	fmt.Fprintf(w, "\nEnvironment: HERMES_HOME (default ~/.hermes), HERMES_MODEL (provider:model), OPENAI_BASE_URL,\n")
+	fmt.Fprintf(w, "OPENAI_API_KEY, HERMES_API_KEY (or API_SERVER_KEY), HERMES_POLICY, HERMES_MAX_ITERATIONS.\n")
+}
+
+func main() {
+	ctx := context.Background()
+	os.Exit(run(ctx, os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+func run(ctx context.Context, args []string, io stdio) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(io.out)
+		return 0
+	}
+	if args[0] == "--version" || args[0] == "-v" {
+		args[0] = "version"
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], io)
+		}
+	}
+	fmt.Fprintf(io.err, "hermes: unknown command %q\n\n", args[0])
+	usage(io.err)
+	return 2
+}
+
+func runVersion(_ context.Context, _ []string, io stdio) int {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	fmt.Fprintf(io.out, "hermes %s\n", v)
+	return 0
+}
+
+func runConfig(_ context.Context, args []string, io stdio) int {
+	if len(args) == 0 || args[0] != "show" {
+		fmt.Fprintln(io.err, "usage: hermes config show")
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes:", err)
+		return 1
+	}
+	fmt.Fprint(io.out, cfg.Show())
+	return 0
+}
+
+func runSessions(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	limit := fs.Int("n", 20, "how many sessions to list")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes:", err)
+		return 1
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes:", err)
+		return 1
+	}
+	defer st.Close()
+	list, err := st.ListSessions(ctx, store.ListOptions{Limit: *limit})
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes:", err)
+		return 1
+	}
+	for _, s := range list {
+		fmt.Fprintf(io.out, "%s  %s  %-24s rows=%d  %s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.Model, s.RowCount, s.Title)
+	}
+	return 0
+}
+
+func openStore(cfg *config.Config) (*badgerstore.Store, error) {
+	o := badgerstore.DefaultOptions()
+	if cfg.Store.SyncWrites != nil {
+		o.SyncWrites = *cfg.Store.SyncWrites
+	}
+	return badgerstore.Open(cfg.Store.Dir, o)
+}
+
+// runtimeOpts adjust how the engine is assembled for one command.
+type runtimeOpts struct {
+	record string // write a cassette of every live model call here
+	cwd    string
+	logger *slog.Logger
+	// providers replace configured providers of the same name (the demo's embedded cassette).
+	providers map[string]model.Provider
+}
+
+// assembled is a built engine and what must be closed after it.
+type assembled struct {
+	eng      *engine.Engine
+	st       store.Store
+	recorder *replay.Recorder
+	recPath  string
+}
+
+func (a *assembled) Close() error {
+	err := a.eng.Close()
+	if a.recorder != nil {
+		if e := a.recorder.Save(a.recPath); e != nil && err == nil {
+			err = fmt.Errorf("save cassette: %w", e)
+		}
+	}
+	if e := a.st.Close(); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+// build assembles the engine from configuration.
+func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error) {
+	a := &assembled{st: st}
+	var httpClient *http.Client
+	if o.record != "" {
+		a.recorder = replay.NewRecorder(http.DefaultTransport)
+		a.recPath = o.record
+		httpClient = &http.Client{Transport: a.recorder}
+	}
+	providers := map[string]model.Provider{}
+	for name, p := range cfg.Providers {
+		switch p.Type {
+		case "openai":
+			providers[name] = openai.New(openai.Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, HTTPClient: httpClient})
+		case "replay":
+			providers[name] = &cassettes{dir: p.Dir}
+		}
+	}
+	for name, p := range o.providers {
+		providers[name] = p
+	}
+	opts := danger.Options{Home: homeDir(), HermesHome: cfg.Home}
+	check := func(cmd string) tool.Verdict {
+		r := danger.Check(cmd, opts)
+		v := tool.Verdict{Blocked: r.Hardline, Reason: r.Reason, Command: cmd}
+		for _, m := range r.Matches {
+			v.Patterns = append(v.Patterns, m.Key)
+		}
+		return v
+	}
+	reg := tool.NewRegistry(builtin.Defaults(check)...)
+	reg.Add(agent.Clarify{})
+	reg.Add(agent.Delegate{})
+	cwd := o.cwd
+	if cwd == "" {
+		cwd = cfg.Cwd
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	eng, err := engine.New(engine.Config{
+		Store: st, Providers: providers, DefaultModel: cfg.Model, Tools: reg,
+		Policy:                policy.Set{Approver: policy.Defaults{}, Busy: policy.Defaults{BusyMode: cfg.BusyInputMode}},
+		SystemPrompt:          cfg.SystemPrompt,
+		Cwd:                   cwd,
+		MaxIterations:         cfg.MaxIterations,
+		SubagentMaxIterations: cfg.Delegation.MaxIterations,
+		MaxDelegateDepth:      cfg.Delegation.MaxDepth,
+		MaxDelegates:          cfg.Delegation.MaxConcurrent,
+		ApprovalTimeout:       time.Duration(cfg.Approvals.Timeout),
+		HookTimeout:           time.Duration(cfg.Scripts.HookTimeout),
+		AllowOutsideCwd:       cfg.Files.AllowOutsideCwd,
+		Logger:                logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.eng = eng
+	return a, nil
+}
+
+func homeDir() string {
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// cassettes is the replay provider: the model part of "replay:<name>" names a cassette file
+// (absolute, relative to the working directory, or to the provider's dir). Each cassette is
+// loaded once and played in order.
+type cassettes struct {
+	dir    string
+	mu     sync.Mutex
+	loaded map[string]*replay.Provider
+}
+
+var _ model.Provider = (*cassettes)(nil)
+
+func (c *cassettes) provider(name string) (*replay.Provider, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.loaded[name]; ok {
+		return p, nil
+	}
+	path := name
+	if !filepath.IsAbs(path) && c.dir != "" {
+		if _, err := os.Stat(path); err != nil {
+			path = filepath.Join(c.dir, name)
+		}
+	}
+	cas, err := replay.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if c.loaded == nil {
+		c.loaded = map[string]*replay.Provider{}
+	}
+	p := replay.New(cas)
+	c.loaded[name] = p
+	return p, nil
+}
+
+func (c *cassettes) Stream(ctx context.Context, r model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		p, err := c.provider(r.Model)
+		if err != nil {
+			yield(model.Chunk{}, err)
+			return
+		}
+		for ch, err := range p.Stream(ctx, r) {
+			if !yield(ch, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// exitError reports a command failure with its exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func fail(io stdio, err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(io.err, "hermes:", ee.err)
+		return ee.code
+	}
+	fmt.Fprintln(io.err, "hermes:", err)
+	return 1
+}
