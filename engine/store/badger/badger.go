@@ -50,8 +50,9 @@ const gcInterval = 10 * time.Minute
 
 // Store is a badger-backed store.Store. Methods are safe for concurrent use.
 type Store struct {
-	db  *badger.DB
-	dir string
+	db   *badger.DB
+	dir  string
+	lock *dirLock // nil in memory, and where badger's own guard is used
 
 	queue   chan *op
 	quit    chan struct{}
@@ -96,25 +97,27 @@ func Open(dir string, o Options) (*Store, error) {
 	// Durability note: badger is asked to fsync each commit itself rather than committing
 	// unsynced and calling DB.Sync per batch. DB.Sync flushes only the current memtable WAL and
 	// value-log file, so a commit that rotated either file would be left unsynced.
+	var lock *dirLock
 	if o.InMemory {
 		bo = bo.WithDir("").WithValueDir("").WithInMemory(true)
 		dir = ":memory:"
 	} else {
 		dir = absDir(dir)
-		if err := prepareDir(dir); err != nil {
+		var err error
+		if lock, err = prepareDir(dir); err != nil {
 			return nil, err
 		}
-		if err := checkTables(dir); err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, err)
-		}
+		bo = bo.WithBypassLockGuard(lock != nil)
 	}
 	db, err := openBadger(bo, dir)
 	if err != nil {
+		_ = lock.release()
 		return nil, err
 	}
 	s := &Store{
 		db:    db,
 		dir:   dir,
+		lock:  lock,
 		queue: make(chan *op, queueDepth),
 		quit:  make(chan struct{}),
 
@@ -122,6 +125,7 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	if err := s.init(); err != nil {
 		_ = db.Close()
+		_ = lock.release()
 		return nil, err
 	}
 	s.workers.Add(1)
@@ -133,13 +137,27 @@ func Open(dir string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// prepareDir creates dir owner-only and refuses a directory that holds files but no badger
-// manifest: pointing the store at the wrong directory must not scribble into it. Transcripts are
-// private, so a new store's directory is made owner-only even if it already existed (empty).
-func prepareDir(dir string) error {
+// prepareDir creates dir owner-only, locks it, and checks that it holds a store: a directory
+// with files but no badger manifest is refused, so pointing the store at the wrong directory
+// cannot scribble into it, and damaged table files are refused before badger trips over them.
+// Transcripts are private, so a new store's directory is made owner-only even if it already
+// existed (empty).
+func prepareDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create store directory: %w", err)
+		return nil, fmt.Errorf("create store directory: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDir(dir); err != nil {
+		_ = lock.release()
+		return nil, err
+	}
+	return lock, nil
+}
+
+func checkDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("read store directory: %w", err)
@@ -157,7 +175,7 @@ func prepareDir(dir string) error {
 		case "MANIFEST":
 			hasManifest = true
 		case "LOCK":
-			// Left behind by a process that died before creating the manifest.
+			// badger's pid file, left behind by a process that died before the manifest existed.
 		default:
 			foreign = append(foreign, e.Name())
 		}
@@ -165,6 +183,9 @@ func prepareDir(dir string) error {
 	if !hasManifest && len(foreign) > 0 {
 		return fmt.Errorf("%w: %s has no MANIFEST but holds %d other entries (e.g. %q)",
 			store.ErrCorrupt, dir, len(foreign), foreign[0])
+	}
+	if err := checkTables(dir); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
 	}
 	return nil
 }
@@ -184,7 +205,8 @@ func openBadger(bo badger.Options, dir string) (db *badger.DB, err error) {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "Cannot acquire directory lock"):
-		// badger flattens the flock error into text; this phrase is its only stable marker.
+		// Only where badger's own guard is in use. It flattens the flock error into text; this
+		// phrase is its only stable marker.
 		return nil, fmt.Errorf("%w: %s", store.ErrLocked, dir)
 	case errors.Is(err, fs.ErrPermission) || strings.Contains(msg, "permission denied"):
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
@@ -275,7 +297,7 @@ func (s *Store) Close() error {
 		s.active.Wait()
 		close(s.quit)
 		s.workers.Wait()
-		s.closeErr = s.db.Close()
+		s.closeErr = errors.Join(s.db.Close(), s.lock.release())
 	})
 	return s.closeErr
 }

@@ -1,6 +1,9 @@
+//go:build linux || darwin || freebsd || openbsd || netbsd || dragonfly
+
 package badgerstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,13 +14,6 @@ import (
 	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/hermes-go/hermes/engine/store"
-)
-
-// Table options shared by Open and checkTables; the check must parse tables exactly the way
-// badger will.
-const (
-	tableCompression = options.Snappy
-	tableBlockSize   = 4 << 10
 )
 
 // checkTables parses the index of every table file in dir before badger sees it. badger opens
@@ -86,4 +82,36 @@ func firstLine(v any) string {
 		}
 	}
 	return s
+}
+
+// dirLock is an exclusive flock on the store directory, held for the store's lifetime. It is the
+// same lock badger takes (badger's own guard is then bypassed), so a plain badger process and
+// this store still exclude each other; taking it ourselves lets Open check the table files while
+// no other process can be writing them, and report a busy directory without parsing badger's
+// error text.
+type dirLock struct{ f *os.File }
+
+// lockDir takes the directory lock, failing with store.ErrLocked when another process (or
+// another Open in this one) holds it.
+func lockDir(dir string) (*dirLock, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", store.ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("lock store directory %s: %w", dir, err)
+	}
+	return &dirLock{f: f}, nil
+}
+
+// release drops the lock; nil-safe.
+func (l *dirLock) release() error {
+	if l == nil {
+		return nil
+	}
+	return l.f.Close()
 }

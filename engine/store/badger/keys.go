@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dgraph-io/badger/v4/options"
+
 	"github.com/hermes-go/hermes/engine/store"
 )
 
@@ -35,6 +37,13 @@ const (
 	nsArchive = "a/"
 	nsLease   = "l/"
 	nsKV      = "kv/"
+)
+
+// Table options shared by Open and checkTables: the check must parse tables exactly the way
+// badger will.
+const (
+	tableCompression = options.Snappy
+	tableBlockSize   = 4 << 10
 )
 
 var (

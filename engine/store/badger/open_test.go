@@ -68,7 +68,12 @@ func TestOpenLockedInProcess(t *testing.T) {
 	if !strings.Contains(err.Error(), dir) {
 		t.Fatalf("lock error %q does not name the directory %s", err, dir)
 	}
-	// The failed Open must not have disturbed the first one.
+	// The lock is the one badger itself takes, so a plain badger process is kept out too.
+	if db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil)); err == nil {
+		_ = db.Close()
+		t.Fatal("plain badger opened a directory the store holds")
+	}
+	// The failed Opens must not have disturbed the first one.
 	if _, err := s.CreateSession(context.Background(), store.Session{ID: "still-works"}); err != nil {
 		t.Fatalf("first store after a refused second Open: %v", err)
 	}
