@@ -188,18 +188,25 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	if cwd == "" {
 		cwd = e.cfg.Cwd
 	}
-	id := o.ID
-	if id == "" {
-		id = time.Now().UTC().Format("20060102_150405_") + newID("")[:6]
+	var rec store.Session
+	for attempt := 0; ; attempt++ {
+		id := o.ID
+		if id == "" {
+			id = time.Now().UTC().Format("20060102_150405_") + newID("")[:8]
+		}
+		now := time.Now().UTC()
+		rec, err = e.cfg.Store.CreateSession(ctx, store.Session{
+			ID: id, Title: o.Title, Source: o.Source, Model: m, Cwd: cwd,
+			ParentID: o.parentID, ParentKind: o.parentKind, CreatedAt: now, UpdatedAt: now, Meta: o.Meta,
+		})
+		if err == nil {
+			break
+		}
+		if o.ID != "" || !errors.Is(err, store.ErrExists) || attempt == 4 {
+			return nil, err
+		}
 	}
-	now := time.Now().UTC()
-	rec, err := e.cfg.Store.CreateSession(ctx, store.Session{
-		ID: id, Title: o.Title, Source: o.Source, Model: m, Cwd: cwd,
-		ParentID: o.parentID, ParentKind: o.parentKind, CreatedAt: now, UpdatedAt: now, Meta: o.Meta,
-	})
-	if err != nil {
-		return nil, err
-	}
+	id := rec.ID
 	s := newSession(e, rec)
 	s.depth = o.depth
 	e.mu.Lock()
