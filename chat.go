@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 )
@@ -112,9 +114,8 @@ type terminal struct {
 func newTerminal(io stdio, f chatFlags) *terminal {
 	t := &terminal{io: io, f: f, lines: bufio.NewReader(io.in)}
 	if file, ok := io.in.(*os.File); ok {
-		if st, err := file.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			t.isTTY = true
-		}
+		_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+		t.isTTY = err == nil // /dev/null is a character device too; only a terminal has termios
 	}
 	return t
 }

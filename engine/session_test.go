@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 func busyHarness(t *testing.T, mode string) *harness {
@@ -457,5 +460,79 @@ func TestDelegateDepthLimit(t *testing.T) {
 	tree := h.eng.SpawnTree(s.ID())
 	if len(tree.Children) != 1 || len(tree.Children[0].Children) != 0 {
 		t.Fatalf("depth limit not enforced: %+v", tree)
+	}
+}
+
+// askTool raises a secret and a sudo request through tool.Env.Ask.
+type askTool struct{}
+
+func (askTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: "ask_secret", Description: "test", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (askTool) Call(ctx context.Context, _ tool.Call, env *tool.Env) (tool.Result, error) {
+	a, err := env.Ask(ctx, tool.Question{Kind: engine.KindSecret, Payload: map[string]any{"prompt": "API token"}})
+	if err != nil {
+		return tool.Errorf("%v", err), nil
+	}
+	b, err := env.Ask(ctx, tool.Question{Kind: engine.KindSudo, Payload: map[string]any{"prompt": "password"}})
+	if err != nil {
+		return tool.Errorf("%v", err), nil
+	}
+	return tool.Result{Content: a["value"].(string) + "/" + b["value"].(string)}, nil
+}
+
+func TestSecretAndSudoRequests(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) { c.Tools.Add(askTool{}) })
+	h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "ask_secret", Args: []string{`{}`}}), openaitest.Text("ok"))
+	s := h.create()
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	adm, _ := s.Submit(ctxT(t), engine.Prompt{Text: "go"})
+	req := next(t, sub, engine.EvRequestOpen).Data.(engine.Request)
+	if req.Kind != engine.KindSecret || req.Payload["call_id"] == "" || req.Deadline.IsZero() {
+		t.Fatalf("secret request: %+v", req)
+	}
+	if err := s.Answer(req.ID, map[string]any{"value": 42}); !errors.Is(err, engine.ErrInvalidAnswer) {
+		t.Fatalf("wrong type: %v", err)
+	}
+	s.Answer(req.ID, map[string]any{"value": "tok"})
+	req = next(t, sub, engine.EvRequestOpen).Data.(engine.Request)
+	if req.Kind != engine.KindSudo {
+		t.Fatalf("sudo request: %+v", req)
+	}
+	s.Answer(req.ID, map[string]any{"value": "pw"})
+	if tc := next(t, sub, engine.EvToolComplete).Data.(engine.ToolComplete); tc.Result.Content != "tok/pw" {
+		t.Fatalf("result: %+v", tc.Result)
+	}
+	s.Wait(ctxT(t), adm.TurnID)
+}
+
+func TestInterruptParentInterruptsSubagent(t *testing.T) {
+	h := newHarness(t, nil)
+	g := openaitest.NewGate()
+	h.srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "delegate_task", Args: []string{`{"goal":"think slowly"}`}}),
+		openaitest.Response{Text: []string{"child thinking"}, FaultAt: 1, Gate: g},
+	)
+	s := h.create()
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	adm, _ := s.Submit(ctxT(t), engine.Prompt{Text: "go"})
+	info := next(t, sub, engine.EvSubagentStart).Data.(engine.SubagentInfo)
+	<-g.Reached()
+	child, ok := h.eng.Live(info.ChildID)
+	if !ok {
+		t.Fatal("child not live")
+	}
+	if _, err := child.Steer("hurry"); err != nil { // a running sub-agent accepts steer
+		t.Fatal(err)
+	}
+	s.Interrupt("")
+	out, _ := s.Wait(ctxT(t), adm.TurnID)
+	g.Release()
+	done := next(t, sub, engine.EvSubagentDone).Data.(engine.SubagentInfo)
+	if out.Status != engine.StatusCancelled || done.Outcome.Status != engine.StatusCancelled {
+		t.Fatalf("parent %+v child %+v", out, done.Outcome)
 	}
 }

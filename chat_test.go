@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/model/replay"
+)
+
+// TestMain lets the test binary act as the hermes binary in a child process, so CLI tests run
+// the real program in a real subprocess.
+func TestMain(m *testing.M) {
+	if os.Getenv("HERMES_TEST_AS_MAIN") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+	}
+	os.Exit(m.Run())
+}
+
+type cliResult struct {
+	code        int
+	stdout, err string
+}
+
+func hermesCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "HERMES_TEST_AS_MAIN=1"), env...)
+	return cmd
+}
+
+func hermes(t *testing.T, dir string, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := hermesCmd(t, dir, env, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{code, out.String(), errb.String()}
+}
+
+func TestChatOneShotFromCassette(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette}
+	r := hermes(t, work, env, "chat", "--approve", "deny", "-q", demoPrompt)
+	if r.code != 0 || !strings.Contains(r.stdout, demoAnswer) {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.err)
+	}
+	if !strings.Contains(r.err, "→ deny") || !strings.Contains(r.err, "⚙ terminal") {
+		t.Fatalf("stderr: %s", r.err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "build")); err != nil {
+		t.Fatal("a denied command ran")
+	}
+	if strings.Contains(r.stdout, "⚙") {
+		t.Fatal("tool activity must go to stderr, not stdout")
+	}
+	id := regexp.MustCompile(`\[session (\S+) ·`).FindStringSubmatch(r.err)
+	if id == nil {
+		t.Fatalf("no session id in stderr: %s", r.err)
+	}
+	// Continue the session with another recorded model.
+	srv := openaitest.New(t)
+	srv.Enqueue(openaitest.Text("Still ", "here."))
+	cas, err := replay.RecordFrom(context.Background(), srv.URL(), "", []model.Request{{Model: "m", Messages: []model.Message{{Role: "user", Content: "and now?"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := filepath.Join(t.TempDir(), "next.cassette.json")
+	if err := cas.Save(next); err != nil {
+		t.Fatal(err)
+	}
+	r2 := hermes(t, work, env, "chat", "--session", id[1], "--model", "replay:"+next, "-q", "and now?")
+	if r2.code != 0 || r2.stdout != "Still here.\n" {
+		t.Fatalf("continue: exit %d\n%q\n%s", r2.code, r2.stdout, r2.err)
+	}
+	ls := hermes(t, work, env, "sessions")
+	if ls.code != 0 || !strings.Contains(ls.stdout, id[1]) || !strings.Contains(ls.stdout, "rows=10") {
+		t.Fatalf("sessions: %d %s %s", ls.code, ls.stdout, ls.err)
+	}
+	// A broken cassette fails the turn with exit 1 and says why.
+	broken := filepath.Join(t.TempDir(), "broken.cassette.json")
+	os.WriteFile(broken, []byte(`{"version":1,`), 0o600)
+	r3 := hermes(t, work, env, "chat", "--session", id[1], "--model", "replay:"+broken, "-q", "again")
+	if r3.code != 1 || !strings.Contains(r3.err, "broken.cassette.json") {
+		t.Fatalf("broken cassette: exit %d\n%s", r3.code, r3.err)
+	}
+	bad := hermes(t, work, env, "chat", "--model", "nope:x", "-q", "hi")
+	if bad.code != 1 || !strings.Contains(bad.err, "unknown model provider") {
+		t.Fatalf("unknown provider: %d %s", bad.code, bad.err)
+	}
+}
+
+func TestChatInterruptExitCode(t *testing.T) {
+	srv := openaitest.New(t)
+	g := openaitest.NewGate()
+	srv.Enqueue(openaitest.Response{Text: []string{"thinking", " forever"}, FaultAt: 2, Gate: g})
+	defer g.Release()
+	cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + t.TempDir(), "HERMES_MODEL=openai:fake", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=k"}, "chat", "-q", "hi")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 || !strings.Contains(errb.String(), "cancelled") {
+		t.Fatalf("want exit 130 after Ctrl-C, got %v\n%s", err, errb.String())
+	}
+}
+
+func TestConfigShow(t *testing.T) {
+	r := hermes(t, t.TempDir(), []string{"HERMES_HOME=" + t.TempDir(), "OPENAI_API_KEY=sk-secret-value-1234"}, "config", "show")
+	if r.code != 0 || strings.Contains(r.stdout, "sk-secret-value-1234") || !strings.Contains(r.stdout, "model: openai:gpt-4.1") {
+		t.Fatalf("config show: %d\n%s\n%s", r.code, r.stdout, r.err)
+	}
+}
