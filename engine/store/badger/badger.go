@@ -2,8 +2,9 @@
 //
 // All writes go through one committer goroutine that groups concurrent writes into shared
 // transactions (group commit): with SyncWrites every acknowledged write is fsynced before its
-// call returns, yet a hundred sessions appending at once share one fsync. Reads run directly
-// against badger snapshots and never wait for the committer.
+// call returns, yet a hundred sessions appending at once share one fsync. Reads run on badger
+// snapshots in the caller's goroutine and do not queue behind pending writes (badger only makes a
+// new snapshot wait for a commit that is already being written, so that it sees it).
 //
 // Limits: one operation (an append, a rewind, a branch copy) must fit in one badger transaction,
 // which with the memory settings used here is roughly 2 MB of small rows or 13,000 row moves;
