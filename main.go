@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,14 +50,23 @@ type stdio struct {
 	out, err io.Writer
 }
 
-func commands() []command {
-	return []command{
+// coreCommands are listed first in --help; other files add theirs to extraCommands in init.
+var (
+	coreCommands = []command{
 		{"chat", "chat with the agent in the terminal; -q PROMPT runs one turn", runChat},
 		{"demo", "run the main job end to end offline: embedded store and recorded model cassette", runDemo},
 		{"sessions", "list stored sessions", runSessions},
 		{"config", "show the effective configuration (config show)", runConfig},
 		{"version", "print the version", runVersion},
 	}
+	extraCommands []command
+)
+
+func commands() []command {
+	out := append([]command(nil), coreCommands...)
+	extra := append([]command(nil), extraCommands...)
+	slices.SortFunc(extra, func(a, b command) int { return strings.Compare(a.name, b.name) })
+	return append(out, extra...)
 }
 
 func usage(w io.Writer) {

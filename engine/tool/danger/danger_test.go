@@ -236,15 +236,15 @@ func keysOf(r Result) []string {
 
 func TestStripEscapes(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain":                "plain",
-		"\x1b[31mred\x1b[0m":   "red",
-		"\x1b]0;t\x07x":        "x",
-		"\x1b]0;t\x1b\\x":      "x",
-		"\x1b(Bx":              "x",
-		"\x1b=x":               "x",
-		"\x1b]unterminated x":  "unterminated x",
-		"\x1b[":                "",
-		"a\x1b":                "a",
+		"plain":               "plain",
+		"\x1b[31mred\x1b[0m":  "red",
+		"\x1b]0;t\x07x":       "x",
+		"\x1b]0;t\x1b\\x":     "x",
+		"\x1b(Bx":             "x",
+		"\x1b=x":              "x",
+		"\x1b]unterminated x": "unterminated x",
+		"\x1b[":               "",
+		"a\x1b":               "a",
 		"\u009b1mx\u009dt\a!": "x!",
 	} {
 		if got := stripEscapes(in); got != want {
@@ -266,6 +266,41 @@ func TestFoldHome(t *testing.T) {
 	} {
 		if got := foldHome(tc.s, tc.dir, tc.repl); got != tc.want {
 			t.Errorf("foldHome(%q, %q) = %q, want %q", tc.s, tc.dir, got, tc.want)
+		}
+	}
+}
+
+// TestLargeInputs runs shapes that once made the scanner or the anchored matching quadratic
+// (every command start re-reading one long word, every candidate offset re-scanning to the end).
+// A regression shows up as this test running for minutes. Each input ends in a real command,
+// which must still be found.
+func TestLargeInputs(t *testing.T) {
+	const n = 4000
+	for name, tc := range map[string]struct {
+		body string
+		want string // hardline reason for body + "\nreboot"
+	}{
+		"backticks":       {strings.Repeat("`", 2*n), shutdown},
+		"substitutions":   {strings.Repeat("$(", n), shutdown},
+		"quoted subst":    {strings.Repeat(`"$(`, n) + strings.Repeat(`)"`, n), shutdown},
+		"parentheses":     {strings.Repeat("(", n), shutdown},
+		"keywords":        {strings.Repeat("if ", n), shutdown},
+		"sudo options":    {"sudo " + strings.Repeat("-u x ", n), shutdown},
+		"eval words":      {strings.Repeat("eval ", n), shutdown},
+		"redirects":       {strings.Repeat("> ", n), shutdown},
+		"git candidates":  {strings.Repeat("git push x ", n) + " ++", shutdown},
+		"rm lines":        {strings.Repeat("rm -rf /tmp/x\n", n), shutdown},
+		"sed candidates":  {strings.Repeat("sed -i x ~/a ", n), shutdown},
+		"heredoc markers": {strings.Repeat("cat <<EOF\n", n), ""}, // the reboot line is heredoc data
+		"unclosed quote":  {`echo "` + strings.Repeat("a;", n), ""},
+	} {
+		cmd := tc.body + "\nreboot"
+		r := Check(cmd, testOpts)
+		if got := map[bool]string{true: r.Reason}[r.Hardline]; got != tc.want {
+			t.Errorf("%s: hardline reason %q, want %q", name, got, tc.want)
+		}
+		if !reflect.DeepEqual(r, Check(cmd, testOpts)) {
+			t.Errorf("%s: Check not deterministic", name)
 		}
 	}
 }

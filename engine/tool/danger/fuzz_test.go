@@ -1,6 +1,8 @@
 package danger
 
 import (
+	"fmt"
+	"time"
 	"reflect"
 	"testing"
 )
@@ -26,6 +28,8 @@ func FuzzCheck(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
+		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("slow input %q", cmd)) })
+		defer tm.Stop()
 		r1 := Check(cmd, testOpts)
 		r2 := Check(cmd, testOpts)
 		if !reflect.DeepEqual(r1, r2) {

@@ -3,6 +3,7 @@ package danger
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Building blocks of the rule table. Every rule is compiled with (?is): matching is
@@ -138,11 +139,21 @@ func (m reMatcher) match(v, _ string) bool { return m.re.MatchString(v) }
 type leadMatcher struct {
 	lead clause
 	re   *regexp.Regexp
+	full *fallback
 }
 
+// maxAnchoredTries bounds the anchored attempts per variant. Each attempt may scan to the end
+// of the text, so a text with very many candidate offsets goes to the unanchored expression,
+// which is linear.
+const maxAnchoredTries = 16
+
 func (m leadMatcher) match(v, lower string) bool {
+	tries := 0
 	for _, t := range m.lead {
 		for i := t.index(lower, 0); i >= 0; i = t.index(lower, i+1) {
+			if tries++; tries > maxAnchoredTries {
+				return m.full.get().MatchString(v)
+			}
 			if m.re.MatchString(v[i:]) {
 				return true
 			}
@@ -151,13 +162,32 @@ func (m leadMatcher) match(v, lower string) bool {
 	return false
 }
 
+// fallback is the unanchored form of an anchored expression, compiled on first use: most
+// processes never see a command that needs it.
+type fallback struct {
+	once sync.Once
+	expr string
+	re   *regexp.Regexp
+}
+
+func (f *fallback) get() *regexp.Regexp {
+	f.once.Do(func() { f.re = regexp.MustCompile(f.expr) })
+	return f.re
+}
+
 // lineMatcher tries an expression anchored with ^ at the start of the text and after each
 // newline. That is the (?:^|\n) alternation done by hand: a regexp that has to try every
 // offset costs several times more than one that may only start at a handful.
-type lineMatcher struct{ re *regexp.Regexp }
+type lineMatcher struct {
+	re   *regexp.Regexp
+	full *fallback
+}
 
 func (m lineMatcher) match(v, _ string) bool {
-	for off := 0; ; {
+	for off, tries := 0, 1; ; tries++ {
+		if tries > maxAnchoredTries {
+			return m.full.get().MatchString(v)
+		}
 		if m.re.MatchString(v[off:]) {
 			return true
 		}
@@ -218,12 +248,16 @@ func rx(key, expr string, clauses ...string) rule {
 // (the expression begins with it), and runs the expression only there.
 func lead(key, expr string, clauses ...string) rule {
 	n := parseNeedles(clauses)
-	return rule{key: key, needles: n, m: leadMatcher{lead: n[0], re: anchored(expr)}}
+	return rule{key: key, needles: n, m: leadMatcher{lead: n[0], re: anchored(expr), full: &fallback{expr: `(?is)` + expr}}}
 }
 
 // at builds a rule whose expression must match at a command position (see cmdpos).
 func at(key, expr string, clauses ...string) rule {
-	return rule{key: key, needles: parseNeedles(clauses), m: lineMatcher{anchored(cmdpos + expr)}}
+	return rule{key: key, needles: parseNeedles(clauses), m: newLineMatcher(cmdpos + expr)}
+}
+
+func newLineMatcher(expr string) lineMatcher {
+	return lineMatcher{re: anchored(expr), full: &fallback{expr: `(?is)(?:^|\n)` + expr}}
 }
 
 func anchored(expr string) *regexp.Regexp { return regexp.MustCompile(`(?is)^` + expr) }
@@ -398,4 +432,4 @@ var dangerous = []rule{
 
 // sudoStdin is the sudo stdin guard: an explicit -S (case-sensitive: -s is a shell) in sudo's
 // option region, at a command position.
-var sudoStdin = lineMatcher{anchored(cmdpos + `sudo\s+` + sudoOpts + `(?:(?-i:-[a-zA-Z]*S[a-zA-Z]*)|--stdin)(?:[\s;&|]|$)`)}
+var sudoStdin = newLineMatcher(cmdpos + `sudo\s+` + sudoOpts + `(?:(?-i:-[a-zA-Z]*S[a-zA-Z]*)|--stdin)(?:[\s;&|]|$)`)

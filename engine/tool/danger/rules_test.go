@@ -2,10 +2,7 @@ package danger
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 )
 
@@ -471,28 +468,13 @@ func TestFastPathAgrees(t *testing.T) {
 	}
 }
 
-var (
-	slowOnce sync.Once
-	slowRe   map[*rule]*regexp.Regexp
-)
-
 // slowMatch runs a rule's expression the plain way: unanchored, without the prefilter.
 func slowMatch(r *rule, v string) bool {
-	slowOnce.Do(func() {
-		slowRe = map[*rule]*regexp.Regexp{}
-		for _, rs := range [][]rule{hardline, dangerous} {
-			for i := range rs {
-				switch m := rs[i].m.(type) {
-				case leadMatcher:
-					slowRe[&rs[i]] = regexp.MustCompile(`(?is)` + strings.TrimPrefix(m.re.String(), `(?is)^`))
-				case lineMatcher:
-					slowRe[&rs[i]] = regexp.MustCompile(`(?is)(?:^|\n)` + strings.TrimPrefix(m.re.String(), `(?is)^`))
-				}
-			}
-		}
-	})
-	if re, ok := slowRe[r]; ok {
-		return re.MatchString(v)
+	switch m := r.m.(type) {
+	case leadMatcher:
+		return m.full.get().MatchString(v)
+	case lineMatcher:
+		return m.full.get().MatchString(v)
 	}
 	return r.m.match(v, asciiLower(v))
 }

@@ -19,6 +19,10 @@ type scan struct {
 	// payloads are the command strings of `sh -c STRING` and `eval ARGS`, inspected as
 	// commands of their own.
 	payloads []string
+	// budget bounds the bytes read by the command-word pass. Command starts nested in one long
+	// word (`$($($(...`) would otherwise each re-read it, which is quadratic; past the budget
+	// the remaining starts keep their newline but are not inspected further.
+	budget int
 }
 
 type span struct{ from, to int }
@@ -52,7 +56,7 @@ type frame struct {
 // lex scans s. All syntax of interest is ASCII, so it walks bytes; UTF-8 continuation bytes
 // never equal a metacharacter.
 func lex(s string) *scan {
-	sc := &scan{src: s}
+	sc := &scan{src: s, budget: 4*len(s) + 4096}
 	st := []frame{{blankFrom: -1}}
 	n := len(s)
 	for i := 0; i < n; {
@@ -278,6 +282,9 @@ func (sc *scan) closeBlank(f *frame, to int) {
 	f.blankFrom = -1
 }
 
+// maxDelimiter bounds the heredoc delimiter word; real ones are a few letters.
+const maxDelimiter = 256
+
 // readHeredocOp reads the `[-]WORD` after `<<` at i. Only plain delimiters (letters, digits,
 // _ . -; optionally quoted) that start with a letter or underscore are accepted: anything else
 // is more likely arithmetic or a typo, and treating it as a heredoc would hide the rest of the
@@ -291,7 +298,7 @@ func readHeredocOp(s string, i int) (heredoc, int, bool) {
 	for i < len(s) && isBlank(s[i]) {
 		i++
 	}
-	w := readWord(s, i)
+	w := readWord(s, i, maxDelimiter)
 	d := w.val
 	if w.end == i || !w.clean || d == "" {
 		return h, 0, false
@@ -356,11 +363,15 @@ type word struct {
 	clean  bool   // no expansion and no unterminated quote: val is what the shell sees
 }
 
-// readWord reads the word starting at i (which must not be blank).
-func readWord(s string, i int) word {
+// readWord reads the word starting at i (which must not be blank), looking at most limit
+// bytes ahead: a longer word is cut there and marked unclean.
+func readWord(s string, i, limit int) word {
 	w := word{clean: true}
 	var b []byte
 	n := len(s)
+	if limit < n-i {
+		n = i + limit
+	}
 loop:
 	for i < n {
 		c := s[i]
@@ -375,10 +386,10 @@ loop:
 			i += 2
 		case '\'':
 			w.quoted = true
-			j := strings.IndexByte(s[i+1:], '\'')
+			j := strings.IndexByte(s[i+1:n], '\'')
 			if j < 0 {
 				w.clean = false
-				b = append(b, s[i+1:]...)
+				b = append(b, s[i+1:n]...)
 				i = n
 				break
 			}
@@ -407,14 +418,14 @@ loop:
 			w.clean = false
 			end := i + 1
 			if i+1 < n && s[i+1] == '(' {
-				end = matchParen(s, i+1)
+				end = matchParen(s[:n], i+1)
 			}
 			b = append(b, s[i:end]...)
 			i = end
 		case '`':
 			w.clean = false
 			end := n
-			if j := strings.IndexByte(s[i+1:], '`'); j >= 0 {
+			if j := strings.IndexByte(s[i+1:n], '`'); j >= 0 {
 				end = i + j + 2
 			}
 			b = append(b, s[i:end]...)
@@ -426,6 +437,9 @@ loop:
 	}
 	w.end = min(i, n)
 	w.val = string(b)
+	if w.end == n && n < len(s) {
+		w.clean = false // cut at the limit
+	}
 	return w
 }
 
@@ -505,6 +519,13 @@ func hasLetter(letters string) func(string) bool {
 	}
 }
 
+// word reads a word for the command-word pass, charging it to the budget.
+func (sc *scan) word(i int) word {
+	w := readWord(sc.src, i, max(sc.budget, 1))
+	sc.budget -= w.end - i + 1
+	return w
+}
+
 func (sc *scan) skipBlanks(i int) int {
 	for i < len(sc.src) && isBlank(sc.src[i]) {
 		i++
@@ -518,7 +539,7 @@ func (sc *scan) skipBlanks(i int) int {
 func (sc *scan) commandWords() {
 	queue := append([]int{0}, sc.starts...)
 	seen := make(map[int]bool, len(queue))
-	for len(queue) > 0 {
+	for len(queue) > 0 && sc.budget > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		if p >= len(sc.src) || seen[p] {
@@ -547,11 +568,11 @@ func (sc *scan) command(p int) (int, bool) {
 		if r := redirectLen(s, pos); r > 0 { // `>log cmd`: the target is not the command
 			pos = sc.skipBlanks(pos + r)
 			if pos < len(s) {
-				pos = readWord(s, pos).end
+				pos = sc.word(pos).end
 			}
 			continue
 		}
-		w := readWord(s, pos)
+		w := sc.word(pos)
 		if w.end == pos {
 			return 0, false
 		}
@@ -621,7 +642,7 @@ func (sc *scan) wrapperArgs(spec wrapper, pos int) (int, bool) {
 		if pos >= len(s) {
 			return pos, true
 		}
-		w := readWord(s, pos)
+		w := sc.word(pos)
 		if w.end == pos {
 			return pos, true
 		}
@@ -638,7 +659,7 @@ func (sc *scan) wrapperArgs(spec wrapper, pos int) (int, bool) {
 			if slices.Contains(spec.withArg, v) {
 				pos = sc.skipBlanks(pos)
 				if pos < len(s) {
-					pos = readWord(s, pos).end
+					pos = sc.word(pos).end
 				}
 			}
 			continue
@@ -659,7 +680,7 @@ func (sc *scan) shellPayload(pos int) {
 		if pos >= len(s) {
 			return
 		}
-		w := readWord(s, pos)
+		w := sc.word(pos)
 		v := w.val
 		if w.end == pos || v == "--" || v == "-" || len(v) < 2 || (v[0] != '-' && v[0] != '+') {
 			return
@@ -669,14 +690,14 @@ func (sc *scan) shellPayload(pos int) {
 		case "-o", "+o", "-O", "+O", "--rcfile", "--init-file":
 			pos = sc.skipBlanks(pos)
 			if pos < len(s) {
-				pos = readWord(s, pos).end
+				pos = sc.word(pos).end
 			}
 			continue
 		}
 		if v[0] == '-' && v[1] != '-' && strings.IndexByte(v, 'c') > 0 {
 			pos = sc.skipBlanks(pos)
 			if pos < len(s) {
-				if p := readWord(s, pos); p.end > pos {
+				if p := sc.word(pos); p.end > pos {
 					sc.payloads = append(sc.payloads, p.val)
 				}
 			}
@@ -694,7 +715,7 @@ func (sc *scan) evalPayload(pos int) {
 		if pos >= len(s) {
 			break
 		}
-		w := readWord(s, pos)
+		w := sc.word(pos)
 		if w.end == pos {
 			break
 		}
