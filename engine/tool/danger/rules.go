@@ -381,7 +381,7 @@ var dangerous = []rule{
 		"docker podman", "restart stop kill"),
 	lead(KeyGatewayOutsideSystemd, `gateway\s+run\b.*(?:&[ \t]*(?:$|;|\n)|\bdisown\b|\bsetsid\b)`,
 		"*gateway", "run", "& disown setsid"),
-	lead(KeyGatewayOutsideSystemd, `\b(?:nohup|setsid)\b.*gateway\s+run\b`, "nohup setsid", "gateway", "run"),
+	lead(KeyGatewayOutsideSystemd, `\b(?:nohup|setsid)\b.*gateway\s+run\b`, "nohup setsid", "*gateway", "run"),
 	lead("kill hermes/gateway process (self-termination)", `\b(?:pkill|killall)\b.*\b(?:hermes|gateway|cli\.py)\b`,
 		"pkill killall", "hermes gateway cli.py"),
 	lead("kill process via pgrep/pidof expansion (self-termination)", `\bkill\b.*\$\(\s*(?:pgrep|pidof)\b`, "kill", "$(", "pgrep pidof"),
