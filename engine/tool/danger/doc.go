@@ -4,8 +4,8 @@
 // Hardline rules cover operations with no recovery path: recursive deletion of /, of a
 // protected system root (/home, /root, /etc, /usr, /var, /bin, /sbin, /boot, /lib) or of the
 // home directory; mkfs; dd or a redirect onto a raw block device; the classic fork bomb;
-// kill -1; shutdown, reboot, halt, poweroff, init/telinit 0|6 and systemctl poweroff|reboot|
-// halt|kexec. No approval mode overrides them. The sudo stdin guard (an explicit sudo -S while
+// kill -1; shutdown, reboot, halt, poweroff, init/telinit 0|6 and
+// systemctl poweroff|reboot|halt|kexec. No approval mode overrides them. The sudo stdin guard (an explicit sudo -S while
 // no sudo password is configured, which can only be password guessing) blocks the same way.
 //
 // Dangerous rules need approval. Each is keyed by its description ("recursive delete",
@@ -25,23 +25,30 @@
 // Matching is case-insensitive and runs over several normalised variants of the command; a
 // rule that matches any variant counts. Every variant has ANSI/OSC escapes and NUL bytes
 // removed, is NFKC-normalised (fullwidth letters fold to ASCII), has line continuations
-// joined, absolute home and profile-home prefixes folded to ~/ and ~/.hermes/, $IFS turned
-// into a space, backslash escapes and empty quote pairs removed, and newlines inside quotes
-// or heredoc bodies turned into spaces. On top of that a quote-aware scan produces a marked
-// variant, with a newline at every real command start and command words spelled in pieces
-// (r\m, r""m, "r"m) written plainly, and a masked variant with quoted data blanked. The
-// command strings of sh -c and eval are checked as commands of their own.
+// joined, absolute home and profile-home prefixes folded to ~/ and ~/.hermes/ (the
+// directories come from Options, never from the environment), $IFS turned into a space,
+// backslash escapes and empty quote pairs removed, and newlines inside quotes or heredoc bodies
+// turned into spaces. On top of that a quote-aware scan produces a marked variant, with a
+// newline at every real command start and command words spelled in pieces (r\m, r""m, "r"m)
+// written plainly, and a masked variant with quoted data blanked. The command strings of
+// sh -c and eval are checked as commands of their own. A heredoc body is data unless its line
+// hands it to a shell (bash <<EOF, cat <<EOF | sh).
 //
 // Several rules fire only at a command position: the start of a line, optionally behind
 // sudo, env VAR=VAL, exec, nohup, setsid, time or an absolute path such as /sbin/. This anchor
 // is what keeps data from matching: `echo reboot`, `grep shutdown log` or a commit message
 // containing "rm -rf /" name the command without running it. The anchor itself lists no
 // separators; instead the scanner turns every unquoted ; & | ( { $( ` and shell keyword into
-// a newline, so (reboot) and { shutdown -h now; } anchor while `echo "a; reboot"` does not.
-// Rules without a command word to anchor (a redirect onto a block device, the fork bomb) run
-// on the masked variant for the same reason, unless the command hands quoted text to a shell.
+// a newline, and puts the real command word behind any wrapper (nice -n 5, timeout 10, ...)
+// on a line of its own, so (reboot) and { shutdown -h now; } anchor while
+// `echo "a; reboot"` does not. Rules without a command word to anchor (a redirect onto a
+// block device, the fork bomb) run on the masked variant for the same reason, unless the
+// command hands quoted text to a shell. The approval-tier rules are deliberately broad and
+// mostly unanchored: an extra prompt is cheap, a missed one is not.
 //
-// Expressions are compiled once at package initialisation; each rule carries literal
-// needles so a variant lacking them is skipped without running the expression. Check costs a
-// few microseconds for an ordinary command.
+// Expressions are compiled once, at package initialisation (a rarely needed unanchored form of
+// some on first use). Each rule carries literal needles
+// that every match contains, so a variant lacking them is skipped without running the
+// expression, and most expressions are run only at the offsets where a match can start.
+// Work is linear in the command length, which is capped at MaxCommandBytes.
 package danger

@@ -8,12 +8,12 @@ import (
 
 // Building blocks of the rule table. Every rule is compiled with (?is): matching is
 // case-insensitive and `.` crosses newlines, so a rule written for one line also sees a
-// multi-line script. Go's RE2 has no lookaround, so the reference's lookbehinds are written as
-// consumed context (a block device must directly follow `>` or `of=`), its "not followed by"
-// checks are done in code (see matcher), and possessive quantifiers are unnecessary because
-// RE2 matches in linear time anyway.
+// multi-line script. Go's RE2 has no lookaround, so "preceded by" conditions are written as
+// consumed context (a block device must directly follow `>` or `of=`), "not followed by" and
+// "both somewhere" conditions are done in code (unlessTail, allOf), and no quantifier needs to
+// be possessive because RE2 matches in linear time anyway.
 const (
-	// path is an optional absolute directory prefix of a command word (/sbin/reboot,
+	// pathPrefix is an optional absolute directory prefix of a command word (/sbin/reboot,
 	// /usr/bin/env). Relative prefixes are deliberately not accepted: ./reboot is the user's
 	// own script, not the system command.
 	pathPrefix = `(?:(?:/[\w.+-]+)*/)?`
@@ -199,8 +199,8 @@ func (m lineMatcher) match(v, _ string) bool {
 	}
 }
 
-// allOf matches when every expression matches somewhere (independent conditions, the
-// reference's pair of whole-input lookaheads).
+// allOf matches when every expression matches somewhere: independent conditions that may
+// appear in either order.
 type allOf []*regexp.Regexp
 
 func (m allOf) match(v, _ string) bool {
@@ -213,7 +213,7 @@ func (m allOf) match(v, _ string) bool {
 }
 
 // unlessTail matches when re matches and, for at least one match, the text captured by group
-// 1 does not match forbid (the reference's negative lookahead).
+// 1 does not match forbid: a "not followed by" condition.
 type unlessTail struct{ re, forbid *regexp.Regexp }
 
 func (m unlessTail) match(v, _ string) bool {
