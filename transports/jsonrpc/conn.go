@@ -1,0 +1,299 @@
+package jsonrpc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Handler serves incoming requests. The result is marshalled as the response (nil becomes {});
+// an *Error (possibly wrapped) chooses the wire error, any other error becomes -32603.
+type Handler interface {
+	Handle(ctx context.Context, c *Conn, r *Request) (any, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *Conn, r *Request) (any, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, c *Conn, r *Request) (any, error) {
+	return f(ctx, c, r)
+}
+
+// Async is an optional Handler ability: methods for which it returns true run on their own
+// goroutine, so a slow call does not hold up the ones behind it. Their responses may then
+// overtake nothing they depend on but may arrive after later responses.
+type Async interface {
+	Async(method string) bool
+}
+
+// ErrClosed is returned by calls on a closed connection.
+var ErrClosed = errors.New("connection closed")
+
+// Options configure a Conn.
+type Options struct {
+	// OnFrame, when set, sees every frame in and out (for transcripts); dir is "in" or "out".
+	OnFrame func(dir string, frame []byte)
+	// IDPrefix prefixes ids of requests this side sends (default "srq-").
+	IDPrefix string
+}
+
+// Conn is one JSON-RPC connection.
+type Conn struct {
+	f    Framer
+	h    Handler
+	opts Options
+
+	writeMu sync.Mutex
+
+	mu      sync.Mutex
+	pending map[string]chan *Response
+	closed  bool
+	done    chan struct{}
+	wg      sync.WaitGroup // async handlers
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// Response is the peer's answer to a request we sent.
+type Response struct {
+	Result json.RawMessage
+	Err    *Error
+}
+
+// NewConn binds a framer and a handler.
+func NewConn(f Framer, h Handler, opts Options) *Conn {
+	if opts.IDPrefix == "" {
+		opts.IDPrefix = "srq-"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conn{f: f, h: h, opts: opts, pending: map[string]chan *Response{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
+}
+
+// Context is cancelled when the connection ends.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Run reads and dispatches until the peer goes away or ctx ends. It returns nil on a clean
+// end of input.
+func (c *Conn) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, c.cancel)
+	defer stop()
+	defer c.shutdown()
+	for {
+		frame, err := c.f.Read(c.ctx)
+		if errors.Is(err, ErrFrameTooLarge) {
+			c.writeError(nullID, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()})
+			continue
+		}
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return nil
+			}
+			if isEOF(err) {
+				return nil
+			}
+			return err
+		}
+		if c.opts.OnFrame != nil {
+			c.opts.OnFrame("in", frame)
+		}
+		d, derr, id := decode(frame)
+		if derr != nil {
+			c.writeError(id, derr)
+			continue
+		}
+		if d.kind == kindResponse {
+			c.deliver(d)
+			continue
+		}
+		req := d.req
+		if a, ok := c.h.(Async); ok && a.Async(req.Method) {
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.serve(&req)
+			}()
+			continue
+		}
+		c.serve(&req)
+	}
+}
+
+func (c *Conn) serve(req *Request) {
+	res, err := c.safeHandle(req)
+	if req.IsNotification() {
+		return
+	}
+	if err != nil {
+		c.writeError(req.ID, toError(err))
+		return
+	}
+	if res == nil {
+		res = struct{}{}
+	}
+	c.write(outResponse{JSONRPC: "2.0", ID: req.ID, Result: res})
+}
+
+func (c *Conn) safeHandle(req *Request) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Code: CodeInternalError, Message: "internal error"}
+		}
+	}()
+	return c.h.Handle(c.ctx, c, req)
+}
+
+func toError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternalError, Message: "internal error: " + err.Error()}
+}
+
+func (c *Conn) writeError(id json.RawMessage, e *Error) {
+	c.write(outResponse{JSONRPC: "2.0", ID: id, Error: e})
+}
+
+// write marshals and sends one frame; frames never interleave.
+func (c *Conn) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("jsonrpc: marshal: %w", err)
+	}
+	return c.WriteRaw(b)
+}
+
+// WriteRaw sends one pre-encoded frame.
+func (c *Conn) WriteRaw(b []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.opts.OnFrame != nil {
+		c.opts.OnFrame("out", b)
+	}
+	if err := c.f.Write(c.ctx, b); err != nil {
+		c.cancel()
+		return err
+	}
+	return nil
+}
+
+// Notify sends a notification.
+func (c *Conn) Notify(method string, params any) error {
+	return c.write(outRequest{JSONRPC: "2.0", Method: method, Params: params})
+}
+
+// Call sends a request to the peer and waits for its response. The id is a string minted here
+// (prefix + 12 hex), so it never collides with the peer's own ids.
+func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := c.NewID()
+	ch, err := c.expect(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.write(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	return c.Await(ctx, id, ch)
+}
+
+// NewID mints a request id.
+func (c *Conn) NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return c.opts.IDPrefix + hex.EncodeToString(b[:])
+}
+
+// expect registers a pending outgoing request.
+func (c *Conn) expect(id string) (chan *Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	ch := make(chan *Response, 1)
+	c.pending[id] = ch
+	return ch, nil
+}
+
+// SendRequest writes a request frame with a given id and registers it; Await collects the
+// answer. It lets a caller write the frame to several connections and take the first answer.
+func (c *Conn) SendRequest(id, method string, params any) (chan *Response, error) {
+	ch, err := c.expect(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.write(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	return ch, nil
+}
+
+// Await waits for the response to id.
+func (c *Conn) Await(ctx context.Context, id string, ch chan *Response) (json.RawMessage, error) {
+	defer c.forget(id)
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, ErrClosed
+	}
+}
+
+func (c *Conn) forget(id string) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// deliver routes a response to its waiting Call. Unknown ids are dropped.
+func (c *Conn) deliver(d decoded) {
+	var id string
+	if err := json.Unmarshal(d.id, &id); err != nil {
+		return
+	}
+	c.mu.Lock()
+	ch, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ok {
+		ch <- &Response{Result: d.result, Err: d.err}
+	}
+}
+
+func (c *Conn) shutdown() {
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	c.mu.Unlock()
+	_ = c.f.Close()
+}
+
+// Close ends the connection.
+func (c *Conn) Close() error {
+	c.cancel()
+	return c.f.Close()
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrClosed)
+}
