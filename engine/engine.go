@@ -169,6 +169,9 @@ type CreateOptions struct {
 	Cwd    string
 	Source string // creating surface
 	Meta   map[string]string
+	// Lazy keeps the session in memory only until its first prompt: nothing is written to the
+	// store for a session that is opened and abandoned.
+	Lazy bool
 
 	parentID   string
 	parentKind string
@@ -195,10 +198,15 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 			id = time.Now().UTC().Format("20060102_150405_") + newID("")[:8]
 		}
 		now := time.Now().UTC()
-		rec, err = e.cfg.Store.CreateSession(ctx, store.Session{
+		rec = store.Session{
 			ID: id, Title: o.Title, Source: o.Source, Model: m, Cwd: cwd,
 			ParentID: o.parentID, ParentKind: o.parentKind, CreatedAt: now, UpdatedAt: now, Meta: o.Meta,
-		})
+		}
+		if o.Lazy {
+			err = e.checkNewID(ctx, id, o.Title)
+		} else {
+			rec, err = e.cfg.Store.CreateSession(ctx, rec)
+		}
 		if err == nil {
 			break
 		}
@@ -209,7 +217,12 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	id := rec.ID
 	s := newSession(e, rec)
 	s.depth = o.depth
+	s.stored = !o.Lazy
 	e.mu.Lock()
+	if _, dup := e.live[id]; dup {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: session %q is live", store.ErrExists, id)
+	}
 	e.live[id] = s
 	e.mu.Unlock()
 	s.j.append(Event{Type: EvSessionInfo, Data: s.Info()})
@@ -282,6 +295,9 @@ func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Sessi
 	if err != nil {
 		return nil, err
 	}
+	if !parent.Stored() {
+		return nil, ErrNothingToBranch
+	}
 	prec := parent.Record()
 	title := o.Title
 	if title == "" && prec.Title != "" {
@@ -298,6 +314,40 @@ func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Sessi
 		return nil, err
 	}
 	return child, nil
+}
+
+// checkNewID reports ErrExists when id is taken and ErrTitleTaken when title is.
+func (e *Engine) checkNewID(ctx context.Context, id, title string) error {
+	if _, err := e.cfg.Store.GetSession(ctx, id); err == nil {
+		return fmt.Errorf("%w: session %q", store.ErrExists, id)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return e.checkTitle(ctx, id, title)
+}
+
+// checkTitle reports store.ErrTitleTaken when another session holds title.
+func (e *Engine) checkTitle(ctx context.Context, id, title string) error {
+	if title == "" {
+		return nil
+	}
+	all, err := e.cfg.Store.ListSessions(ctx, store.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, s := range all {
+		if s.Title == title && s.ID != id {
+			return fmt.Errorf("%w: %q", store.ErrTitleTaken, title)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.live {
+		if s.id != id && !s.Stored() && s.Record().Title == title {
+			return fmt.Errorf("%w: %q", store.ErrTitleTaken, title)
+		}
+	}
+	return nil
 }
 
 // nextLineageTitle returns "<base> #n" for the first n >= 2 not in use.

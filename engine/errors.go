@@ -15,6 +15,7 @@ var (
 	ErrUnknownTurn     = errors.New("unknown turn")
 	ErrInvalidModel    = errors.New("invalid model name")
 	ErrEngineClosed    = errors.New("engine closed")
+	ErrNothingToBranch = errors.New("nothing to branch — send a message first")
 
 	// Rewind (truncating submit) refusals; nothing is written when one is returned.
 	ErrTruncateNoTarget  = errors.New("confirm_truncate requires truncate_before_user_ordinal or truncate_before_row_id")

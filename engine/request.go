@@ -77,7 +77,7 @@ func (s *Session) ask(ctx context.Context, turnID, kind string, payload map[stri
 	now := time.Now()
 	p := &pendingRequest{
 		req: Request{
-			ID: newID("req_"), Kind: kind, SessionID: s.id, TurnID: turnID,
+			ID: "srq-" + newID("")[:12], Kind: kind, SessionID: s.id, TurnID: turnID,
 			Payload: payload, Created: now, Deadline: now.Add(timeout),
 		},
 		answer: make(chan map[string]any, 1),

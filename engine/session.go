@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ type Session struct {
 	approved map[string]bool // pattern keys approved for this session
 	children int             // running delegated children
 	closed   bool
+	stored   bool     // false for a lazy session until its first prompt
 	depth    int      // delegation depth (0 = top level)
 	parent   *Session // delegating session, for sub-agents
 
@@ -66,7 +68,7 @@ type steerItem struct {
 
 func newSession(e *Engine, rec store.Session) *Session {
 	return &Session{
-		e: e, id: rec.ID, j: newJournal(rec.ID), rec: rec, status: StatusIdle,
+		e: e, id: rec.ID, j: newJournal(rec.ID), rec: rec, status: StatusIdle, stored: true,
 		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
 	}
 }
@@ -79,6 +81,40 @@ func (s *Session) Record() store.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rec
+}
+
+// Stored reports whether the session has a row in the store (a lazy session gets one with
+// its first prompt).
+func (s *Session) Stored() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stored
+}
+
+// ensureStored writes a lazy session's record. A title that became taken meanwhile is dropped
+// (with an error event) rather than failing the prompt.
+func (s *Session) ensureStored(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stored {
+		s.mu.Unlock()
+		return nil
+	}
+	rec := s.rec
+	s.mu.Unlock()
+	stored, err := s.e.cfg.Store.CreateSession(ctx, rec)
+	if errors.Is(err, store.ErrTitleTaken) {
+		s.j.append(Event{Type: EvError, Data: ErrorInfo{Message: "title " + strconv.Quote(rec.Title) + " was taken meanwhile; session saved untitled", Code: "title"}})
+		rec.Title = ""
+		stored, err = s.e.cfg.Store.CreateSession(ctx, rec)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	stored.Model, stored.Title = s.rec.Model, rec.Title // changes made while storing
+	s.rec, s.stored = stored, true
+	s.mu.Unlock()
+	return nil
 }
 
 // Status returns the session status.
@@ -209,6 +245,10 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 	t := s.newTurnLocked(text, p.Origin)
 	s.mu.Unlock()
 
+	if err := s.ensureStored(ctx); err != nil {
+		s.abandonTurn(t)
+		return Admission{}, err
+	}
 	var adm Admission
 	userRow := store.Row{Role: "user", Content: text, TurnID: t.id, Time: time.Now().UTC()}
 	var err error
@@ -319,20 +359,35 @@ type SteerReceipt struct {
 	TurnID string `json:"turn_id"`
 }
 
-// Steer queues mid-turn guidance, delivered at the next tool boundary.
-func (s *Session) Steer(text string) (SteerReceipt, error) {
+// Steer queues mid-turn guidance for the running turn, delivered at its next tool boundary
+// (or returned as the outcome's pending_steer). It fails with ErrNotRunning when idle.
+func (s *Session) Steer(text string) (SteerReceipt, error) { return s.steer(text, false) }
+
+// SteerOrHold is Steer that also accepts guidance while idle: it waits for the next turn's
+// first tool boundary, or comes back as that turn's pending_steer.
+func (s *Session) SteerOrHold(text string) (SteerReceipt, error) { return s.steer(text, true) }
+
+func (s *Session) steer(text string, hold bool) (SteerReceipt, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return SteerReceipt{}, ErrEmptySteer
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.turn == nil || s.turn.finishing {
+	if s.closed {
+		return SteerReceipt{}, ErrSessionClosed
+	}
+	running := s.turn != nil && !s.turn.finishing
+	if !running && !hold {
 		return SteerReceipt{}, ErrNotRunning
 	}
 	it := steerItem{id: newID("steer_"), text: text}
 	s.steers = append(s.steers, it)
-	return SteerReceipt{ID: it.id, TurnID: s.turn.id}, nil
+	r := SteerReceipt{ID: it.id}
+	if running {
+		r.TurnID = s.turn.id
+	}
+	return r, nil
 }
 
 // PendingSteer returns the steer text not yet delivered.
@@ -433,6 +488,14 @@ func (s *Session) SetModel(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s.mu.Lock()
+	if !s.stored {
+		s.rec.Model = m
+		s.mu.Unlock()
+		s.j.append(Event{Type: EvModelChanged, Data: s.Info()})
+		return m, nil
+	}
+	s.mu.Unlock()
 	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Model = m; return nil })
 	if err != nil {
 		return "", err
@@ -446,7 +509,18 @@ func (s *Session) SetModel(ctx context.Context, name string) (string, error) {
 
 // SetTitle renames the session (titles are unique: store.ErrTitleTaken).
 func (s *Session) SetTitle(ctx context.Context, title string) error {
-	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Title = strings.TrimSpace(title); return nil })
+	title = strings.TrimSpace(title)
+	if err := s.e.checkTitle(ctx, s.id, title); err != nil { // also covers pending titles of lazy sessions
+		return err
+	}
+	if !s.Stored() {
+		s.mu.Lock()
+		s.rec.Title = title
+		s.mu.Unlock()
+		s.j.append(Event{Type: EvSessionTitle, Data: s.Info()})
+		return nil
+	}
+	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Title = title; return nil })
 	if err != nil {
 		return err
 	}
@@ -459,6 +533,9 @@ func (s *Session) SetTitle(ctx context.Context, title string) error {
 
 // History returns the session's active transcript rows with their durable row ids.
 func (s *Session) History(ctx context.Context, q store.RowQuery) ([]store.Row, error) {
+	if !s.Stored() {
+		return nil, nil
+	}
 	return s.e.cfg.Store.Rows(ctx, s.id, q)
 }
 
@@ -515,6 +592,9 @@ func (s *Session) Close(ctx context.Context, reason string) error {
 		reason = "closed"
 	}
 	s.shutdown(reason)
+	if !s.Stored() {
+		return nil
+	}
 	_, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 		r.EndedAt, r.EndReason = time.Now().UTC(), reason
 		return nil

@@ -536,3 +536,72 @@ func TestInterruptParentInterruptsSubagent(t *testing.T) {
 		t.Fatalf("parent %+v child %+v", out, done.Outcome)
 	}
 }
+
+func TestLazySessionWritesNothingUntilFirstPrompt(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	s, err := h.eng.Create(ctx, engine.CreateOptions{Lazy: true, Title: "Lazy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.st.GetSession(ctx, s.ID()); !errors.Is(err, store.ErrNotFound) || s.Stored() {
+		t.Fatalf("a lazy session was stored: %v", err)
+	}
+	if _, err := h.eng.Branch(ctx, s.ID(), engine.BranchOptions{}); !errors.Is(err, engine.ErrNothingToBranch) {
+		t.Fatalf("branch of an empty session: %v", err)
+	}
+	other, _ := h.eng.Create(ctx, engine.CreateOptions{})
+	if err := other.SetTitle(ctx, "Lazy"); !errors.Is(err, store.ErrTitleTaken) {
+		t.Fatalf("a pending title must still be unique: %v", err)
+	}
+	if _, err := s.SetModel(ctx, "openai:other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SteerOrHold("keep it short"); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.Enqueue(openaitest.Text("hi"))
+	out := h.run(s, "hello")
+	rec, err := h.st.GetSession(ctx, s.ID())
+	if err != nil || rec.Title != "Lazy" || rec.Model != "openai:other" || rec.RowCount != 2 {
+		t.Fatalf("stored on first prompt: %+v %v", rec, err)
+	}
+	if out.PendingSteer != "keep it short" {
+		t.Fatalf("a steer held while idle comes back as pending: %+v", out)
+	}
+}
+
+func TestCompress(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.create()
+	if r, err := s.Compress(ctxT(t), ""); err != nil || r.Status != "aborted" {
+		t.Fatalf("empty: %+v %v", r, err)
+	}
+	for _, a := range []string{"A1", "A2", "A3"} {
+		h.srv.Enqueue(openaitest.Text(a))
+		h.run(s, "Q"+a[1:])
+	}
+	h.srv.Enqueue(openaitest.Text("User asked Q1 and Q2; answered."))
+	r, err := s.Compress(ctxT(t), "answers")
+	if err != nil || r.Status != "compressed" || r.Before != 6 || r.After != 3 || r.Removed != 6 {
+		t.Fatalf("compress: %+v %v", r, err)
+	}
+	msgs := h.lastRequestMessages()
+	if last := msgs[len(msgs)-1]["content"].(string); !strings.Contains(last, "Focus on: answers") || len(msgs) != 6 {
+		t.Fatalf("summary request: %d %v", len(msgs), last)
+	}
+	var got []string
+	for _, row := range mustRows(t, s) {
+		got = append(got, row.Role+":"+row.Content)
+	}
+	if len(got) != 3 || !strings.HasPrefix(got[0], "system:Summary of the earlier conversation:\nUser asked") || got[1] != "user:Q3" || got[2] != "assistant:A3" {
+		t.Fatalf("after compress: %q", got)
+	}
+	h.srv.Enqueue(openaitest.Text("next"))
+	if out := h.run(s, "Q4"); out.Status != engine.StatusCompleted {
+		t.Fatal(out)
+	}
+	if msgs := h.lastRequestMessages(); len(msgs) != 5 || msgs[1]["role"] != "system" {
+		t.Fatalf("the next turn sees the summary: %v", msgs)
+	}
+}

@@ -356,11 +356,9 @@ func (t *turnState) budgetExhausted(out Outcome, prov model.Provider, name strin
 	if t.ctx.Err() != nil {
 		return t.interrupted(out, pending, true)
 	}
-	out.Status = StatusFailed
+	out.Status = StatusFailed // not completed: the budget ended it, not the model
 	if err != nil {
 		out.Error = err.Error()
-	} else {
-		out.Error = "iteration budget exhausted"
 	}
 	return out
 }
