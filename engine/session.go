@@ -187,6 +187,8 @@ type Prompt struct {
 	// Queued marks a client-side queue drain: the busy path holds it, never steers it.
 	Queued   bool
 	Truncate *Truncate // rewind / edit / regenerate
+	// Images are image files sent with the prompt (stored as the row's attachments).
+	Images []string
 }
 
 // Truncate asks a submit to cut the transcript before a user turn first.
@@ -250,7 +252,7 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 		return Admission{}, err
 	}
 	var adm Admission
-	userRow := store.Row{Role: "user", Content: text, TurnID: t.id, Time: time.Now().UTC()}
+	userRow := store.Row{Role: "user", Content: text, TurnID: t.id, Time: time.Now().UTC(), Attachments: p.Images}
 	var err error
 	if p.Truncate != nil {
 		adm, err = s.rewind(ctx, *p.Truncate, userRow)

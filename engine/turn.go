@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -429,6 +433,13 @@ func (s *Session) loadMessages(ctx context.Context) ([]model.Message, error) {
 	msgs = append(msgs, model.Message{Role: "system", Content: s.e.cfg.SystemPrompt})
 	for _, r := range rows {
 		m := model.Message{Role: r.Role, Content: r.Content, Reasoning: r.Reasoning, ToolCallID: r.ToolCallID, Name: r.ToolName}
+		for _, path := range r.Attachments {
+			if u, err := dataURL(path); err == nil {
+				m.Images = append(m.Images, u)
+			} else {
+				m.Content += "\n[attachment unavailable: " + filepath.Base(path) + "]"
+			}
+		}
 		if len(r.ToolCalls) > 0 {
 			if err := json.Unmarshal(r.ToolCalls, &m.ToolCalls); err != nil {
 				return nil, fmt.Errorf("load transcript: row %d: %w", r.ID, err)
@@ -437,6 +448,15 @@ func (s *Session) loadMessages(ctx context.Context) ([]model.Message, error) {
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+// dataURL inlines an image file for the provider.
+func dataURL(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return "data:" + http.DetectContentType(b) + ";base64," + base64.StdEncoding.EncodeToString(b), nil
 }
 
 func clip(s string, n int) string {

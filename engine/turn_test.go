@@ -379,3 +379,28 @@ func TestContextCancelOfSubmitterDoesNotKillTurn(t *testing.T) {
 		t.Fatalf("outcome: %+v", out)
 	}
 }
+
+func TestImageAttachmentSentAsContentPart(t *testing.T) {
+	h := newHarness(t, nil)
+	png := filepath.Join(h.cwd, "shot.png")
+	writeFile(t, png, "\x89PNG\r\n\x1a\n0000")
+	h.srv.Enqueue(openaitest.Text("a cat"))
+	s := h.create()
+	adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "what is this?", Images: []string{png}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wait(ctxT(t), adm.TurnID)
+	msgs := h.lastRequestMessages()
+	parts, ok := msgs[1]["content"].([]any)
+	if !ok || len(parts) != 2 {
+		t.Fatalf("content parts: %v", msgs[1])
+	}
+	img := parts[1].(map[string]any)
+	if img["type"] != "image_url" || !strings.HasPrefix(img["image_url"].(map[string]any)["url"].(string), "data:image/png;base64,") {
+		t.Fatalf("image part: %v", img)
+	}
+	if rows := mustRows(t, s); len(rows[0].Attachments) != 1 {
+		t.Fatalf("attachments not stored: %+v", rows[0])
+	}
+}

@@ -19,6 +19,8 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"` // tool name on role "tool"
+	// Images are image URLs (https: or data:) sent with a user message as content parts.
+	Images []string `json:"images,omitempty"`
 }
 
 // ToolCall is a complete function call requested by the model.

@@ -83,6 +83,7 @@ type Row struct {
 	ToolCallID  string          `json:"tool_call_id,omitempty"`
 	ToolName    string          `json:"tool_name,omitempty"`
 	DisplayKind string          `json:"display_kind,omitempty"` // e.g. "steer"
+	Attachments []string        `json:"attachments,omitempty"`  // image files sent with a user row
 	Time        time.Time       `json:"time"`
 	Active      bool            `json:"active"` // false once archived by a rewind
 }

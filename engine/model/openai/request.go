@@ -23,9 +23,20 @@ type wireMessage struct {
 	Role string `json:"role"`
 	// Content is a pointer so an assistant turn that only calls tools sends null, the form
 	// the spec documents; every other message sends a string, even an empty one.
-	Content    *string        `json:"content"`
+	// With images it is a list of content parts instead.
+	Content    any            `json:"content"`
 	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type contentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
 }
 
 type wireToolCall struct {
@@ -64,8 +75,15 @@ func encodeRequest(r model.Request) *wireRequest {
 	for _, m := range r.Messages {
 		wm := wireMessage{Role: m.Role, ToolCallID: m.ToolCallID}
 		content := m.Content
-		if !(m.Role == "assistant" && content == "" && len(m.ToolCalls) > 0) {
-			wm.Content = &content
+		switch {
+		case len(m.Images) > 0:
+			parts := []contentPart{{Type: "text", Text: content}}
+			for _, u := range m.Images {
+				parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: u}})
+			}
+			wm.Content = parts
+		case !(m.Role == "assistant" && content == "" && len(m.ToolCalls) > 0):
+			wm.Content = content
 		}
 		for _, tc := range m.ToolCalls {
 			args := tc.Arguments
