@@ -178,6 +178,7 @@ type assembled struct {
 	st       store.Store
 	recorder *replay.Recorder
 	recPath  string
+	busy     *policy.BusySetting // the Go busy-input policy; config.set busy changes it
 }
 
 func (a *assembled) Close() error {
@@ -195,7 +196,7 @@ func (a *assembled) Close() error {
 
 // build assembles the engine from configuration.
 func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error) {
-	a := &assembled{st: st}
+	a := &assembled{st: st, busy: policy.NewBusySetting(cfg.BusyInputMode)}
 	var httpClient *http.Client
 	if o.record != "" {
 		a.recorder = replay.NewRecorder(http.DefaultTransport)
@@ -236,7 +237,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	}
 	eng, err := engine.New(engine.Config{
 		Store: st, Providers: providers, DefaultModel: cfg.Model, Tools: reg,
-		Policy:                policy.Set{Approver: policy.Defaults{}, Busy: policy.Defaults{BusyMode: cfg.BusyInputMode}},
+		Policy:                policy.Set{Approver: policy.Defaults{}, Busy: a.busy},
 		SystemPrompt:          cfg.SystemPrompt,
 		Cwd:                   cwd,
 		MaxIterations:         cfg.MaxIterations,

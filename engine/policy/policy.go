@@ -7,8 +7,10 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Approval decisions.
@@ -176,4 +178,37 @@ func NormalizeBusyMode(m string) string {
 		return m
 	}
 	return Interrupt
+}
+
+// BusySetting is the Go busy-input policy with a mode that can change at run time
+// (config.set busy). It is safe for concurrent use.
+type BusySetting struct {
+	mode atomic.Value // string
+}
+
+var _ BusyInputPolicy = (*BusySetting)(nil)
+
+// NewBusySetting starts at mode (normalised).
+func NewBusySetting(mode string) *BusySetting {
+	b := &BusySetting{}
+	b.mode.Store(NormalizeBusyMode(mode))
+	return b
+}
+
+// Mode returns the current mode.
+func (b *BusySetting) Mode() string { return b.mode.Load().(string) }
+
+// Set changes the mode; unknown modes are refused.
+func (b *BusySetting) Set(mode string) error {
+	switch mode {
+	case Interrupt, Queue, Steer, Reject:
+		b.mode.Store(mode)
+		return nil
+	}
+	return fmt.Errorf("unknown busy-input mode %q (interrupt, queue, steer or reject)", mode)
+}
+
+// BusyInput applies the current mode.
+func (b *BusySetting) BusyInput(context.Context, BusyInput) (BusyDecision, error) {
+	return BusyDecision{Mode: b.Mode()}, nil
 }

@@ -41,6 +41,9 @@ type Options struct {
 	OnFrame func(dir string, frame []byte)
 	// IDPrefix prefixes ids of requests this side sends (default "srq-").
 	IDPrefix string
+	// OnResponse receives responses whose id this Conn is not waiting for: requests written
+	// on the caller's behalf (WriteRequest) and answered here. Without it they are dropped.
+	OnResponse func(id string, result json.RawMessage, err *Error)
 }
 
 // Conn is one JSON-RPC connection.
@@ -129,6 +132,10 @@ func (c *Conn) Run(ctx context.Context) error {
 
 func (c *Conn) serve(req *Request) {
 	res, err := c.safeHandle(req)
+	if w, ok := res.(AfterWrite); ok {
+		defer w.Written()
+		res = w.Value()
+	}
 	if req.IsNotification() {
 		return
 	}
@@ -140,6 +147,13 @@ func (c *Conn) serve(req *Request) {
 		res = struct{}{}
 	}
 	c.write(outResponse{JSONRPC: "2.0", ID: req.ID, Result: res})
+}
+
+// AfterWrite is a result that wants to know when its response frame has been written (or the
+// write failed), e.g. to release events held back so they follow the response.
+type AfterWrite interface {
+	Value() any
+	Written()
 }
 
 func (c *Conn) safeHandle(req *Request) (res any, err error) {
@@ -273,7 +287,17 @@ func (c *Conn) deliver(d decoded) {
 	c.mu.Unlock()
 	if ok {
 		ch <- &Response{Result: d.result, Err: d.err}
+		return
 	}
+	if c.opts.OnResponse != nil {
+		c.opts.OnResponse(id, d.result, d.err)
+	}
+}
+
+// WriteRequest writes a request frame whose answer goes to Options.OnResponse (the session
+// layer tracks it, e.g. a question fanned out to several connections).
+func (c *Conn) WriteRequest(id, method string, params any) error {
+	return c.write(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params})
 }
 
 func (c *Conn) shutdown() {

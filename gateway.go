@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/transports/gateway"
+	"github.com/hermes-go/hermes/transports/httpapi"
+	"github.com/hermes-go/hermes/transports/jsonrpc"
+)
+
+func init() {
+	extraCommands = append(extraCommands,
+		command{"gateway", "serve the TUI gateway (JSON-RPC 2.0) on stdin/stdout", runGateway},
+		command{"serve", "serve HTTP: /health and the gateway over WebSocket at /api/ws", runServe},
+	)
+}
+
+// knownModels is the offline catalogue session.create checks against. Only providers whose
+// model list is fixed and known are listed; others accept any name.
+var knownModels = map[string][]string{
+	"openai": {"gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o", "gpt-4o-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "gpt-5-nano"},
+}
+
+// gatewayOptions wires the gateway to the assembled engine.
+func gatewayOptions(cfg *config.Config, a *assembled, logger *slog.Logger) gateway.Options {
+	return gateway.Options{
+		Version: version,
+		Models: func(provider string) []string {
+			p, ok := cfg.Providers[provider]
+			if !ok {
+				return nil
+			}
+			if len(p.Models) > 0 {
+				return p.Models
+			}
+			if provider == "openai" && strings.HasPrefix(p.BaseURL, "https://api.openai.com/") {
+				return knownModels["openai"]
+			}
+			return nil
+		},
+		BusyMode:    a.busy.Mode,
+		SetBusyMode: a.busy.Set,
+		CLIAllow:    []string{"version", "sessions", "config"},
+		CLI:         runSelf,
+		Home:        cfg.Home,
+		ReloadEnv:   func() ([]string, error) { return loadDotEnv(filepath.Join(cfg.Home, ".env")) },
+		Logger:      logger,
+	}
+}
+
+// runSelf runs this binary with argv (cli.exec).
+func runSelf(ctx context.Context, argv []string) (string, int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", 0, err
+	}
+	cmd := exec.CommandContext(ctx, exe, argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode(), nil
+	}
+	return out.String(), 0, err
+}
+
+// loadDotEnv sets KEY=VALUE lines of path into the environment and returns the keys that
+// changed. A missing file changes nothing.
+func loadDotEnv(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var changed []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+		if os.Getenv(k) != v {
+			os.Setenv(k, v)
+			changed = append(changed, k)
+		}
+	}
+	return changed, sc.Err()
+}
+
+func runGateway(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	transcript := fs.String("transcript", "", "append every frame (in and out) to this file, for debugging")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		return fail(io, err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	if err != nil {
+		st.Close()
+		return fail(io, err)
+	}
+	defer a.Close()
+	gw := gateway.New(a.eng, gatewayOptions(cfg, a, logger))
+	defer gw.Close()
+	var onFrame func(string, []byte)
+	if *transcript != "" {
+		tf, err := os.OpenFile(*transcript, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fail(io, err)
+		}
+		defer tf.Close()
+		var mu sync.Mutex
+		onFrame = func(dir string, frame []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(tf, "%s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), dir, frame)
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f := jsonrpc.NewLineFramer(io.in, io.out, nil, 0)
+	if err := gw.Serve(ctx, f, false, onFrame); err != nil {
+		return fail(io, err)
+	}
+	return 0
+}
+
+// serverKey returns the configured API key, or creates one under HERMES_HOME on first start.
+func serverKey(cfg *config.Config, io stdio) (string, error) {
+	if cfg.Server.APIKey != "" {
+		return cfg.Server.APIKey, nil
+	}
+	path := filepath.Join(cfg.Home, "api_key")
+	if b, err := os.ReadFile(path); err == nil {
+		if k := strings.TrimSpace(string(b)); len(k) >= 16 {
+			return k, nil
+		}
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	key := "hk-" + hex.EncodeToString(raw[:])
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(io.err, "hermes serve: created an API key in %s (send it as: Authorization: Bearer <key>)\n", path)
+	return key, nil
+}
+
+func runServe(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	addr := fs.String("addr", "", "listen address (default server.addr, 127.0.0.1:8642)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	if *addr != "" {
+		cfg.Server.Addr = *addr
+	}
+	key, err := serverKey(cfg, io)
+	if err != nil {
+		return fail(io, err)
+	}
+	if len(key) < 16 {
+		return fail(io, errors.New("the API key must be at least 16 characters (HERMES_API_KEY)"))
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		return fail(io, err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	if err != nil {
+		st.Close()
+		return fail(io, err)
+	}
+	defer a.Close()
+	gw := gateway.New(a.eng, gatewayOptions(cfg, a, logger))
+	defer gw.Close()
+	srv, err := httpapi.New(a.eng, gw, httpapi.Options{APIKey: key, Version: version, Logger: logger})
+	if err != nil {
+		return fail(io, err)
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		return fail(io, err)
+	}
+	fmt.Fprintf(io.err, "hermes serve: listening on http://%s (WebSocket gateway at /api/ws)\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fail(io, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fail(io, err)
+	}
+	return 0
+}

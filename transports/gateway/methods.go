@@ -1,0 +1,683 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/transports/jsonrpc"
+)
+
+type handler func(ctx context.Context, c *client, method string, raw json.RawMessage) (any, error)
+
+var methods map[string]handler
+
+func init() {
+	methods = map[string]handler{
+		"ping":                 ping,
+		"gateway.capabilities": gatewayCapabilities,
+		"client.capabilities":  clientCapabilities,
+		"session.create":       sessionCreate,
+		"session.resume":       sessionResume,
+		"session.activate":     sessionActivate,
+		"session.active_list":  sessionActiveList,
+		"session.list":         sessionList,
+		"session.close":        sessionClose,
+		"session.interrupt":    sessionInterrupt,
+		"session.steer":        sessionSteer,
+		"session.history":      sessionHistory,
+		"session.compress":     sessionCompress,
+		"session.branch":       sessionBranch,
+		"session.title":        sessionTitle,
+		"session.usage":        sessionUsageM,
+		"session.status":       sessionStatus,
+		"session.events.since": sessionEventsSince,
+		"prompt.submit":        promptSubmit,
+		"prompt.background":    promptBackground,
+		"clarify.lock":         clarifyLock,
+		"request.answer":       requestAnswer,
+		"approval.respond":     approvalRespond,
+		"config.get":           configGet,
+		"config.set":           configSet,
+		"commands.catalog":     commandsCatalog,
+		"command.resolve":      commandResolve,
+		"command.dispatch":     commandDispatch,
+		"cli.exec":             cliExec,
+		"reload.mcp":           reloadMCP,
+		"reload.env":           reloadEnv,
+		"process.stop":         processStop,
+		"process.list":         processList,
+		"delegation.status":    delegationStatus,
+		"subagent.interrupt":   subagentInterrupt,
+		"subagent.steer":       subagentSteer,
+		"spawn_tree.save":      spawnTreeSave,
+		"spawn_tree.list":      spawnTreeList,
+		"spawn_tree.load":      spawnTreeLoad,
+		"terminal.resize":      terminalResize,
+		"clipboard.paste":      clipboardPaste,
+		"image.attach":         imageAttach,
+	}
+}
+
+// sess resolves a runtime session id (4001 when unknown).
+func (c *client) sess(rid string) (*live, error) {
+	if rid == "" {
+		return nil, rpcErr(codeNoSession, "session not found")
+	}
+	l, ok := c.g.lookup(rid)
+	if !ok {
+		return nil, rpcErr(codeNoSession, "session not found")
+	}
+	l.mu.Lock()
+	l.lastActive = time.Now()
+	l.mu.Unlock()
+	return l, nil
+}
+
+type sessionParams struct {
+	common
+	SessionID string `json:"session_id"`
+}
+
+func ping(context.Context, *client, string, json.RawMessage) (any, error) {
+	return map[string]any{"pong": true}, nil
+}
+
+func gatewayCapabilities(_ context.Context, _ *client, m string, raw json.RawMessage) (any, error) {
+	if _, err := decode[common](m, raw); err != nil {
+		return nil, err
+	}
+	return map[string]any{"per_session_exclusive_submit": true, "server_requests": serverRequestMethods, "replay": true}, nil
+}
+
+var serverRequestMethods = []string{"approval", "clarify", "sudo", "secret"}
+
+func clientCapabilities(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		ServerRequests       bool     `json:"server_requests"`
+		Confirm              []string `json:"confirm"`
+		SessionChangeCursor  bool     `json:"session_change_cursor"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	c.serverRequests.Store(p.ServerRequests)
+	return map[string]any{"server_requests": serverRequestMethods}, nil
+}
+
+// snapshot is a LiveSessionSnapshot (session.resume / session.activate).
+func snapshot(ctx context.Context, l *live, withMessages bool) (map[string]any, error) {
+	snap := l.s.Snapshot()
+	out := map[string]any{
+		"session_id": l.rid, "stored_session_id": l.s.ID(), "session_key": l.s.ID(),
+		"info": liveInfo(l), "status": snap.Info.Status, "running": snap.Inflight != nil,
+		"open_requests": openRequests(l), "latest_seq": snap.LastSeq,
+	}
+	if withMessages {
+		rows, err := l.s.History(ctx, store.RowQuery{})
+		if err != nil {
+			return nil, err
+		}
+		msgs := transcript(rows)
+		out["messages"], out["message_count"] = msgs, len(msgs)
+	}
+	if snap.Inflight != nil {
+		out["inflight"] = map[string]any{"user": snap.Inflight.Prompt, "assistant": snap.Inflight.Text, "streaming": true}
+		out["turn_started_at"] = snap.Inflight.Started.Unix()
+	}
+	if snap.Queued != "" {
+		out["queued"] = map[string]any{"user": snap.Queued}
+	}
+	return out, nil
+}
+
+func openRequests(l *live) []map[string]any {
+	reqs := l.s.OpenRequests()
+	out := make([]map[string]any, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, map[string]any{"id": r.ID, "method": r.Kind, "params": requestParams(l, r)})
+	}
+	return out
+}
+
+type seedMessage struct {
+	Role        string `json:"role"`
+	Content     string `json:"content"`
+	Text        string `json:"text"`
+	DisplayKind string `json:"display_kind"`
+}
+
+func sessionCreate(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		Cols              int           `json:"cols"`
+		Source            string        `json:"source"`
+		Cwd               string        `json:"cwd"`
+		Messages          []seedMessage `json:"messages"`
+		Title             string        `json:"title"`
+		Model             string        `json:"model"`
+		Provider          string        `json:"provider"`
+		CloseOnDisconnect bool          `json:"close_on_disconnect"`
+		Hidden            bool          `json:"hidden"`
+		ReasoningEffort   string        `json:"reasoning_effort"`
+		Fast              *bool         `json:"fast"`
+		ParentSessionID   string        `json:"parent_session_id"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	name, err := c.g.checkModel(p.Model, p.Provider)
+	if err != nil {
+		return nil, err
+	}
+	src := p.Source
+	if src == "" {
+		src = "tui"
+	}
+	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Lazy: len(p.Messages) == 0})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Messages) > 0 {
+		rows := make([]store.Row, 0, len(p.Messages))
+		for i, sm := range p.Messages {
+			text := sm.Content
+			if text == "" {
+				text = sm.Text
+			}
+			if sm.Role != "user" && sm.Role != "assistant" && sm.Role != "system" {
+				return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for session.create: messages[%d].role must be user, assistant or system", i)
+			}
+			if sm.DisplayKind != "" && sm.DisplayKind != "hidden" {
+				return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for session.create: messages[%d].display_kind: only \"hidden\" is accepted", i)
+			}
+			rows = append(rows, store.Row{Role: sm.Role, Content: text, DisplayKind: sm.DisplayKind, Time: time.Now().UTC()})
+		}
+		if _, err := c.g.eng.Store().AppendRows(ctx, s.ID(), store.Fence{}, rows); err != nil {
+			return nil, err
+		}
+	}
+	l := c.g.register(s)
+	l.mu.Lock()
+	if p.Cols > 0 {
+		l.cols = p.Cols
+	}
+	l.closeOnDisconnect = p.CloseOnDisconnect
+	l.mu.Unlock()
+	c.attach(l, nil)
+	rows, err := s.History(ctx, store.RowQuery{})
+	if err != nil {
+		return nil, err
+	}
+	msgs := transcript(rows)
+	return map[string]any{"session_id": l.rid, "stored_session_id": s.ID(), "message_count": len(msgs), "messages": msgs, "info": liveInfo(l)}, nil
+}
+
+// checkModel validates a requested model/provider pair offline. A provider that lists its
+// models refuses names it does not serve, with close suggestions; unknown providers are
+// refused with the configured ones; providers without a list accept any name.
+func (g *Server) checkModel(modelName, provider string) (string, error) {
+	if modelName == "" && provider == "" {
+		return "", nil
+	}
+	name := modelName
+	if provider != "" {
+		if p, m := model.ParseName(modelName); p != "" && p != provider {
+			return "", modelErr(modelName, provider, "model names provider "+p+" but provider is "+provider, nil)
+		} else {
+			name = provider + ":" + m
+		}
+	}
+	canon, _, err := g.eng.ResolveModel(name)
+	if err != nil {
+		prov, _ := model.ParseName(name)
+		return "", modelErr(modelName, prov, err.Error(), suggest(prov, g.eng.Providers()))
+	}
+	if g.opts.Models != nil {
+		prov, m := model.ParseName(canon)
+		if known := g.opts.Models(prov); len(known) > 0 && !slices.Contains(known, m) {
+			return "", modelErr(m, prov, fmt.Sprintf("provider %s does not serve model %q", prov, m), suggest(m, known))
+		}
+	}
+	return canon, nil
+}
+
+func modelErr(m, prov, msg string, sugg []string) error {
+	if sugg == nil {
+		sugg = []string{}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg, Data: map[string]any{"model": m, "provider": prov, "suggestions": sugg}}
+}
+
+// suggest returns up to five candidates closest to s (shared prefix, then edit distance).
+func suggest(s string, candidates []string) []string {
+	type scored struct {
+		name string
+		d    int
+	}
+	var list []scored
+	for _, c := range candidates {
+		list = append(list, scored{c, distance(strings.ToLower(s), strings.ToLower(c))})
+	}
+	slices.SortFunc(list, func(a, b scored) int {
+		if a.d != b.d {
+			return a.d - b.d
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	out := []string{}
+	for i := 0; i < len(list) && i < 5; i++ {
+		out = append(out, list[i].name)
+	}
+	return out
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func sessionResume(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID         string `json:"session_id"`
+		Cols              int    `json:"cols"`
+		Source            string `json:"source"`
+		Lazy              bool   `json:"lazy"`
+		DeferHistory      bool   `json:"defer_history"`
+		OmitMessages      bool   `json:"omit_messages"`
+		EagerBuild        bool   `json:"eager_build"`
+		CloseOnDisconnect bool   `json:"close_on_disconnect"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.SessionID == "" {
+		return nil, rpcErr(codeIDRequired, "session_id required")
+	}
+	id := p.SessionID
+	if l, ok := c.g.lookup(id); ok { // a runtime id of this process: attach
+		id = l.s.ID()
+	}
+	s, err := c.g.eng.Open(ctx, id)
+	if errors.Is(err, engine.ErrSessionNotFound) { // an exact title
+		list, lerr := c.g.eng.List(ctx, store.ListOptions{})
+		if lerr != nil {
+			return nil, lerr
+		}
+		for _, rec := range list {
+			if rec.Title == p.SessionID {
+				s, err = c.g.eng.Open(ctx, rec.ID)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, rpcErr(codeStoredNotFound, "session not found")
+	}
+	l := c.g.register(s)
+	if p.CloseOnDisconnect {
+		l.mu.Lock()
+		l.closeOnDisconnect = true
+		l.mu.Unlock()
+	}
+	c.attach(l, nil)
+	snap, err := snapshot(ctx, l, !p.OmitMessages)
+	if err != nil {
+		return nil, err
+	}
+	snap["resumed"] = s.ID()
+	return snap, nil
+}
+
+func sessionActivate(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID    string `json:"session_id"`
+		Cols         int    `json:"cols"`
+		OmitMessages bool   `json:"omit_messages"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	c.attach(l, nil)
+	return snapshot(ctx, l, !p.OmitMessages)
+}
+
+func sessionActiveList(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		CurrentSessionID string `json:"current_session_id"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]any{}
+	for _, l := range c.g.liveList() {
+		rec := l.s.Record()
+		l.mu.Lock()
+		last := l.lastActive
+		l.mu.Unlock()
+		out = append(out, map[string]any{
+			"id": l.rid, "current": l.rid == p.CurrentSessionID, "session_key": rec.ID, "title": rec.Title,
+			"model": rec.Model, "status": l.s.Status(), "message_count": rec.RowCount,
+			"started_at": rec.CreatedAt.Unix(), "last_active": last.Unix(),
+		})
+	}
+	return map[string]any{"sessions": out}, nil
+}
+
+func sessionList(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		Title         string `json:"title"`
+		Limit         int    `json:"limit"`
+		IncludeHidden bool   `json:"include_hidden"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.g.eng.List(ctx, store.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]any{}
+	for _, s := range list {
+		if s.Source == "delegate" || s.Source == "background" {
+			continue
+		}
+		if p.Title != "" && s.Title != p.Title {
+			continue
+		}
+		out = append(out, map[string]any{"id": s.ID, "title": s.Title, "started_at": s.CreatedAt.Unix(), "message_count": s.RowCount, "source": s.Source, "model": s.Model})
+		if p.Limit > 0 && len(out) >= p.Limit {
+			break
+		}
+	}
+	return map[string]any{"sessions": out}, nil
+}
+
+func sessionClose(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[sessionParams](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := c.g.lookup(p.SessionID)
+	if !ok {
+		return map[string]any{"closed": false}, nil
+	}
+	if err := c.g.closeLive(ctx, l, "tui_close"); err != nil {
+		return nil, err
+	}
+	return map[string]any{"closed": true}, nil
+}
+
+func sessionInterrupt(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID             string `json:"session_id"`
+		ExpectedHostedTaskID  string `json:"expected_hosted_task_id"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if l.s.Interrupt("user") {
+		return map[string]any{"status": "interrupted", "interrupted": true}, nil
+	}
+	return map[string]any{"status": "not_interrupted", "interrupted": false}, nil
+}
+
+func sessionSteer(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID string `json:"session_id"`
+		Text      string `json:"text"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(p.Text) == "" {
+		return nil, rpcErr(codeInvalidArg, "text is required")
+	}
+	r, err := l.s.SteerOrHold(p.Text)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"status": "queued", "text": strings.TrimSpace(p.Text), "steer_id": r.ID}, nil
+}
+
+func sessionHistory(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[sessionParams](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := l.s.History(ctx, store.RowQuery{})
+	if err != nil {
+		return nil, err
+	}
+	msgs := transcript(rows)
+	return map[string]any{"count": len(msgs), "messages": msgs}, nil
+}
+
+func sessionCompress(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID  string `json:"session_id"`
+		FocusTopic string `json:"focus_topic"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := l.s.Compress(ctx, p.FocusTopic)
+	if errors.Is(err, engine.ErrBusy) {
+		return nil, rpcErr(codeBusy, "session busy — /interrupt the current turn before /compress")
+	}
+	if err != nil {
+		return nil, rpcErr(5005, "compress failed: %v", err)
+	}
+	rows, err := l.s.History(ctx, store.RowQuery{})
+	if err != nil {
+		return nil, err
+	}
+	status := r.Status
+	return map[string]any{
+		"status": status, "compressed": status == "compressed", "removed": r.Removed,
+		"before_messages": r.Before, "after_messages": r.After,
+		"summary": map[string]any{"noop": status != "compressed", "aborted": status == "aborted", "headline": trimText(r.Summary, 200), "note": r.Reason},
+		"usage": sessionUsage(l.s.Record()), "info": liveInfo(l), "messages": transcript(rows),
+	}, nil
+}
+
+func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID string `json:"session_id"`
+		Name      string `json:"name"`
+		Count     int    `json:"count"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	var upto uint64
+	if p.Count > 0 {
+		rows, err := l.s.History(ctx, store.RowQuery{})
+		if err != nil {
+			return nil, err
+		}
+		if p.Count < len(rows) {
+			upto = rows[p.Count-1].ID
+		}
+	}
+	b, err := c.g.eng.Branch(ctx, l.s.ID(), engine.BranchOptions{UptoRowID: upto, Title: strings.TrimSpace(p.Name), Source: "tui"})
+	if err != nil {
+		return nil, err
+	}
+	nl := c.g.register(b)
+	c.attach(nl, nil)
+	rows, err := b.History(ctx, store.RowQuery{})
+	if err != nil {
+		return nil, err
+	}
+	msgs := transcript(rows)
+	return map[string]any{"session_id": nl.rid, "stored_session_id": b.ID(), "title": b.Record().Title, "parent": l.s.ID(), "message_count": len(msgs), "messages": msgs, "info": liveInfo(nl)}, nil
+}
+
+func sessionTitle(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID string  `json:"session_id"`
+		Title     *string `json:"title"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if p.Title == nil {
+		return map[string]any{"title": l.s.Record().Title, "session_key": l.s.ID()}, nil
+	}
+	t := strings.TrimSpace(*p.Title)
+	if t == "" {
+		return nil, rpcErr(codeTitleRequired, "title required")
+	}
+	if len(t) > 200 || strings.ContainsAny(t, "\n\r\x00") {
+		return nil, rpcErr(codeTitleInvalid, "invalid title: at most 200 characters on one line")
+	}
+	if err := l.s.SetTitle(ctx, t); err != nil {
+		return nil, err
+	}
+	return map[string]any{"title": t, "session_key": l.s.ID(), "pending": !l.s.Stored()}, nil
+}
+
+func sessionUsageM(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[sessionParams](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return sessionUsage(l.s.Record()), nil
+}
+
+func statusText(l *live) string {
+	rec := l.s.Record()
+	snap := l.s.Snapshot()
+	var b strings.Builder
+	fmt.Fprintf(&b, "Session %s (%s)\n", l.rid, rec.ID)
+	if rec.Title != "" {
+		fmt.Fprintf(&b, "Title: %s\n", rec.Title)
+	}
+	fmt.Fprintf(&b, "Model: %s\nCwd: %s\nStatus: %s\n", rec.Model, rec.Cwd, snap.Info.Status)
+	fmt.Fprintf(&b, "Usage: %d in / %d out tokens, %d calls, %d tool calls\n", rec.Usage.InputTokens, rec.Usage.OutputTokens, rec.Usage.APICalls, rec.Usage.ToolCalls)
+	if snap.Queued != "" {
+		fmt.Fprintf(&b, "Queued: %s\n", trimText(snap.Queued, 80))
+	}
+	if n := len(snap.OpenRequests); n > 0 {
+		fmt.Fprintf(&b, "Waiting on %d request(s)\n", n)
+	}
+	return b.String()
+}
+
+func sessionStatus(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[sessionParams](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"output": statusText(l), "status": l.s.Status()}, nil
+}
+
+func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
+	p, err := decode[struct {
+		common
+		SessionID string `json:"session_id"`
+		LastSeen  uint64 `json:"last_seen"`
+	}](m, raw)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.sess(p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	evs, ok := l.s.EventsSince(p.LastSeen)
+	out := make([]eventParams, 0, len(evs))
+	for _, ev := range evs {
+		if ev.Type == engine.EvRequestOpen {
+			continue // open requests are listed separately
+		}
+		if ep, ok := render(l, ev); ok {
+			out = append(out, ep)
+		}
+	}
+	// Follow live from here on, so nothing falls between the replay and the stream.
+	if !c.attached(l) {
+		latest := l.s.LastSeq()
+		if n := len(evs); n > 0 {
+			latest = evs[n-1].Seq
+		}
+		c.attach(l, &latest)
+	}
+	latest := p.LastSeen
+	if n := len(evs); n > 0 {
+		latest = evs[n-1].Seq
+	}
+	if latest < l.s.LastSeq() && len(evs) == 0 {
+		latest = l.s.LastSeq()
+	}
+	return map[string]any{"events": out, "latest_seq": latest, "truncated": !ok, "count": len(out), "epoch": c.g.epoch, "open_requests": openRequests(l)}, nil
+}

@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// render maps an engine event to the gateway's event params; ok is false for events the
+// gateway does not show.
+func render(l *live, ev engine.Event) (eventParams, bool) {
+	p := eventParams{Type: string(ev.Type), SessionID: l.rid, Seq: ev.Seq}
+	switch ev.Type {
+	case engine.EvMessageStart:
+		// no payload, as in the reference
+	case engine.EvMessageDelta, engine.EvReasoningDelta:
+		p.Payload = map[string]any{"text": ev.Text}
+	case engine.EvMessageComplete:
+		p.Payload = completePayload(ev.Data.(engine.Outcome))
+	case engine.EvToolGenerating:
+		d := ev.Data.(engine.ToolGenerating)
+		if d.Name == "" {
+			return p, false // argument fragments of a call already announced
+		}
+		p.Payload = map[string]any{"name": d.Name, "tool_id": d.CallID}
+	case engine.EvToolStart:
+		d := ev.Data.(engine.ToolStart)
+		p.Payload = map[string]any{"tool_id": d.CallID, "name": d.Name, "args": json.RawMessage(d.Args), "context": toolContext(d.Name, d.Args)}
+	case engine.EvToolProgress:
+		d := ev.Data.(engine.ToolProgress)
+		p.Payload = map[string]any{"tool_id": d.CallID, "name": d.Name, "text": ev.Text}
+	case engine.EvToolComplete:
+		d := ev.Data.(engine.ToolComplete)
+		pl := map[string]any{
+			"tool_id": d.CallID, "name": d.Name, "args": json.RawMessage(d.Args),
+			"duration_s": d.Duration.Seconds(), "result": toolResult(d.Result.Content),
+			"result_text": d.Result.Content, "is_error": d.Result.IsError,
+		}
+		if diff, ok := d.Result.Meta["diff"].(string); ok && diff != "" {
+			pl["inline_diff"] = diff
+		}
+		if d.Blocked {
+			pl["blocked"] = true
+		}
+		p.Payload = pl
+	case engine.EvRequestCancel:
+		d := ev.Data.(engine.RequestCancel)
+		p.Payload = map[string]any{"id": d.ID, "method": d.Kind, "reason": d.Reason}
+	case engine.EvRequestResolved:
+		// Another path settled it: withdraw the card everywhere it is still open.
+		d := ev.Data.(engine.RequestResolved)
+		p.Type = "request.cancel"
+		p.Payload = map[string]any{"id": d.ID, "method": d.Kind, "reason": "resolved"}
+	case engine.EvStatus:
+		d := ev.Data.(engine.StatusInfo)
+		kind, text := d.Kind, d.Text
+		if kind == "" {
+			kind, text = "lifecycle", string(d.Status)
+		}
+		p.Payload = map[string]any{"kind": kind, "text": text, "status": d.Status}
+	case engine.EvSessionInfo, engine.EvModelChanged:
+		p.Type = "session.info"
+		p.Payload = liveInfo(l)
+	case engine.EvSessionTitle:
+		d := ev.Data.(engine.Info)
+		p.Payload = map[string]any{"session_id": d.SessionID, "title": d.Title}
+	case engine.EvSteerDelivered:
+		d := ev.Data.(engine.SteerDelivered)
+		p.Payload = map[string]any{"text": d.Text, "steer_ids": d.IDs, "tool_id": d.CallID}
+	case engine.EvQueueUpdated:
+		d := ev.Data.(engine.QueueInfo)
+		var q any
+		if d.Queued != "" {
+			q = map[string]any{"user": d.Queued}
+		}
+		p.Payload = map[string]any{"queued": q}
+	case engine.EvPolicyDecision:
+		p.Payload = ev.Data
+	case engine.EvSubagentStart:
+		d := ev.Data.(engine.SubagentInfo)
+		p.Payload = map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID, "status": "running"}
+	case engine.EvSubagentDone:
+		d := ev.Data.(engine.SubagentInfo)
+		pl := map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID}
+		if d.Outcome != nil {
+			pl["status"] = subagentStatus(d.Outcome.Status)
+			pl["summary"] = trimText(d.Outcome.Text, 400)
+			pl["api_calls"] = d.Outcome.APICalls
+		}
+		p.Payload = pl
+	case engine.EvUsage:
+		p.Payload = ev.Data
+	case engine.EvError:
+		d := ev.Data.(engine.ErrorInfo)
+		p.Payload = map[string]any{"message": d.Message}
+	case engine.EvSessionClosed:
+		return p, false
+	default:
+		// Events raised by surfaces (background.complete and the like) carry their payload.
+		p.Payload = ev.Data
+	}
+	return p, true
+}
+
+func subagentStatus(s string) string {
+	switch s {
+	case engine.StatusCompleted:
+		return "completed"
+	case engine.StatusCancelled:
+		return "interrupted"
+	}
+	return "failed"
+}
+
+// completePayload is message.complete: status complete | error | interrupted.
+func completePayload(o engine.Outcome) map[string]any {
+	status := "complete"
+	switch {
+	case o.Interrupted:
+		status = "interrupted"
+	case o.Error != "":
+		status = "error"
+	}
+	text := o.Text
+	if text == "" && o.Error != "" && !o.Interrupted {
+		text = "Error: " + o.Error
+	}
+	p := map[string]any{
+		"text": text, "status": status, "usage": usageOf(o.Model, o.Usage, o.APICalls),
+		"turn_exit_reason": o.ExitReason, "completed": o.Completed, "partial": o.Partial,
+	}
+	if o.Reasoning != "" {
+		p["reasoning"] = o.Reasoning
+	}
+	if o.Error != "" {
+		p["error"] = o.Error
+	}
+	if o.PendingSteer != "" {
+		p["pending_steer"] = o.PendingSteer
+	}
+	return p
+}
+
+// usageOf renders a turn's usage in the gateway's Usage shape.
+func usageOf(modelName string, u model.Usage, calls int) map[string]any {
+	return map[string]any{
+		"model": modelName, "input": u.PromptTokens, "output": u.CompletionTokens, "reasoning": u.ReasoningTokens,
+		"prompt": u.PromptTokens, "completion": u.CompletionTokens, "total": u.TotalTokens, "calls": calls,
+		"cache_read": u.CachedTokens,
+	}
+}
+
+// sessionUsage renders stored session usage in the gateway's Usage shape.
+func sessionUsage(rec store.Session) map[string]any {
+	u := rec.Usage
+	return map[string]any{
+		"model": rec.Model, "input": u.InputTokens, "output": u.OutputTokens, "reasoning": u.ReasoningTokens,
+		"prompt": u.InputTokens, "completion": u.OutputTokens, "total": u.InputTokens + u.OutputTokens,
+		"calls": u.APICalls, "tool_calls": u.ToolCalls, "cache_read": u.CachedTokens,
+	}
+}
+
+// liveInfo is SessionLiveInfo.
+func liveInfo(l *live) map[string]any {
+	rec := l.s.Record()
+	prov, _ := model.ParseName(rec.Model)
+	snap := l.s.Snapshot()
+	info := map[string]any{
+		"model": rec.Model, "provider": prov, "cwd": rec.Cwd, "title": rec.Title,
+		"stored_session_id": rec.ID, "running": snap.Inflight != nil, "approval_mode": "manual",
+		"usage": sessionUsage(rec), "status": snap.Info.Status, "tools": map[string]any{}, "skills": map[string]any{},
+		"desktop_contract": 2, "lazy": !l.s.Stored(),
+	}
+	if snap.Inflight != nil {
+		info["turn_started_at"] = snap.Inflight.Started.Unix()
+	}
+	return info
+}
+
+// toolContext is a one-line preview of a call from its arguments.
+func toolContext(name string, args json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(args, &m) != nil {
+		return ""
+	}
+	for _, k := range []string{"command", "path", "pattern", "goal", "question", "action"} {
+		if v, ok := m[k].(string); ok {
+			return trimText(strings.ReplaceAll(v, "\n", " "), 120)
+		}
+	}
+	return ""
+}
+
+// toolResult is the result parsed as JSON when it is JSON, else the text.
+func toolResult(s string) any {
+	t := strings.TrimSpace(s)
+	if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
+		return json.RawMessage(t)
+	}
+	return s
+}
+
+// transcript projects stored rows as TranscriptMessages: user and assistant text with row
+// ids; each tool call as a tool row with its name, a one-line context and its arguments.
+func transcript(rows []store.Row) []map[string]any {
+	out := make([]map[string]any, 0, len(rows))
+	for _, r := range rows {
+		switch r.Role {
+		case "user":
+			m := map[string]any{"role": "user", "text": r.Content, "row_id": r.ID, "timestamp": r.Time.Unix()}
+			if r.DisplayKind != "" {
+				m["display_kind"] = r.DisplayKind
+			}
+			out = append(out, m)
+		case "system":
+			if r.DisplayKind == "summary" {
+				out = append(out, map[string]any{"role": "system", "text": r.Content, "row_id": r.ID, "display_kind": "summary"})
+			}
+		case "assistant":
+			if r.Content != "" || r.Reasoning != "" {
+				m := map[string]any{"role": "assistant", "text": r.Content, "row_id": r.ID, "timestamp": r.Time.Unix()}
+				if r.Reasoning != "" {
+					m["reasoning"] = r.Reasoning
+				}
+				out = append(out, m)
+			}
+			var calls []model.ToolCall
+			if len(r.ToolCalls) > 0 && json.Unmarshal(r.ToolCalls, &calls) == nil {
+				for _, c := range calls {
+					args := json.RawMessage(c.Arguments)
+					if !json.Valid(args) {
+						args = json.RawMessage("{}")
+					}
+					out = append(out, map[string]any{"role": "tool", "name": c.Name, "context": toolContext(c.Name, args), "args": args, "row_id": r.ID})
+				}
+			}
+		}
+	}
+	return out
+}

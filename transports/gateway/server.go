@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/jsonrpc"
+)
+
+// Options configure a Server.
+type Options struct {
+	Version string
+	// Models lists the model names a provider is known to serve, for the offline check of
+	// session.create; nil or an empty list means "accept any name" (custom endpoints,
+	// aggregators, local servers).
+	Models func(provider string) []string
+	// BusyMode and SetBusyMode read and change the busy-input mode (config busy).
+	BusyMode    func() string
+	SetBusyMode func(mode string) error
+	// CLI runs an allow-listed hermes subcommand for cli.exec and returns its output.
+	CLI func(ctx context.Context, argv []string) (output string, exitCode int, err error)
+	// CLIAllow lists the subcommands cli.exec may run.
+	CLIAllow []string
+	// Home is HERMES_HOME (pasted images, .env for reload.env).
+	Home string
+	// ReloadEnv re-reads environment-backed configuration; it returns the names it changed.
+	ReloadEnv func() ([]string, error)
+	// ReloadMCP reconnects MCP servers; it returns their status.
+	ReloadMCP func(ctx context.Context) (any, error)
+	// MaxFrame bounds one incoming message (default jsonrpc.DefaultMaxFrame).
+	MaxFrame int
+	Logger   *slog.Logger
+}
+
+// Server is the gateway of one process, shared by all its connections.
+type Server struct {
+	eng   *engine.Engine
+	opts  Options
+	epoch string
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*live // by runtime id
+	byStored map[string]*live
+	order    []string // runtime ids in creation order
+	locks    map[string]map[string]any // clarify batch answers locked so far, by request id
+
+	bg     sync.WaitGroup // background prompts
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// live is a session made live by this gateway, with the clients attached to it.
+type live struct {
+	rid string
+	s   *engine.Session
+
+	mu                sync.Mutex
+	clients           map[*client]*attachment
+	images            []string
+	cols              int
+	lastActive        time.Time
+	closeOnDisconnect bool
+}
+
+// New returns a gateway over eng.
+func New(eng *engine.Engine, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = jsonrpc.DefaultMaxFrame
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		eng: eng, opts: opts, epoch: randHex(8), log: opts.Logger,
+		sessions: map[string]*live{}, byStored: map[string]*live{}, locks: map[string]map[string]any{},
+		ctx: ctx, cancel: cancel,
+	}
+}
+
+// Epoch is this process's replay epoch (gateway.ready.replay_epoch).
+func (g *Server) Epoch() string { return g.epoch }
+
+// Close waits for background prompts. It does not close the engine.
+func (g *Server) Close() {
+	g.cancel()
+	g.bg.Wait()
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:2*n]
+}
+
+// register makes s live under a new runtime id, or returns its existing entry.
+func (g *Server) register(s *engine.Session) *live {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l, ok := g.byStored[s.ID()]; ok && l.s == s {
+		return l
+	}
+	rid := randHex(4)
+	for g.sessions[rid] != nil {
+		rid = randHex(4)
+	}
+	l := &live{rid: rid, s: s, clients: map[*client]*attachment{}, cols: 80, lastActive: time.Now()}
+	g.sessions[rid] = l
+	g.byStored[s.ID()] = l
+	g.order = append(g.order, rid)
+	return l
+}
+
+func (g *Server) lookup(rid string) (*live, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l, ok := g.sessions[rid]
+	return l, ok
+}
+
+func (g *Server) byStoredID(id string) (*live, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l, ok := g.byStored[id]
+	return l, ok
+}
+
+func (g *Server) unregister(l *live) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.sessions, l.rid)
+	if g.byStored[l.s.ID()] == l {
+		delete(g.byStored, l.s.ID())
+	}
+	g.order = slices.DeleteFunc(g.order, func(r string) bool { return r == l.rid })
+}
+
+func (g *Server) liveList() []*live {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*live, 0, len(g.order))
+	for _, rid := range g.order {
+		out = append(out, g.sessions[rid])
+	}
+	return out
+}
+
+// closeLive closes a live session for everyone attached.
+func (g *Server) closeLive(ctx context.Context, l *live, reason string) error {
+	g.unregister(l)
+	l.mu.Lock()
+	atts := make([]*attachment, 0, len(l.clients))
+	for _, a := range l.clients {
+		atts = append(atts, a)
+	}
+	l.mu.Unlock()
+	err := l.s.Close(ctx, reason)
+	for _, a := range atts {
+		a.c.detach(l)
+	}
+	return err
+}
+
+// canAnswer reports whether some attached client answers server→client requests. A session
+// with nobody attached keeps its requests open for a reconnect.
+func (l *live) gateRequests() (anyAttached, anyAnswers bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.clients {
+		anyAttached = true
+		if c.answersRequests() {
+			anyAnswers = true
+		}
+	}
+	return
+}
+
+// Serve runs one connection until it ends. ws marks a WebSocket client, which must opt in to
+// server→client requests with client.capabilities.
+func (g *Server) Serve(ctx context.Context, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte)) error {
+	c := &client{g: g, ws: ws, atts: map[*live]*attachment{}}
+	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse})
+	ready := map[string]any{"skin": map[string]any{"name": "default"}, "change_events": false, "replay_epoch": g.epoch}
+	if ws {
+		ready["heartbeat"] = true
+	}
+	if err := c.conn.Notify("event", eventParams{Type: "gateway.ready", SessionID: "", Payload: ready}); err != nil {
+		return err
+	}
+	err := c.conn.Run(ctx)
+	c.leave()
+	return err
+}

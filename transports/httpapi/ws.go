@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gofiber/contrib/websocket"
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/transports/jsonrpc"
+)
+
+// Close codes of /api/ws refusals.
+const (
+	CloseBadCredential = 4401
+)
+
+// wsUpgrade lets only WebSocket upgrades through and notes the credential; the check happens
+// after the upgrade so a refusal can carry close code 4401.
+func (s *Server) wsUpgrade(c *fiber.Ctx) error {
+	if !websocket.IsWebSocketUpgrade(c) {
+		return fiber.ErrUpgradeRequired
+	}
+	tok := c.Query("token")
+	if tok == "" {
+		tok = bearer(c.Get(fiber.HeaderAuthorization))
+	}
+	c.Locals("authorized", s.keyOK(tok))
+	return c.Next()
+}
+
+func (s *Server) serveWS(c *websocket.Conn) {
+	if ok, _ := c.Locals("authorized").(bool); !ok {
+		_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseBadCredential, "bad credential"), time.Now().Add(time.Second))
+		_ = c.Close()
+		return
+	}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	c.SetReadLimit(int64(s.opts.MaxFrame))
+	f := &wsFramer{c: c}
+	if err := s.gw.Serve(context.Background(), f, true, nil); err != nil && !errors.Is(err, jsonrpc.ErrClosed) {
+		s.log.Debug("websocket ended", "err", err)
+	}
+}
+
+// wsFramer carries one JSON-RPC message per WebSocket text frame.
+type wsFramer struct {
+	c    *websocket.Conn
+	mu   sync.Mutex
+	once sync.Once
+}
+
+func (f *wsFramer) Read(context.Context) ([]byte, error) {
+	for {
+		mt, msg, err := f.c.ReadMessage()
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				// The peer sent a frame over the limit; the socket is closed with 1009.
+				return nil, err
+			}
+			return nil, err
+		}
+		if mt != websocket.TextMessage && mt != websocket.BinaryMessage {
+			continue
+		}
+		if len(msg) == 0 {
+			continue
+		}
+		return msg, nil
+	}
+}
+
+func (f *wsFramer) Write(_ context.Context, msg []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	return f.c.WriteMessage(websocket.TextMessage, msg)
+}
+
+func (f *wsFramer) Close() error {
+	var err error
+	f.once.Do(func() { err = f.c.Close() })
+	return err
+}
