@@ -79,10 +79,18 @@ type Store struct {
 	SyncWrites *bool  `yaml:"sync_writes,omitempty"`
 }
 
-// Scripts configures the script sandbox: capabilities granted to policy and run scripts.
+// Scripts configures the script sandbox: capabilities granted to policy and run scripts, and
+// the limits of one policy hook call.
 type Scripts struct {
-	Grants      []string `yaml:"grants,omitempty"` // fs, http, env, exec
+	// Grants: "fs" (the working directory), "fs:DIR", "http:HOST" or "http:HOST:PORT".
+	Grants []string `yaml:"grants,omitempty"`
+	// HookTimeout is the deadline of one policy hook call (default 250ms).
 	HookTimeout Duration `yaml:"hook_timeout"`
+	// MemoryMB is how far the heap may grow during one hook call, in MiB (default 128;
+	// negative disables the check).
+	MemoryMB int `yaml:"memory_mb"`
+	// Workers is the number of policy VMs (default: one per CPU, at most 8).
+	Workers int `yaml:"workers,omitempty"`
 }
 
 // Duration is a time.Duration that reads "30s" or a number of seconds.
@@ -213,7 +221,10 @@ func Load(getenv func(string) string) (*Config, error) {
 		c.Approvals.Timeout = Duration(300 * time.Second)
 	}
 	if c.Scripts.HookTimeout == 0 {
-		c.Scripts.HookTimeout = Duration(2 * time.Second)
+		c.Scripts.HookTimeout = Duration(250 * time.Millisecond)
+	}
+	if c.Scripts.MemoryMB == 0 {
+		c.Scripts.MemoryMB = 128
 	}
 	return c, nil
 }

@@ -29,6 +29,9 @@ func TestLoadDefaultsAndEnv(t *testing.T) {
 	if c.Store.Dir != filepath.Join(home, "state") || time.Duration(c.Approvals.Timeout) != 300*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
+	if time.Duration(c.Scripts.HookTimeout) != 250*time.Millisecond || c.Scripts.MemoryMB != 128 || len(c.Scripts.Grants) != 0 {
+		t.Fatalf("script defaults: %+v", c.Scripts)
+	}
 	out := c.Show()
 	if strings.Contains(out, "sk-test-123456789") || !strings.Contains(out, "sk-…6789") {
 		t.Fatalf("secret not masked:\n%s", out)
@@ -37,7 +40,7 @@ func TestLoadDefaultsAndEnv(t *testing.T) {
 
 func TestLoadFileAndPrecedence(t *testing.T) {
 	home := t.TempDir()
-	yml := "model: ollama:llama3\nbusy_input_mode: queue\napprovals:\n  timeout: 45s\nproviders:\n  local:\n    base_url: http://127.0.0.1:1234/v1\n    api_key_env: LOCAL_KEY\n"
+	yml := "model: ollama:llama3\nbusy_input_mode: queue\napprovals:\n  timeout: 45s\nscripts:\n  grants: [fs, \"http:api.example.com\"]\n  hook_timeout: 100ms\n  memory_mb: -1\n  workers: 3\nproviders:\n  local:\n    base_url: http://127.0.0.1:1234/v1\n    api_key_env: LOCAL_KEY\n"
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +50,9 @@ func TestLoadFileAndPrecedence(t *testing.T) {
 	}
 	if c.Model != "ollama:llama3" || c.BusyInputMode != "queue" || time.Duration(c.Approvals.Timeout) != 45*time.Second {
 		t.Fatalf("file not applied: %+v", c)
+	}
+	if sc := c.Scripts; len(sc.Grants) != 2 || sc.Grants[1] != "http:api.example.com" || time.Duration(sc.HookTimeout) != 100*time.Millisecond || sc.MemoryMB != -1 || sc.Workers != 3 {
+		t.Fatalf("scripts: %+v", sc)
 	}
 	if p := c.Providers["local"]; p.Type != "openai" || p.APIKey != "k" {
 		t.Fatalf("custom provider: %+v", p)

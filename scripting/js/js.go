@@ -1,0 +1,566 @@
+// Package js binds scripts written in JavaScript (goja) to the host: stdlib modules through
+// require, print and console, policy files with their hooks, and interrupts. A VM belongs to
+// the goroutine that created it; only Interrupt may be called from elsewhere.
+//
+// The package knows nothing about the engine: it converts stdlib values to JS values and
+// back, and leaves pooling, deadlines and decision checking to the scripting package.
+package js
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
+
+	"github.com/hermes-go/hermes/stdlib"
+)
+
+// Options configures a VM.
+type Options struct {
+	// Modules are offered through require(name).
+	Modules []*stdlib.Module
+	// Globals are set as global variables (the REPL preloads the API this way).
+	Globals map[string]any
+	// Stdout receives print and console.log/info; Stderr console.warn/error. Nil discards.
+	Stdout, Stderr io.Writer
+	// MaxCallStack bounds recursion depth (default 1000).
+	MaxCallStack int
+	// MaxString caps strings built in one native call (repeat, padStart, padEnd, join) and
+	// arrays filled or made in one (fill, Array.from), in characters or elements; default 16 Mi.
+	MaxString int
+}
+
+// VM is one goja runtime with the host bindings installed.
+type VM struct {
+	rt   *goja.Runtime
+	opts Options
+	mods map[string]*stdlib.Module
+	req  map[string]goja.Value // require cache
+	// ctx is what host functions receive: it ends when the VM is interrupted, so a host
+	// function blocked in I/O or a sleep returns as the script stops. Only the owner goroutine
+	// replaces it (Reset); Interrupt cancels it under mu.
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// lineKey is the global the policy instrumentation writes return lines to.
+	global *goja.Object
+}
+
+// prelude caps the native builtins that build a whole string or array in one step, which an
+// interrupt cannot stop. It runs once per VM.
+var prelude = goja.MustCompile("prelude.js", `(function (max) {
+  "use strict";
+  const def = (o, name, f) => Object.defineProperty(o, name, { value: f, writable: true, configurable: true });
+  const tooBig = (what) => { throw new RangeError(what + " larger than the script limit (" + max + ")"); };
+  const S = String.prototype, A = Array.prototype;
+  const origRepeat = S.repeat, origPadStart = S.padStart, origPadEnd = S.padEnd;
+  const origJoin = A.join, origFill = A.fill, origFrom = Array.from;
+  def(S, "repeat", function repeat(n) { if (String(this).length * Number(n) > max) tooBig("string"); return origRepeat.call(this, n); });
+  def(S, "padStart", function padStart(n, s) { if (Number(n) > max) tooBig("string"); return origPadStart.call(this, n, s); });
+  def(S, "padEnd", function padEnd(n, s) { if (Number(n) > max) tooBig("string"); return origPadEnd.call(this, n, s); });
+  def(A, "join", function join(sep) { if (this.length > max) tooBig("array"); return origJoin.call(this, sep); });
+  def(A, "fill", function fill(v, a, b) { if (this.length > max) tooBig("array"); return origFill.call(this, v, a, b); });
+  def(Array, "from", function from(src, f, t) {
+    if (src != null && src.length > max) tooBig("array");
+    return f === undefined ? origFrom.call(this, src) : origFrom.call(this, src, f, t);
+  });
+})`, true)
+
+// New builds a VM.
+func New(o Options) (*VM, error) {
+	if o.MaxCallStack <= 0 {
+		o.MaxCallStack = 1000
+	}
+	if o.MaxString <= 0 {
+		o.MaxString = 16 << 20
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	rt := goja.New()
+	rt.SetMaxCallStackSize(o.MaxCallStack)
+	v := &VM{rt: rt, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]goja.Value{}, global: rt.GlobalObject()}
+	v.ctx, v.cancel = context.WithCancelCause(context.Background())
+	for _, m := range o.Modules {
+		v.mods[m.Name] = m
+	}
+	f, err := rt.RunProgram(prelude)
+	if err != nil {
+		return nil, fmt.Errorf("js prelude: %w", err)
+	}
+	setCap, _ := goja.AssertFunction(f)
+	if _, err := setCap(goja.Undefined(), rt.ToValue(o.MaxString)); err != nil {
+		return nil, fmt.Errorf("js prelude: %w", err)
+	}
+	must := func(err error) {
+		if err != nil {
+			panic(err) // setting a fresh global cannot fail
+		}
+	}
+	must(rt.Set("require", v.require))
+	must(rt.Set("print", func(call goja.FunctionCall) goja.Value {
+		v.write(v.opts.Stdout, call.Arguments)
+		return goja.Undefined()
+	}))
+	console := rt.NewObject()
+	for name, w := range map[string]io.Writer{"log": o.Stdout, "info": o.Stdout, "debug": o.Stdout, "warn": o.Stderr, "error": o.Stderr} {
+		must(console.Set(name, func(call goja.FunctionCall) goja.Value {
+			v.write(w, call.Arguments)
+			return goja.Undefined()
+		}))
+	}
+	must(rt.Set("console", console))
+	for name, g := range o.Globals {
+		must(rt.Set(name, v.ToValue(g)))
+	}
+	return v, nil
+}
+
+// Runtime exposes the goja runtime to code in this module that needs more (tests, REPL).
+func (v *VM) Runtime() *goja.Runtime { return v.rt }
+
+// Interrupt stops the code running in the VM as soon as it executes its next instruction;
+// the run fails with an error wrapping reason. It is the one method safe from any goroutine.
+func (v *VM) Interrupt(reason error) {
+	v.mu.Lock()
+	v.cancel(reason)
+	v.mu.Unlock()
+	v.rt.Interrupt(reason)
+}
+
+// Reset clears a past interrupt so the VM can run again (the REPL after Ctrl-C).
+func (v *VM) Reset() {
+	v.rt.ClearInterrupt()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.ctx.Err() != nil {
+		v.ctx, v.cancel = context.WithCancelCause(context.Background())
+	}
+}
+
+// watch interrupts the VM when ctx ends while code runs; the returned func stops watching.
+func (v *VM) watch(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() { v.Interrupt(context.Cause(ctx)) })
+}
+
+// RunFile runs a script in the global scope. ctx ending interrupts it.
+func (v *VM) RunFile(ctx context.Context, name, src string) error {
+	prg, err := goja.Compile(name, src, false)
+	if err != nil {
+		return syntaxError(name, err)
+	}
+	stop := v.watch(ctx)
+	defer stop()
+	_, err = v.rt.RunProgram(prg)
+	return v.scriptError(err)
+}
+
+// Eval evaluates REPL input in the global scope and returns its value as a Go value.
+func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
+	prg, err := goja.Compile(name, src, false)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	stop := v.watch(ctx)
+	defer stop()
+	res, err := v.rt.RunProgram(prg)
+	if err != nil {
+		return nil, v.scriptError(err)
+	}
+	return v.Export(res)
+}
+
+// Incomplete reports whether src is a prefix of valid code (the REPL then asks for more).
+func Incomplete(src string) bool {
+	_, err := goja.Parse("repl", src)
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Unexpected end of input") || strings.Contains(msg, "Unterminated template")
+}
+
+// Globals lists the names of the global variables (for completion).
+func (v *VM) Globals() []string { return v.global.Keys() }
+
+// Members lists the properties of the value an expression names, own and inherited (for
+// completion); nil when it does not evaluate to an object. expr must be a dotted name path.
+func (v *VM) Members(expr string) []string {
+	var cur goja.Value = v.global
+	for _, part := range strings.Split(expr, ".") {
+		o, ok := cur.(*goja.Object)
+		if !ok || part == "" {
+			return nil
+		}
+		cur = o.Get(part)
+	}
+	o, ok := cur.(*goja.Object)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for p := o; p != nil; p = p.Prototype() {
+		if p == v.rt.NewObject().Prototype() {
+			break // skip Object.prototype noise
+		}
+		for _, k := range p.GetOwnPropertyNames() {
+			if !seen[k] && !strings.HasPrefix(k, "__") {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+func (v *VM) require(call goja.FunctionCall) goja.Value {
+	name := call.Argument(0).String()
+	if val, ok := v.req[name]; ok {
+		return val
+	}
+	m, ok := v.mods[name]
+	if !ok {
+		panic(v.rt.NewGoError(fmt.Errorf("require(%q): no such module (available: %s; fs and http must be granted in the configuration)", name, strings.Join(stdlib.Keys(v.mods), ", "))))
+	}
+	val := v.ToValue(m.Members)
+	v.req[name] = val
+	return val
+}
+
+func (v *VM) write(w io.Writer, args []goja.Value) {
+	parts := make([]string, len(args))
+	for i, a := range args {
+		if s, ok := a.Export().(string); ok {
+			parts[i] = s
+			continue
+		}
+		x, err := v.Export(a)
+		if err != nil {
+			parts[i] = a.String()
+			continue
+		}
+		parts[i] = stdlib.Format(x)
+	}
+	fmt.Fprintln(w, strings.Join(parts, " "))
+}
+
+// ToValue converts a Go value (see package stdlib) to a JS value. Objects and maps are copied;
+// Funcs become native functions; Iterators become iterables.
+func (v *VM) ToValue(x any) goja.Value {
+	switch t := x.(type) {
+	case nil:
+		return goja.Null()
+	case goja.Value:
+		return t
+	case stdlib.Func:
+		return v.rt.ToValue(v.native(t))
+	case stdlib.Callable:
+		return v.rt.ToValue(v.native(func(ctx context.Context, a stdlib.Args) (any, error) { return t(ctx, a...) }))
+	case *stdlib.Module:
+		return v.ToValue(t.Members)
+	case stdlib.Object:
+		o := v.rt.NewObject()
+		for _, k := range stdlib.Keys(t) {
+			_ = o.Set(k, v.ToValue(t[k]))
+		}
+		return o
+	case map[string]any:
+		o := v.rt.NewObject()
+		for _, k := range stdlib.Keys(t) {
+			_ = o.Set(k, v.ToValue(t[k]))
+		}
+		return o
+	case []any:
+		vals := make([]any, len(t))
+		for i, e := range t {
+			vals[i] = v.ToValue(e)
+		}
+		return v.rt.NewArray(vals...)
+	case []string:
+		vals := make([]any, len(t))
+		for i, e := range t {
+			vals[i] = e
+		}
+		return v.rt.NewArray(vals...)
+	case json.RawMessage:
+		d, err := stdlib.Unmarshal(t)
+		if err != nil {
+			return goja.Null()
+		}
+		return v.ToValue(d)
+	case stdlib.Iterator:
+		return v.iterator(t)
+	case stdlib.Record:
+		return v.rt.NewDynamicObject(&record{v: v, r: t})
+	case string:
+		return v.rt.ToValue(t)
+	}
+	return v.rt.ToValue(x)
+}
+
+// record presents a stdlib.Record as a read-only JS object, converting a field when the
+// script first reads it. Composite fields are converted once, so req.args.a and req.args.b
+// read the same object.
+type record struct {
+	v     *VM
+	r     stdlib.Record
+	cache map[string]goja.Value
+}
+
+func (d *record) Get(key string) goja.Value {
+	if val, ok := d.cache[key]; ok {
+		return val
+	}
+	x, ok := d.r.Field(key)
+	if !ok {
+		return nil
+	}
+	val := d.v.ToValue(x)
+	if _, composite := val.(*goja.Object); composite {
+		if d.cache == nil {
+			d.cache = map[string]goja.Value{}
+		}
+		d.cache[key] = val
+	}
+	return val
+}
+
+func (d *record) Set(string, goja.Value) bool { return false }
+func (d *record) Has(key string) bool         { _, ok := d.r.Field(key); return ok }
+func (d *record) Delete(string) bool          { return false }
+func (d *record) Keys() []string              { return d.r.Fields() }
+
+func (v *VM) iterator(it stdlib.Iterator) goja.Value {
+	o := v.rt.NewObject()
+	_ = o.Set("next", func(goja.FunctionCall) goja.Value {
+		val, ok, err := it.Next(v.ctx)
+		if err != nil {
+			panic(v.throw(err))
+		}
+		res := v.rt.NewObject()
+		_ = res.Set("done", !ok)
+		if ok {
+			_ = res.Set("value", v.ToValue(val))
+		}
+		return res
+	})
+	_ = o.SetSymbol(goja.SymIterator, func(goja.FunctionCall) goja.Value { return o })
+	return o
+}
+
+// native adapts a host function. Go panics are turned into JS errors here so one faulty host
+// function cannot take the process down; goja's own control-flow panics pass through.
+func (v *VM) native(f stdlib.Func) func(goja.FunctionCall) goja.Value {
+	return func(call goja.FunctionCall) goja.Value {
+		args := make(stdlib.Args, len(call.Arguments))
+		for i, a := range call.Arguments {
+			x, err := v.Export(a)
+			if err != nil {
+				panic(v.throw(err))
+			}
+			args[i] = x
+		}
+		res, err := callHost(f, v.ctx, args)
+		if err != nil {
+			panic(v.throw(err))
+		}
+		return v.ToValue(res)
+	}
+}
+
+func callHost(f stdlib.Func, ctx context.Context, args stdlib.Args) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			switch r.(type) {
+			case *goja.Exception, *goja.InterruptedError, *goja.StackOverflowError:
+				panic(r)
+			}
+			err = fmt.Errorf("host function panicked: %v", r)
+		}
+	}()
+	return f(ctx, args)
+}
+
+// throw makes a JS error object carrying err (so errors.As sees it when it escapes).
+func (v *VM) throw(err error) goja.Value {
+	var ex *goja.Exception
+	if errors.As(err, &ex) { // a script error coming back through a callback: rethrow as is
+		return ex.Value()
+	}
+	o := v.rt.NewGoError(err)
+	name := "Error"
+	if stdlib.IsAssertion(err) {
+		name = "AssertionError"
+	}
+	_ = o.Set("name", name)
+	return o
+}
+
+// Export converts a JS value to a Go value (see package stdlib). Functions become Callables
+// that must only be called on this VM's goroutine.
+func (v *VM) Export(val goja.Value) (any, error) { return v.export(val, 0) }
+
+func (v *VM) export(val goja.Value, depth int) (any, error) {
+	if depth > 64 {
+		return nil, fmt.Errorf("%w: value nested deeper than 64 levels (a cycle?)", stdlib.ErrArgument)
+	}
+	if val == nil || goja.IsUndefined(val) || goja.IsNull(val) {
+		return nil, nil
+	}
+	o, ok := val.(*goja.Object)
+	if !ok {
+		switch x := val.Export().(type) {
+		case float64:
+			return stdlib.Number(x), nil
+		default:
+			return x, nil
+		}
+	}
+	if fn, ok := goja.AssertFunction(val); ok {
+		return stdlib.Callable(func(_ context.Context, args ...any) (any, error) {
+			in := make([]goja.Value, len(args))
+			for i, a := range args {
+				in[i] = v.ToValue(a)
+			}
+			res, err := fn(goja.Undefined(), in...)
+			if err != nil {
+				return nil, v.scriptError(err)
+			}
+			return v.Export(res)
+		}), nil
+	}
+	switch x := o.Export().(type) { // Go values wrapped lazily come back as they are
+	case *record:
+		return stdlib.RecordMap(x.r), nil
+	case map[string]any:
+		return x, nil
+	case []any:
+		if o.ClassName() != "Array" {
+			return x, nil
+		}
+	}
+	if o.ClassName() == "Array" {
+		n := int(o.Get("length").ToInteger())
+		out := make([]any, n)
+		for i := range n {
+			e, err := v.export(o.Get(strconv.Itoa(i)), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	}
+	if o.ClassName() == "Error" {
+		return o.String(), nil
+	}
+	keys := o.Keys()
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		e, err := v.export(o.Get(k), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = e
+	}
+	return out, nil
+}
+
+// scriptError converts goja errors to *stdlib.ScriptError with the script position.
+func (v *VM) scriptError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *goja.InterruptedError
+	if errors.As(err, &ie) {
+		se := fromStack(ie.Stack(), "interrupted")
+		if cause, ok := ie.Value().(error); ok {
+			se.Message = cause.Error()
+			se.Cause = cause
+		}
+		return se
+	}
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		msg := "uncaught exception"
+		if ex.Value() != nil {
+			msg = ex.Value().String()
+			if o, ok := ex.Value().(*goja.Object); ok {
+				if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
+					name := "Error"
+					if n := o.Get("name"); n != nil && !goja.IsUndefined(n) {
+						name = n.String()
+					}
+					msg = name + ": " + m.String()
+					if name == "AssertionError" {
+						msg = m.String()
+					}
+				}
+			}
+		}
+		se := fromStack(ex.Stack(), msg)
+		se.Cause = ex.Unwrap()
+		return se
+	}
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		return fromStack(so.Stack(), "RangeError: maximum call stack size exceeded")
+	}
+	return err
+}
+
+func fromStack(stack []goja.StackFrame, msg string) *stdlib.ScriptError {
+	se := &stdlib.ScriptError{Message: msg}
+	for i := range stack {
+		f := &stack[i]
+		if f.SrcName() == "<native>" {
+			if name := f.FuncName(); name != "<native>" && name != "" && !strings.ContainsAny(name, "/(*") {
+				se.Stack = append(se.Stack, "at "+name+" (native)")
+			}
+			continue
+		}
+		p := f.Position()
+		if se.File == "" && p.Filename != "prelude.js" {
+			se.File, se.Line = p.Filename, p.Line
+		}
+		name := f.FuncName()
+		if name == "" || name == "<anonymous>" {
+			name = "<anonymous>"
+		}
+		se.Stack = append(se.Stack, fmt.Sprintf("at %s (%s:%d:%d)", name, p.Filename, p.Line, p.Column))
+	}
+	return se
+}
+
+var parseLine = regexp.MustCompile(`Line (\d+):\d+ (.*?)(?: \(and \d+ more errors\))?$`)
+
+// syntaxError places a parse or compile error in the script.
+func syntaxError(name string, err error) error {
+	var list parser.ErrorList
+	if errors.As(err, &list) && len(list) > 0 {
+		return &stdlib.ScriptError{Message: "SyntaxError: " + list[0].Message, File: name, Line: list[0].Position.Line}
+	}
+	var ce *goja.CompilerSyntaxError
+	if errors.As(err, &ce) {
+		if ce.File != nil {
+			return &stdlib.ScriptError{Message: "SyntaxError: " + ce.Message, File: name, Line: ce.File.Position(ce.Offset).Line}
+		}
+		if m := parseLine.FindStringSubmatch(ce.Message); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return &stdlib.ScriptError{Message: "SyntaxError: " + m[2], File: name, Line: n}
+		}
+	}
+	return &stdlib.ScriptError{Message: err.Error(), File: name}
+}

@@ -1,0 +1,614 @@
+// Package lua binds scripts written in Lua 5.1 (gopher-lua) to the host: stdlib modules
+// through require, print, policy files with their hooks, and interrupts. Only the base,
+// string, table, math and coroutine libraries are opened, minus everything that loads files;
+// there is no os, io, debug or package library. A VM belongs to the goroutine that created
+// it; only Interrupt may be called from elsewhere.
+//
+// The package knows nothing about the engine: it converts stdlib values to Lua values and
+// back, and leaves pooling, deadlines and decision checking to the scripting package.
+package lua
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+
+	"github.com/hermes-go/hermes/stdlib"
+)
+
+// Options configures a VM.
+type Options struct {
+	// Modules are offered through require "name".
+	Modules []*stdlib.Module
+	// Globals are set as global variables (the REPL preloads the API this way).
+	Globals map[string]any
+	// Stdout receives print; Stderr is unused by Lua itself but kept for symmetry. Nil discards.
+	Stdout, Stderr io.Writer
+	// MaxCallStack bounds the call depth (default 1000).
+	MaxCallStack int
+	// MaxString caps strings built in one native call (string.rep), in bytes; default 16 MiB.
+	MaxString int
+}
+
+// VM is one Lua state with the host bindings installed.
+type VM struct {
+	L    *lua.LState
+	opts Options
+	mods map[string]*stdlib.Module
+	req  map[string]lua.LValue
+	// The state always runs under vctx; Interrupt cancels it, and host functions receive it,
+	// so one blocked in I/O or a sleep returns as the script stops. Reset installs a fresh one.
+	mu     sync.Mutex
+	vctx   context.Context
+	cancel context.CancelCauseFunc
+
+	// meta is the metatable shared by every Record userdata.
+	meta *lua.LTable
+
+	// hostErr is the last error a host function raised, so it can be recovered (errors.As)
+	// when it escapes the script.
+	hostErr error
+}
+
+// removed are the base functions that reach files or internals.
+var removed = []string{"dofile", "loadfile", "require", "module", "collectgarbage", "_printregs", "newproxy", "print"}
+
+// New builds a VM.
+func New(o Options) (*VM, error) {
+	if o.MaxCallStack <= 0 {
+		o.MaxCallStack = 1000
+	}
+	if o.MaxString <= 0 {
+		o.MaxString = 16 << 20
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: o.MaxCallStack, RegistryMaxSize: 1 << 20, MinimizeStackMemory: true})
+	v := &VM{L: L, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]lua.LValue{}}
+	for _, m := range o.Modules {
+		v.mods[m.Name] = m
+	}
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}, {lua.CoroutineLibName, lua.OpenCoroutine}} {
+		if err := L.CallByParam(lua.P{Fn: L.NewFunction(lib.open), NRet: 0, Protect: true}, lua.LString(lib.name)); err != nil {
+			L.Close()
+			return nil, fmt.Errorf("lua: open %s: %w", lib.name, err)
+		}
+	}
+	for _, name := range removed {
+		L.SetGlobal(name, lua.LNil)
+	}
+	if str, ok := L.GetGlobal("string").(*lua.LTable); ok {
+		str.RawSetString("rep", L.NewFunction(v.rep))
+	}
+	L.SetGlobal("require", L.NewFunction(v.require))
+	L.SetGlobal("print", L.NewFunction(func(L *lua.LState) int {
+		parts := make([]string, L.GetTop())
+		for i := range parts {
+			lv := L.Get(i + 1)
+			if s, ok := lv.(lua.LString); ok {
+				parts[i] = string(s)
+				continue
+			}
+			x, err := v.Export(lv)
+			if err != nil {
+				parts[i] = lv.String()
+				continue
+			}
+			parts[i] = stdlib.Format(x)
+		}
+		fmt.Fprintln(v.opts.Stdout, strings.Join(parts, " "))
+		return 0
+	}))
+	for name, g := range o.Globals {
+		L.SetGlobal(name, v.ToValue(g))
+	}
+	v.vctx, v.cancel = context.WithCancelCause(context.Background())
+	L.SetContext(v.vctx)
+	return v, nil
+}
+
+// Close releases the state.
+func (v *VM) Close() {
+	v.cancel(context.Canceled)
+	v.L.Close()
+}
+
+// Interrupt stops the code running in the VM at its next instruction; the run fails with an
+// error wrapping reason. It is the one method safe from any goroutine.
+func (v *VM) Interrupt(reason error) {
+	v.mu.Lock()
+	v.cancel(reason)
+	v.mu.Unlock()
+}
+
+// Reset clears a past interrupt so the VM can run again (the REPL after Ctrl-C).
+func (v *VM) Reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.vctx.Err() != nil {
+		v.vctx, v.cancel = context.WithCancelCause(context.Background())
+		v.L.SetContext(v.vctx)
+	}
+}
+
+func (v *VM) interrupted() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.vctx.Err() != nil {
+		return context.Cause(v.vctx)
+	}
+	return nil
+}
+
+func (v *VM) watch(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() { v.Interrupt(context.Cause(ctx)) })
+}
+
+func (v *VM) rep(L *lua.LState) int {
+	s := L.CheckString(1)
+	n := L.CheckInt(2)
+	sep := L.OptString(3, "")
+	if n <= 0 {
+		L.Push(lua.LString(""))
+		return 1
+	}
+	if (len(s)+len(sep))*n > v.opts.MaxString || n > v.opts.MaxString {
+		L.RaiseError("string.rep: result larger than the script limit (%d bytes)", v.opts.MaxString)
+	}
+	var b strings.Builder
+	b.Grow((len(s) + len(sep)) * n)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(s)
+	}
+	L.Push(lua.LString(b.String()))
+	return 1
+}
+
+func (v *VM) require(L *lua.LState) int {
+	name := L.CheckString(1)
+	if val, ok := v.req[name]; ok {
+		L.Push(val)
+		return 1
+	}
+	m, ok := v.mods[name]
+	if !ok {
+		L.RaiseError("require(%q): no such module (available: %s; fs and http must be granted in the configuration)", name, strings.Join(stdlib.Keys(v.mods), ", "))
+	}
+	val := v.ToValue(m.Members)
+	v.req[name] = val
+	L.Push(val)
+	return 1
+}
+
+func compile(name, src string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(src), name)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	return proto, nil
+}
+
+// RunFile runs a script. ctx ending interrupts it.
+func (v *VM) RunFile(ctx context.Context, name, src string) error {
+	proto, err := compile(name, src)
+	if err != nil {
+		return err
+	}
+	stop := v.watch(ctx)
+	defer stop()
+	v.L.Push(v.L.NewFunctionFromProto(proto))
+	return v.scriptError(v.L.PCall(0, 0, nil))
+}
+
+// Eval evaluates REPL input: as an expression when it is one, else as statements.
+func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
+	proto, err := compile(name, "return "+src)
+	if err != nil {
+		if proto, err = compile(name, src); err != nil {
+			return nil, err
+		}
+	}
+	stop := v.watch(ctx)
+	defer stop()
+	top := v.L.GetTop()
+	v.L.Push(v.L.NewFunctionFromProto(proto))
+	if err := v.L.PCall(0, lua.MultRet, nil); err != nil {
+		return nil, v.scriptError(err)
+	}
+	n := v.L.GetTop() - top
+	defer v.L.SetTop(top)
+	switch n {
+	case 0:
+		return nil, nil
+	case 1:
+		return v.Export(v.L.Get(-1))
+	}
+	out := make([]any, n)
+	for i := range n {
+		x, err := v.Export(v.L.Get(top + 1 + i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+// Incomplete reports whether src is a prefix of valid code (the REPL then asks for more).
+func Incomplete(src string) bool {
+	_, err := parse.Parse(strings.NewReader(src), "repl")
+	var pe *parse.Error
+	if errors.As(err, &pe) {
+		return pe.Pos.Line == parse.EOF || strings.Contains(pe.Message, "unterminated")
+	}
+	return false
+}
+
+// Globals lists the global names (for completion).
+func (v *VM) Globals() []string {
+	var out []string
+	v.L.G.Global.ForEach(func(k, _ lua.LValue) {
+		if s, ok := k.(lua.LString); ok && !strings.HasPrefix(string(s), "_") {
+			out = append(out, string(s))
+		}
+	})
+	return out
+}
+
+// Members lists the keys of the table a dotted name path names (for completion).
+func (v *VM) Members(expr string) []string {
+	var cur lua.LValue = v.L.G.Global
+	for _, part := range strings.Split(expr, ".") {
+		t, ok := cur.(*lua.LTable)
+		if !ok || part == "" {
+			return nil
+		}
+		cur = t.RawGetString(part)
+	}
+	t, ok := cur.(*lua.LTable)
+	if !ok {
+		return nil
+	}
+	var out []string
+	t.ForEach(func(k, _ lua.LValue) {
+		if s, ok := k.(lua.LString); ok {
+			out = append(out, string(s))
+		}
+	})
+	return out
+}
+
+// ToValue converts a Go value (see package stdlib) to a Lua value. Objects become tables whose
+// functions accept both obj.f(x) and obj:f(x).
+func (v *VM) ToValue(x any) lua.LValue {
+	L := v.L
+	switch t := x.(type) {
+	case nil:
+		return lua.LNil
+	case lua.LValue:
+		return t
+	case bool:
+		return lua.LBool(t)
+	case string:
+		return lua.LString(t)
+	case stdlib.Func:
+		return L.NewFunction(v.native(t, nil))
+	case stdlib.Callable:
+		return L.NewFunction(v.native(func(ctx context.Context, a stdlib.Args) (any, error) { return t(ctx, a...) }, nil))
+	case *stdlib.Module:
+		return v.ToValue(t.Members)
+	case stdlib.Object:
+		tb := L.CreateTable(0, len(t))
+		for _, k := range stdlib.Keys(t) {
+			if f, ok := t[k].(stdlib.Func); ok {
+				tb.RawSetString(k, L.NewFunction(v.native(f, tb)))
+				continue
+			}
+			tb.RawSetString(k, v.ToValue(t[k]))
+		}
+		return tb
+	case map[string]any:
+		tb := L.CreateTable(0, len(t))
+		for k, e := range t {
+			tb.RawSetString(k, v.ToValue(e))
+		}
+		return tb
+	case []any:
+		tb := L.CreateTable(len(t), 0)
+		for _, e := range t {
+			tb.Append(v.ToValue(e))
+		}
+		return tb
+	case []string:
+		tb := L.CreateTable(len(t), 0)
+		for _, e := range t {
+			tb.Append(lua.LString(e))
+		}
+		return tb
+	case json.RawMessage:
+		d, err := stdlib.Unmarshal(t)
+		if err != nil {
+			return lua.LNil
+		}
+		return v.ToValue(d)
+	case stdlib.Record:
+		ud := L.NewUserData()
+		ud.Value = t
+		L.SetMetatable(ud, v.recordMeta())
+		return ud
+	case stdlib.Iterator:
+		return L.NewFunction(func(L *lua.LState) int {
+			val, ok, err := t.Next(v.vctx)
+			if err != nil {
+				v.raise(err)
+			}
+			if !ok {
+				L.Push(lua.LNil)
+				return 1
+			}
+			L.Push(v.ToValue(val))
+			return 1
+		})
+	}
+	if f, ok := stdlib.ToFloat(x); ok {
+		return lua.LNumber(f)
+	}
+	return lua.LString(fmt.Sprint(x))
+}
+
+// recordMeta makes Records read like tables: req.tool, req.args.path; they are read-only
+// (assigning a field is an error) and json.encode / print show every field.
+func (v *VM) recordMeta() *lua.LTable {
+	if v.meta != nil {
+		return v.meta
+	}
+	L := v.L
+	m := L.NewTable()
+	m.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		r := L.CheckUserData(1).Value.(stdlib.Record)
+		x, ok := r.Field(L.CheckString(2))
+		if !ok {
+			L.Push(lua.LNil)
+			return 1
+		}
+		L.Push(v.ToValue(x))
+		return 1
+	}))
+	m.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("cannot set %q: hook requests are read-only (return a decision instead)", L.CheckString(2))
+		return 0
+	}))
+	m.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int {
+		L.Push(lua.LString(stdlib.Format(L.CheckUserData(1).Value)))
+		return 1
+	}))
+	v.meta = m
+	return m
+}
+
+// native adapts a host function; self, when set, is dropped from the arguments so obj:f(x)
+// and obj.f(x) both work.
+func (v *VM) native(f stdlib.Func, self *lua.LTable) lua.LGFunction {
+	return func(L *lua.LState) int {
+		n := L.GetTop()
+		first := 1
+		if self != nil && n >= 1 && L.Get(1) == self {
+			first = 2
+		}
+		args := make(stdlib.Args, 0, n-first+1)
+		for i := first; i <= n; i++ {
+			x, err := v.Export(L.Get(i))
+			if err != nil {
+				v.raise(err)
+			}
+			args = append(args, x)
+		}
+		res, err := callHost(f, v.vctx, args)
+		if err != nil {
+			v.raise(err)
+		}
+		L.Push(v.ToValue(res))
+		return 1
+	}
+}
+
+func (v *VM) raise(err error) {
+	var se *stdlib.ScriptError
+	if errors.As(err, &se) && se.Cause == nil { // a script error coming back through a callback
+		v.L.Error(lua.LString(se.Error()), 0)
+	}
+	v.hostErr = err
+	v.L.RaiseError("%s", err.Error())
+}
+
+func callHost(f stdlib.Func, ctx context.Context, args stdlib.Args) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("host function panicked: %v", r)
+		}
+	}()
+	return f(ctx, args)
+}
+
+// Export converts a Lua value to a Go value (see package stdlib). A table whose keys are
+// exactly 1..n becomes a list; any other table a map (an empty table is an empty map).
+// Functions become Callables that must only be called on this VM's goroutine.
+func (v *VM) Export(lv lua.LValue) (any, error) { return v.export(lv, 0) }
+
+func (v *VM) export(lv lua.LValue, depth int) (any, error) {
+	if depth > 64 {
+		return nil, fmt.Errorf("%w: value nested deeper than 64 levels (a cycle?)", stdlib.ErrArgument)
+	}
+	switch t := lv.(type) {
+	case *lua.LNilType:
+		return nil, nil
+	case lua.LBool:
+		return bool(t), nil
+	case lua.LString:
+		return string(t), nil
+	case lua.LNumber:
+		return stdlib.Number(float64(t)), nil
+	case *lua.LFunction:
+		return stdlib.Callable(func(_ context.Context, args ...any) (any, error) {
+			in := make([]lua.LValue, len(args))
+			for i, a := range args {
+				in[i] = v.ToValue(a)
+			}
+			if err := v.L.CallByParam(lua.P{Fn: t, NRet: 1, Protect: true}, in...); err != nil {
+				return nil, v.scriptError(err)
+			}
+			ret := v.L.Get(-1)
+			v.L.Pop(1)
+			return v.Export(ret)
+		}), nil
+	case *lua.LTable:
+		n := t.Len()
+		count := 0
+		isList := true
+		t.ForEach(func(k, _ lua.LValue) {
+			count++
+			if num, ok := k.(lua.LNumber); !ok || float64(num) != math.Trunc(float64(num)) || num < 1 || int(num) > n {
+				isList = false
+			}
+		})
+		if count == 0 {
+			return map[string]any{}, nil
+		}
+		if isList && count == n {
+			out := make([]any, n)
+			for i := 1; i <= n; i++ {
+				e, err := v.export(t.RawGetInt(i), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out[i-1] = e
+			}
+			return out, nil
+		}
+		out := make(map[string]any, count)
+		var err error
+		t.ForEach(func(k, val lua.LValue) {
+			if err != nil {
+				return
+			}
+			var e any
+			if e, err = v.export(val, depth+1); err == nil {
+				out[lua.LVAsString(k)] = e
+				if _, isStr := k.(lua.LString); !isStr {
+					if _, isNum := k.(lua.LNumber); !isNum {
+						err = fmt.Errorf("%w: table key of type %s", stdlib.ErrArgument, k.Type())
+					}
+				}
+			}
+		})
+		return out, err
+	}
+	if ud, ok := lv.(*lua.LUserData); ok {
+		if r, ok := ud.Value.(stdlib.Record); ok {
+			return stdlib.RecordMap(r), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: cannot convert a Lua %s", stdlib.ErrArgument, lv.Type())
+}
+
+var (
+	posRe   = regexp.MustCompile(`^(.+?):(\d+): (?s:(.*))$`)
+	frameRe = regexp.MustCompile(`^(.+?):(\d+):\s*in (.*)$`)
+)
+
+// scriptError converts gopher-lua errors to *stdlib.ScriptError with the script position.
+func (v *VM) scriptError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *lua.ApiError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	se := &stdlib.ScriptError{Message: lua.LVAsString(ae.Object)}
+	if ae.Object == nil || ae.Object == lua.LNil {
+		se.Message = "error"
+	}
+	for _, l := range strings.Split(ae.StackTrace, "\n") {
+		l = strings.TrimSpace(l)
+		if m := frameRe.FindStringSubmatch(l); m != nil && !strings.HasPrefix(l, "[G]") {
+			se.Stack = append(se.Stack, fmt.Sprintf("at %s (%s:%s)", strings.TrimSpace(m[3]), m[1], m[2]))
+			if se.File == "" {
+				se.File = m[1]
+				se.Line, _ = strconv.Atoi(m[2])
+			}
+		}
+	}
+	if m := posRe.FindStringSubmatch(se.Message); m != nil {
+		se.File, se.Message = m[1], m[3]
+		se.Line, _ = strconv.Atoi(m[2])
+	}
+	if cause := v.interrupted(); cause != nil {
+		se.Message, se.Cause = cause.Error(), cause
+		return se
+	}
+	if v.hostErr != nil && strings.HasSuffix(se.Message, v.hostErr.Error()) {
+		se.Cause = v.hostErr
+		se.Message = v.hostErr.Error()
+	}
+	v.hostErr = nil
+	return se
+}
+
+func syntaxError(name string, err error) error {
+	var pe *parse.Error
+	if errors.As(err, &pe) {
+		line := pe.Pos.Line
+		msg := pe.Message
+		if pe.Token != "" && line != parse.EOF {
+			msg = fmt.Sprintf("%s near '%s'", msg, pe.Token)
+		}
+		if line == parse.EOF {
+			line = 0
+			msg += " at end of file"
+		}
+		return &stdlib.ScriptError{Message: "syntax error: " + msg, File: name, Line: line}
+	}
+	var ce *lua.CompileError
+	if errors.As(err, &ce) {
+		return &stdlib.ScriptError{Message: "compile error: " + ce.Message, File: name, Line: ce.Line}
+	}
+	return &stdlib.ScriptError{Message: err.Error(), File: name}
+}
+
+// keys returns a table's string keys, sorted.
+func keys(t *lua.LTable) []string {
+	var out []string
+	t.ForEach(func(k, _ lua.LValue) {
+		if s, ok := k.(lua.LString); ok {
+			out = append(out, string(s))
+		}
+	})
+	sort.Strings(out)
+	return out
+}
