@@ -102,9 +102,9 @@ var serverRequestMethods = []string{"approval", "clarify", "sudo", "secret"}
 func clientCapabilities(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
 	p, err := decode[struct {
 		common
-		ServerRequests       bool     `json:"server_requests"`
-		Confirm              []string `json:"confirm"`
-		SessionChangeCursor  bool     `json:"session_change_cursor"`
+		ServerRequests      bool     `json:"server_requests"`
+		Confirm             []string `json:"confirm"`
+		SessionChangeCursor bool     `json:"session_change_cursor"`
 	}](m, raw)
 	if err != nil {
 		return nil, err
@@ -442,8 +442,8 @@ func sessionClose(ctx context.Context, c *client, m string, raw json.RawMessage)
 func sessionInterrupt(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
 	p, err := decode[struct {
 		common
-		SessionID             string `json:"session_id"`
-		ExpectedHostedTaskID  string `json:"expected_hosted_task_id"`
+		SessionID            string `json:"session_id"`
+		ExpectedHostedTaskID string `json:"expected_hosted_task_id"`
 	}](m, raw)
 	if err != nil {
 		return nil, err
@@ -527,7 +527,7 @@ func sessionCompress(ctx context.Context, c *client, m string, raw json.RawMessa
 		"status": status, "compressed": status == "compressed", "removed": r.Removed,
 		"before_messages": r.Before, "after_messages": r.After,
 		"summary": map[string]any{"noop": status != "compressed", "aborted": status == "aborted", "headline": trimText(r.Summary, 200), "note": r.Reason},
-		"usage": sessionUsage(l.s.Record()), "info": liveInfo(l), "messages": transcript(rows),
+		"usage":   sessionUsage(l.s.Record()), "info": liveInfo(l), "messages": transcript(rows),
 	}, nil
 }
 

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,7 +16,6 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
-	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
 func configGet(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
@@ -705,6 +703,3 @@ func splitDrop(s string) (path, rest string) {
 	path, rest, _ = strings.Cut(s, " ")
 	return path, strings.TrimSpace(rest)
 }
-
-var _ = bytes.MinRead
-var _ = jsonrpc.CodeInternalError

@@ -320,4 +320,3 @@ func approvalRespond(_ context.Context, c *client, m string, raw json.RawMessage
 	}
 	return map[string]any{"resolved": resolved}, nil
 }
-

@@ -48,7 +48,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*live // by runtime id
 	byStored map[string]*live
-	order    []string // runtime ids in creation order
+	order    []string                  // runtime ids in creation order
 	locks    map[string]map[string]any // clarify batch answers locked so far, by request id
 
 	bg     sync.WaitGroup // background prompts
