@@ -179,10 +179,14 @@ type assembled struct {
 	recorder *replay.Recorder
 	recPath  string
 	busy     *policy.BusySetting // the Go busy-input policy; config.set busy changes it
+	policy   io.Closer           // the policy script's VMs
 }
 
 func (a *assembled) Close() error {
 	err := a.eng.Close()
+	if a.policy != nil {
+		a.policy.Close()
+	}
 	if a.recorder != nil {
 		if e := a.recorder.Save(a.recPath); e != nil && err == nil {
 			err = fmt.Errorf("save cassette: %w", e)
@@ -235,9 +239,14 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	pol, polCloser, err := loadPolicy(cfg, reg, policy.Set{Approver: policy.Defaults{}, Busy: a.busy})
+	if err != nil {
+		return nil, err
+	}
+	a.policy = polCloser
 	eng, err := engine.New(engine.Config{
 		Store: st, Providers: providers, DefaultModel: cfg.Model, Tools: reg,
-		Policy:                policy.Set{Approver: policy.Defaults{}, Busy: a.busy},
+		Policy:                pol,
 		SystemPrompt:          cfg.SystemPrompt,
 		Cwd:                   cwd,
 		MaxIterations:         cfg.MaxIterations,
@@ -250,6 +259,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		Logger:                logger,
 	})
 	if err != nil {
+		polCloser.Close()
 		return nil, err
 	}
 	a.eng = eng

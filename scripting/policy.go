@@ -75,8 +75,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives the log module's records and hook failures (default: discard).
 	Logger *slog.Logger
-	// Defaults answer the hooks the script does not define.
-	Defaults policy.Defaults
+	// Fallback answers the hooks the script does not define; its nil members (and a zero
+	// Fallback) mean the built-in Go defaults.
+	Fallback policy.Set
 	// Classify fills in what the engine would for an example's approval input that names no
 	// patterns: the command text and the dangerous-pattern keys of a tool call.
 	Classify func(tool string, args []byte, cwd string) (command string, patterns []string)
@@ -291,11 +292,23 @@ func (p *Policy) Lang() string { return p.lang }
 // Has reports whether the file defines hook.
 func (p *Policy) Has(hook string) bool { return p.hooks[hook] }
 
-// Set returns the engine hooks: this policy for the hooks the file defines, the configured Go
-// defaults for the others.
+// Set returns the engine hooks: this policy for the hooks the file defines, Options.Fallback
+// (or the built-in defaults) for the others.
 func (p *Policy) Set() policy.Set {
-	d := p.o.Defaults
-	s := policy.Set{Approver: d, Busy: d, Steer: d, Route: d}
+	s := p.o.Fallback
+	d := policy.Defaults{}
+	if s.Approver == nil {
+		s.Approver = d
+	}
+	if s.Busy == nil {
+		s.Busy = d
+	}
+	if s.Steer == nil {
+		s.Steer = d
+	}
+	if s.Route == nil {
+		s.Route = d
+	}
 	if p.hooks[HookApproval] {
 		s.Approver = p
 	}

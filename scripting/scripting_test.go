@@ -271,7 +271,7 @@ func TestCallerCancelInterrupts(t *testing.T) {
 }
 
 func TestUndefinedHooksUseDefaults(t *testing.T) {
-	p := load(t, "p.lua", "function steer(req) return { action = 'deliver', text = req.text .. '!' } end\n", Options{Defaults: policy.Defaults{BusyMode: "queue"}})
+	p := load(t, "p.lua", "function steer(req) return { action = 'deliver', text = req.text .. '!' } end\n", Options{Fallback: policy.Set{Busy: policy.Defaults{BusyMode: "queue"}}})
 	set := p.Set()
 	if _, ok := set.Approver.(policy.Defaults); !ok {
 		t.Fatalf("approver: %T", set.Approver)

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/agent"
+	"github.com/hermes-go/hermes/engine/tool/builtin"
+	"github.com/hermes-go/hermes/engine/tool/danger"
+	"github.com/hermes-go/hermes/scripting"
+	"github.com/hermes-go/hermes/stdlib"
+)
+
+func init() {
+	extraCommands = append(extraCommands, command{"policy", "policy scripts: test FILE (check its examples), replay SESSION --policy FILE, show", runPolicy})
+}
+
+// policyPath is the policy file in effect: the configured one (HERMES_POLICY, config policy:),
+// else $HERMES_HOME/policy.js or policy.lua; "" when there is none.
+func policyPath(cfg *config.Config) (string, error) {
+	if cfg.Policy != "" {
+		return cfg.Policy, nil
+	}
+	var found []string
+	for _, name := range []string{"policy.js", "policy.lua"} {
+		p := filepath.Join(cfg.Home, name)
+		if _, err := os.Stat(p); err == nil {
+			found = append(found, p)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("both %s and %s exist: remove one, or choose with HERMES_POLICY", found[0], found[1])
+}
+
+// classifier does what the engine does before the approval hook: the tool's guard gives the
+// command text and the dangerous-pattern keys.
+func classifier(reg *tool.Registry) func(name string, args []byte, cwd string) (string, []string) {
+	return func(name string, args []byte, cwd string) (string, []string) {
+		t, err := reg.Get(name)
+		if err != nil {
+			return "", nil
+		}
+		g, ok := t.(tool.Guard)
+		if !ok {
+			return "", nil
+		}
+		v := g.Check(args, &tool.Env{Cwd: cwd})
+		return v.Command, v.Patterns
+	}
+}
+
+// policyOptions are the scripting options the configuration asks for.
+func policyOptions(cfg *config.Config, reg *tool.Registry, fallback policy.Set) (scripting.Options, error) {
+	cwd := cfg.Cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	grants, err := stdlib.ParseGrants(cfg.Scripts.Grants, cwd)
+	if err != nil {
+		return scripting.Options{}, fmt.Errorf("config scripts.grants: %w", err)
+	}
+	mem := int64(cfg.Scripts.MemoryMB) << 20
+	return scripting.Options{
+		Timeout:     time.Duration(cfg.Scripts.HookTimeout),
+		MemoryLimit: mem,
+		Workers:     cfg.Scripts.Workers,
+		Grants:      grants,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Fallback:    fallback,
+		Classify:    classifier(reg),
+	}, nil
+}
+
+// loadPolicy builds the engine's policy: the policy script in effect (its examples checked),
+// with fallback answering the hooks it does not define; fallback alone when there is no script.
+func loadPolicy(cfg *config.Config, reg *tool.Registry, fallback policy.Set) (policy.Set, io.Closer, error) {
+	path, err := policyPath(cfg)
+	if err != nil || path == "" {
+		return fallback, io.NopCloser(nil), err
+	}
+	o, err := policyOptions(cfg, reg, fallback)
+	if err != nil {
+		return policy.Set{}, nil, err
+	}
+	return scripting.LoadPolicy(path, o)
+}
+
+// toolRegistry is the registry build() assembles, for commands that only need the guards.
+func toolRegistry(cfg *config.Config) *tool.Registry {
+	opts := danger.Options{Home: homeDir(), HermesHome: cfg.Home}
+	check := func(cmd string) tool.Verdict {
+		r := danger.Check(cmd, opts)
+		v := tool.Verdict{Blocked: r.Hardline, Reason: r.Reason, Command: cmd}
+		for _, m := range r.Matches {
+			v.Patterns = append(v.Patterns, m.Key)
+		}
+		return v
+	}
+	reg := tool.NewRegistry(builtin.Defaults(check)...)
+	reg.Add(agent.Clarify{})
+	reg.Add(agent.Delegate{})
+	return reg
+}
+
+const policyUsage = `usage:
+  hermes policy test FILE...                     check each policy's examples (exit 1 if one fails)
+  hermes policy replay SESSION --policy FILE     re-decide a stored session's tool calls; print the changes
+        [--against FILE] [--all] [--exit-code]
+  hermes policy show                             the policy in effect and the hooks it defines`
+
+func runPolicy(ctx context.Context, args []string, io stdio) int {
+	if len(args) == 0 {
+		fmt.Fprintln(io.err, policyUsage)
+		return 2
+	}
+	switch args[0] {
+	case "test":
+		return runPolicyTest(ctx, args[1:], io)
+	case "replay":
+		return runPolicyReplay(ctx, args[1:], io)
+	case "show":
+		return runPolicyShow(ctx, args[1:], io)
+	case "-h", "--help", "help":
+		fmt.Fprintln(io.out, policyUsage)
+		return 0
+	}
+	fmt.Fprintf(io.err, "hermes policy: unknown subcommand %q\n%s\n", args[0], policyUsage)
+	return 2
+}
+
+func runPolicyTest(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	verbose := fs.Bool("v", false, "list passing examples too")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(io.err, "usage: hermes policy test [-v] FILE...")
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	o, err := policyOptions(cfg, toolRegistry(cfg), policy.Set{})
+	if err != nil {
+		return fail(io, err)
+	}
+	o.SkipExamples = true
+	passed, failed := 0, 0
+	for _, file := range fs.Args() {
+		p, err := scripting.Open(file, o)
+		if err != nil {
+			fmt.Fprintf(io.out, "FAIL %s: %v\n", file, err)
+			failed++
+			continue
+		}
+		results := p.RunExamples(ctx)
+		if len(results) == 0 {
+			fmt.Fprintf(io.err, "%s: loads, but has no examples to check\n", file)
+		}
+		for _, r := range results {
+			if r.Pass {
+				passed++
+				if *verbose {
+					fmt.Fprintf(io.out, "%s: %s\n", file, r)
+				}
+				continue
+			}
+			failed++
+			fmt.Fprintf(io.out, "%s: %s\n", file, r)
+		}
+		p.Close()
+	}
+	fmt.Fprintf(io.out, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func runPolicyShow(_ context.Context, _ []string, io stdio) int {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	path, err := policyPath(cfg)
+	if err != nil {
+		return fail(io, err)
+	}
+	if path == "" {
+		fmt.Fprintf(io.out, "no policy script (built-in Go policy); put one at %s or %s, or set HERMES_POLICY\n",
+			filepath.Join(cfg.Home, "policy.js"), filepath.Join(cfg.Home, "policy.lua"))
+		return 0
+	}
+	o, err := policyOptions(cfg, toolRegistry(cfg), policy.Set{})
+	if err != nil {
+		return fail(io, err)
+	}
+	p, err := scripting.Open(path, o)
+	if err != nil {
+		return fail(io, err)
+	}
+	defer p.Close()
+	fmt.Fprintf(io.out, "policy: %s (%s)\n", path, p.Lang())
+	for _, h := range scripting.Hooks {
+		src := "built-in default"
+		if p.Has(h) {
+			src = "script"
+		}
+		fmt.Fprintf(io.out, "  %-10s %s\n", h, src)
+	}
+	fmt.Fprintf(io.out, "examples: %d, all hold\nlimits: %s per call, %d MiB heap growth, grants %v\n",
+		len(p.Examples()), time.Duration(cfg.Scripts.HookTimeout), cfg.Scripts.MemoryMB, cfg.Scripts.Grants)
+	return 0
+}
+
+// replayCall is one stored tool call with what happened to it.
+type replayCall struct {
+	n      int
+	name   string
+	args   json.RawMessage
+	ran    bool // false when the stored result says it was blocked or denied
+	result string
+}
+
+func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("policy replay", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	newPath := fs.String("policy", "", "the policy to evaluate (required)")
+	against := fs.String("against", "", "compare with this policy (default: the policy in effect, or the built-in one)")
+	all := fs.Bool("all", false, "print every decision, not only the changes")
+	exitCode := fs.Bool("exit-code", false, "exit 1 when any decision would change")
+	// Accept the session before or after the flags.
+	var session string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		session, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if session == "" && fs.NArg() > 0 {
+		session = fs.Arg(0)
+	}
+	if session == "" || *newPath == "" {
+		fmt.Fprintln(io.err, "usage: hermes policy replay SESSION --policy FILE [--against FILE] [--all] [--exit-code]")
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	reg := toolRegistry(cfg)
+	o, err := policyOptions(cfg, reg, policy.Set{})
+	if err != nil {
+		return fail(io, err)
+	}
+	newPol, err := scripting.Open(*newPath, o)
+	if err != nil {
+		return fail(io, err)
+	}
+	defer newPol.Close()
+	oldSet, oldName := policy.Set{Approver: policy.Defaults{}}, "built-in"
+	oldPath := *against
+	if oldPath == "" {
+		if oldPath, err = policyPath(cfg); err != nil {
+			return fail(io, err)
+		}
+	}
+	if oldPath != "" {
+		oldPol, err := scripting.Open(oldPath, o)
+		if err != nil {
+			return fail(io, err)
+		}
+		defer oldPol.Close()
+		oldSet, oldName = oldPol.Set(), oldPath
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		return fail(io, err)
+	}
+	defer st.Close()
+	rec, err := st.GetSession(ctx, session)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail(io, fmt.Errorf("no session %q (hermes sessions lists them)", session))
+	}
+	if err != nil {
+		return fail(io, err)
+	}
+	rows, err := st.Rows(ctx, session, store.RowQuery{})
+	if err != nil {
+		return fail(io, err)
+	}
+	calls := storedCalls(rows)
+	classify := classifier(reg)
+	changed := 0
+	for _, c := range calls {
+		cmd, pats := classify(c.name, c.args, rec.Cwd)
+		in := policy.ApprovalInput{SessionID: session, Surface: "replay", Tool: c.name, Command: cmd, Args: c.args, Cwd: rec.Cwd, Patterns: pats}
+		if len(pats) > 0 {
+			in.Pattern = pats[0]
+		}
+		was, werr := oldSet.Approver.Approve(ctx, in)
+		now, nerr := newPol.Set().Approver.Approve(ctx, in)
+		wasS, nowS := decisionText(was, werr), decisionText(now, nerr)
+		diff := was.Decision != now.Decision || (werr == nil) != (nerr == nil)
+		if diff {
+			changed++
+		}
+		if !diff && !*all {
+			continue
+		}
+		what := cmd
+		if what == "" {
+			what = clipLine(string(c.args), 100)
+		}
+		mark := "  "
+		if diff {
+			mark = "≠ "
+		}
+		outcome := "ran"
+		if !c.ran {
+			outcome = "blocked"
+		}
+		fmt.Fprintf(io.out, "%s#%d %s %s\n     %s → %s   (stored call %s)\n", mark, c.n, c.name, what, wasS, nowS, outcome)
+	}
+	fmt.Fprintf(io.out, "%d of %d tool calls would be decided differently (%s → %s)\n", changed, len(calls), oldName, *newPath)
+	if *exitCode && changed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func decisionText(d policy.ApprovalDecision, err error) string {
+	if err != nil {
+		return "deny (hook failed: " + err.Error() + ")"
+	}
+	if d.Reason != "" {
+		return d.Decision + " (" + d.Reason + ")"
+	}
+	return d.Decision
+}
+
+// storedCalls lists the tool calls of a transcript in order, with whether each ran.
+func storedCalls(rows []store.Row) []replayCall {
+	var out []replayCall
+	index := map[string]int{}
+	for _, r := range rows {
+		switch r.Role {
+		case "assistant":
+			var tcs []model.ToolCall
+			if len(r.ToolCalls) == 0 || json.Unmarshal(r.ToolCalls, &tcs) != nil {
+				continue
+			}
+			for _, tc := range tcs {
+				args := json.RawMessage(strings.TrimSpace(tc.Arguments))
+				if len(args) == 0 || !json.Valid(args) {
+					args = json.RawMessage("{}")
+				}
+				index[tc.ID] = len(out)
+				out = append(out, replayCall{n: len(out) + 1, name: tc.Name, args: args, ran: true})
+			}
+		case "tool":
+			if i, ok := index[r.ToolCallID]; ok {
+				out[i].result = r.Content
+				out[i].ran = !strings.HasPrefix(r.Content, "BLOCKED")
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func writeTemp(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const denyRmJS = `export function approval(req) {
+  if (req.pattern === "recursive delete") return { decision: "deny", reason: "no rm -r here" };
+  return "allow";
+}
+export const examples = [
+  { input: { command: "rm -r build" }, want: { decision: "deny", reason: "no rm -r here" } },
+  { input: { command: "ls" }, want: "allow" },
+];
+`
+
+func TestPolicyTestCommand(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	good := writeTemp(t, dir, "good.js", denyRmJS)
+	goodLua := writeTemp(t, dir, "good.lua", `function approval(req)
+  if req.pattern == "recursive delete" then return { decision = "deny", reason = "no rm -r here" } end
+  return "allow"
+end
+examples = {
+  { input = { command = "rm -rf build" }, want = "deny" },
+  { hook = "busy_input", input = { text = "hi" }, want = "interrupt" },
+}
+`)
+	r := hermes(t, dir, env, "policy", "test", good, goodLua)
+	if r.code != 0 || !strings.Contains(r.stdout, "4 passed, 0 failed") {
+		t.Fatalf("good: %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	bad := writeTemp(t, dir, "bad.js", strings.Replace(denyRmJS, `want: "allow"`, `want: "ask"`, 1))
+	r = hermes(t, dir, env, "policy", "test", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, `FAIL #2 approval "ls": want "ask", got {"decision":"allow","reason":""}`) || !strings.Contains(r.stdout, "1 passed, 1 failed") {
+		t.Fatalf("bad: %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	broken := writeTemp(t, dir, "broken.lua", "function approval(req)\n  return 'allow'\n")
+	r = hermes(t, dir, env, "policy", "test", broken)
+	if r.code != 1 || !strings.Contains(r.stdout, "broken.lua") || !strings.Contains(r.stdout, "syntax error") {
+		t.Fatalf("broken: %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	if r := hermes(t, dir, env, "policy", "test"); r.code != 2 {
+		t.Fatalf("usage: %d", r.code)
+	}
+	if r := hermes(t, dir, env, "policy", "frob"); r.code != 2 {
+		t.Fatalf("unknown subcommand: %d", r.code)
+	}
+}
+
+// TestPolicyDecidesChatAndReplay: the policy in HERMES_HOME decides a chat turn's approval
+// without asking anyone; replaying the session under another policy prints the change.
+func TestPolicyDecidesChatAndReplay(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(work, "build"), 0o755)
+	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette}
+	writeTemp(t, home, "policy.js", denyRmJS)
+
+	r := hermes(t, work, env, "chat", "--approve", "once", "-q", demoPrompt)
+	if r.code != 0 || strings.Contains(r.err, "approval needed") {
+		t.Fatalf("chat: %d\n%s\n%s", r.code, r.stdout, r.err)
+	}
+	if !strings.Contains(r.err, "no rm -r here") {
+		t.Fatalf("the denial reason is not shown: %s", r.err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "build")); err != nil {
+		t.Fatal("the policy denied rm -r build, yet it ran")
+	}
+	id := regexp.MustCompile(`\[session (\S+) ·`).FindStringSubmatch(r.err)
+	if id == nil {
+		t.Fatalf("no session id: %s", r.err)
+	}
+	show := hermes(t, work, env, "policy", "show")
+	if show.code != 0 || !strings.Contains(show.stdout, "approval   script") || !strings.Contains(show.stdout, "busy_input built-in default") {
+		t.Fatalf("show: %s %s", show.stdout, show.err)
+	}
+
+	allowAll := writeTemp(t, t.TempDir(), "allow.lua", "function approval(req) return 'allow' end\n")
+	rp := hermes(t, work, env, "policy", "replay", id[1], "--policy", allowAll, "--exit-code")
+	if rp.code != 1 || !strings.Contains(rp.stdout, "≠ #3 terminal rm -r build") ||
+		!strings.Contains(rp.stdout, "deny (no rm -r here) → allow   (stored call blocked)") ||
+		!strings.Contains(rp.stdout, "1 of 3 tool calls would be decided differently") {
+		t.Fatalf("replay: %d\n%s\n%s", rp.code, rp.stdout, rp.err)
+	}
+	rp = hermes(t, work, env, "policy", "replay", id[1], "--policy", allowAll, "--against", allowAll, "--all")
+	if rp.code != 0 || !strings.Contains(rp.stdout, "0 of 3") || !strings.Contains(rp.stdout, "#1 write_file") {
+		t.Fatalf("replay --all: %d\n%s\n%s", rp.code, rp.stdout, rp.err)
+	}
+	if r := hermes(t, work, env, "policy", "replay", "nope", "--policy", allowAll); r.code != 1 || !strings.Contains(r.err, `no session "nope"`) {
+		t.Fatalf("unknown session: %d %s", r.code, r.err)
+	}
+
+	// A policy whose examples fail is refused at startup, with the reason.
+	writeTemp(t, home, "policy.js", strings.Replace(denyRmJS, `want: "allow"`, `want: "deny"`, 1))
+	r = hermes(t, work, env, "chat", "-q", "hi")
+	if r.code != 1 || !strings.Contains(r.err, "policy examples failed") || !strings.Contains(r.err, "policy.js") {
+		t.Fatalf("failing examples: %d %s", r.code, r.err)
+	}
+	writeTemp(t, home, "policy.lua", "function approval() return 'allow' end\n")
+	if r := hermes(t, work, env, "chat", "-q", "hi"); r.code != 1 || !strings.Contains(r.err, "both") {
+		t.Fatalf("two policies: %d %s", r.code, r.err)
+	}
+}
