@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/config"
@@ -90,18 +91,55 @@ func policyOptions(cfg *config.Config, reg *tool.Registry, fallback policy.Set) 
 	}, nil
 }
 
+// policyHandle is what build() keeps of the policy: the per-session dispatcher (hermes run
+// binds session policies to it) and the VMs to close.
+type policyHandle struct {
+	sessions *scripting.Sessions
+	mu       sync.Mutex
+	closers  []io.Closer
+}
+
+func (h *policyHandle) add(c io.Closer) {
+	h.mu.Lock()
+	h.closers = append(h.closers, c)
+	h.mu.Unlock()
+}
+
+// Close stops every policy's VMs.
+func (h *policyHandle) Close() error {
+	h.mu.Lock()
+	cs := h.closers
+	h.closers = nil
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	return nil
+}
+
 // loadPolicy builds the engine's policy: the policy script in effect (its examples checked),
-// with fallback answering the hooks it does not define; fallback alone when there is no script.
+// with fallback answering the hooks it does not define; fallback alone when there is no
+// script. Sessions may later be given their own policy through the returned handle.
 func loadPolicy(cfg *config.Config, reg *tool.Registry, fallback policy.Set) (policy.Set, io.Closer, error) {
 	path, err := policyPath(cfg)
-	if err != nil || path == "" {
-		return fallback, io.NopCloser(nil), err
-	}
-	o, err := policyOptions(cfg, reg, fallback)
 	if err != nil {
 		return policy.Set{}, nil, err
 	}
-	return scripting.LoadPolicy(path, o)
+	base, h := fallback, &policyHandle{}
+	if path != "" {
+		o, err := policyOptions(cfg, reg, fallback)
+		if err != nil {
+			return policy.Set{}, nil, err
+		}
+		set, closer, err := scripting.LoadPolicy(path, o)
+		if err != nil {
+			return policy.Set{}, nil, err
+		}
+		base = set
+		h.add(closer)
+	}
+	h.sessions = scripting.NewSessions(base, nil)
+	return h.sessions.Set(), h, nil
 }
 
 // toolRegistry is the registry build() assembles, for commands that only need the guards.

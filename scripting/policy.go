@@ -324,6 +324,25 @@ func (p *Policy) Set() policy.Set {
 	return s
 }
 
+// Own returns only the hooks the file defines (nil members for the others), for layering over
+// another policy (Sessions.Bind).
+func (p *Policy) Own() policy.Set {
+	var s policy.Set
+	if p.hooks[HookApproval] {
+		s.Approver = p
+	}
+	if p.hooks[HookBusyInput] {
+		s.Busy = p
+	}
+	if p.hooks[HookSteer] {
+		s.Steer = p
+	}
+	if p.hooks[HookRoute] {
+		s.Route = p
+	}
+	return s
+}
+
 // Close stops the VMs after the calls in progress.
 func (p *Policy) Close() error {
 	p.pool.close()

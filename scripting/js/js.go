@@ -441,15 +441,8 @@ func (v *VM) export(val goja.Value, depth int) (any, error) {
 			return v.Export(res)
 		}), nil
 	}
-	switch x := o.Export().(type) { // Go values wrapped lazily come back as they are
-	case *record:
-		return stdlib.RecordMap(x.r), nil
-	case map[string]any:
-		return x, nil
-	case []any:
-		if o.ClassName() != "Array" {
-			return x, nil
-		}
+	if r, ok := o.Export().(*record); ok {
+		return stdlib.RecordMap(r.r), nil
 	}
 	if o.ClassName() == "Array" {
 		n := int(o.Get("length").ToInteger())

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/scripting"
+	"github.com/hermes-go/hermes/stdlib"
+	hermesapi "github.com/hermes-go/hermes/stdlib/hermes"
+)
+
+func init() {
+	extraCommands = append(extraCommands, command{"run", "run a JS or Lua script against the engine (CI): exit 0 ok, 1 failed, 2 usage", runRun})
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// scriptFlags are shared by hermes run and hermes repl.
+type scriptFlags struct {
+	policy, model, cwd string
+	grants             listFlag
+	maxMemory          int
+}
+
+func (f *scriptFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.policy, "policy", "", "policy file for the engine (default: HERMES_POLICY, config, or $HERMES_HOME/policy.js|lua)")
+	fs.StringVar(&f.model, "model", "", "default model for new sessions (provider:model)")
+	fs.StringVar(&f.cwd, "cwd", "", "working directory of new sessions (default: current)")
+	fs.Var(&f.grants, "grant", "grant the script a capability: fs, fs:DIR or http:HOST (repeatable; adds to config scripts.grants)")
+	fs.IntVar(&f.maxMemory, "max-memory", 0, "interrupt the script when the heap grows by more than this many MiB (0: no limit)")
+}
+
+// scriptEnv is an engine assembled for a script, with the script API bound to it.
+type scriptEnv struct {
+	a       *assembled
+	api     *hermesapi.API
+	rt      *scripting.Runtime
+	handle  *policyHandle
+	watchWG sync.WaitGroup
+}
+
+// newScriptEnv builds the engine and a runtime for lang. Output of print goes to out.
+func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw io.Writer, watch func(*engine.Session, uint64)) (*scriptEnv, error) {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if f.policy != "" {
+		cfg.Policy = f.policy
+	}
+	if f.model != "" {
+		cfg.Model = f.model
+	}
+	cwd := f.cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	cfg.Scripts.Grants = append(cfg.Scripts.Grants, f.grants...)
+	grants, err := stdlib.ParseGrants(cfg.Scripts.Grants, cwd)
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := build(cfg, st, runtimeOpts{cwd: cwd, logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	env := &scriptEnv{a: a}
+	env.handle, _ = a.policy.(*policyHandle)
+	if env.handle != nil {
+		env.handle.sessions.SetParent(func(id string) string {
+			if s, ok := a.eng.Live(id); ok {
+				return s.Record().ParentID
+			}
+			return ""
+		})
+	}
+	env.api = hermesapi.New(hermesapi.Options{
+		Engine: a.eng, Version: version, Args: args, Source: "script",
+		BindPolicy: env.bindPolicy(cfg),
+		Watch:      watch,
+		Warn:       func(msg string) { fmt.Fprintln(errw, "hermes:", msg) },
+	})
+	env.rt, err = scripting.NewRuntime(lang, source, scripting.RuntimeOptions{
+		Modules: []*stdlib.Module{env.api.Module()}, Stdout: out, Stderr: errw, Logger: logger, Grants: grants,
+		MemoryLimit: int64(f.maxMemory) << 20,
+	})
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return env, nil
+}
+
+// bindPolicy loads a policy file for one session (hermes.create{policy = …}).
+func (e *scriptEnv) bindPolicy(cfg *config.Config) func(id, path string) error {
+	return func(id, path string) error {
+		if e.handle == nil {
+			return errors.New("per-session policies are not available")
+		}
+		o, err := policyOptions(cfg, e.a.eng.Tools(), policy.Set{})
+		if err != nil {
+			return err
+		}
+		p, err := scripting.Open(path, o)
+		if err != nil {
+			return err
+		}
+		e.handle.add(p)
+		e.handle.sessions.Bind(id, p.Own())
+		return nil
+	}
+}
+
+// interruptAll stops every running turn of the script's sessions (Ctrl-C).
+func (e *scriptEnv) interruptAll() {
+	for _, s := range e.api.Sessions() {
+		s.Interrupt("user")
+	}
+}
+
+// Close ends subscriptions, closes the engine (which ends every session journal, and so the
+// event watchers) and the store, then waits for the watchers.
+func (e *scriptEnv) Close() error {
+	e.api.Close()
+	e.rt.Close()
+	err := e.a.Close()
+	e.watchWG.Wait()
+	return err
+}
+
+// scriptExit maps a script's end to an exit code and prints why it failed.
+func scriptExit(err error, w io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ex *hermesapi.ExitError
+	if errors.As(err, &ex) {
+		return ex.Code
+	}
+	var se *stdlib.ScriptError
+	if errors.As(err, &se) {
+		fmt.Fprintln(w, se.Trace())
+	} else {
+		fmt.Fprintln(w, "hermes:", err)
+	}
+	return 1
+}
+
+func runRun(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	var f scriptFlags
+	f.register(fs)
+	jsonOut := fs.Bool("json", false, "print every event of the script's sessions as JSON lines on stdout (print goes to stderr)")
+	timeout := fs.Duration("timeout", 0, "stop the script after this long (exit 1); 0: no limit")
+	fs.Usage = func() {
+		fmt.Fprintln(io.err, "usage: hermes run [flags] FILE.js|FILE.lua [args...]\n\nRuns the script against the engine; no terminal needed. Exit 0 when it ends, 1 on a failed\nassertion or an uncaught error (printed with file:line and stack), 2 on usage errors;\nhermes.exit(n) exits with n.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	file := fs.Arg(0)
+	lang, err := scripting.Lang(file)
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes run:", err)
+		return 2
+	}
+	src, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes run:", err)
+		return 2
+	}
+	printTo := io.out
+	var watch func(*engine.Session, uint64)
+	var env *scriptEnv
+	if *jsonOut {
+		printTo = io.err
+		var mu sync.Mutex
+		enc := json.NewEncoder(io.out)
+		enc.SetEscapeHTML(false)
+		watch = func(s *engine.Session, since uint64) {
+			sub := s.Subscribe(since)
+			env.watchWG.Go(func() {
+				defer sub.Close()
+				for {
+					ev, err := sub.Next(context.Background())
+					if err != nil {
+						return // the journal closed (engine closed) or this watcher lagged
+					}
+					mu.Lock()
+					_ = enc.Encode(ev)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	env, err = newScriptEnv(f, lang, file, fs.Args()[1:], printTo, io.err, watch)
+	if err != nil {
+		return fail(io, err)
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if *timeout > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeoutCause(runCtx, *timeout, fmt.Errorf("hermes run: --timeout %s reached", *timeout))
+		defer stop()
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var sigWG sync.WaitGroup
+	sigDone := make(chan struct{})
+	interrupted := false
+	sigWG.Go(func() {
+		select {
+		case <-sig:
+			interrupted = true
+			env.interruptAll()
+			cancel(errors.New("interrupted (Ctrl-C)"))
+		case <-sigDone:
+		}
+	})
+	runErr := env.rt.Run(runCtx, file, string(src))
+	close(sigDone)
+	sigWG.Wait()
+	if runCtx.Err() != nil && runErr != nil && !errors.As(runErr, new(*hermesapi.ExitError)) {
+		env.interruptAll() // a timeout or Ctrl-C also stops the turns the script started
+	}
+	code := scriptExit(runErr, io.err)
+	if err := env.Close(); err != nil && code == 0 {
+		fmt.Fprintln(io.err, "hermes:", err)
+		code = 1
+	}
+	if interrupted && code != 0 {
+		code = 130
+	}
+	return code
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// demoWork is a working directory with the stale build/ the demo cassette removes.
+func demoWork(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return work
+}
+
+func absPath(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestRunCassetteTurn drives the recorded demo turn from a script in each language; the
+// script answers the approval and checks the files.
+func TestRunCassetteTurn(t *testing.T) {
+	cassette := absPath(t, "scripts/demo/demo.cassette.json")
+	for _, script := range []string{"scripts/ci/cassette_turn.js", "scripts/ci/cassette_turn.lua"} {
+		t.Run(filepath.Ext(script), func(t *testing.T) {
+			work := demoWork(t)
+			r := hermes(t, work, []string{"HERMES_HOME=" + t.TempDir()}, "run", "--grant", "fs", absPath(t, script), cassette, demoPrompt)
+			if r.code != 0 || !strings.Contains(r.stdout, "text_response(finish_reason=stop), 3 tool results") {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.err)
+			}
+			if _, err := os.Stat(filepath.Join(work, "build")); !os.IsNotExist(err) {
+				t.Fatal("build/ is still there: the approval was not answered")
+			}
+		})
+	}
+}
+
+func TestRunJSONEvents(t *testing.T) {
+	work := demoWork(t)
+	r := hermes(t, work, []string{"HERMES_HOME=" + t.TempDir()}, "run", "--json", "--grant", "fs",
+		absPath(t, "scripts/ci/cassette_turn.js"), absPath(t, "scripts/demo/demo.cassette.json"), demoPrompt)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.err)
+	}
+	if !strings.Contains(r.err, "tool results") {
+		t.Fatalf("print must go to stderr with --json: %s", r.err)
+	}
+	seen := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Seq  uint64 `json:"seq"`
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Type == "" {
+			t.Fatalf("not an event line: %q (%v)", sc.Text(), err)
+		}
+		seen[ev.Type]++
+	}
+	for _, typ := range []string{"message.start", "tool.start", "request.open", "request.resolved", "message.complete", "policy.decision"} {
+		if seen[typ] == 0 {
+			t.Errorf("no %s event in %v", typ, seen)
+		}
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	failJS := writeTemp(t, dir, "fail.js", "const assert = require('assert');\nfunction check(n) {\n  assert.equal(n, 2, 'count');\n}\ncheck(1);\n")
+	r := hermes(t, dir, env, "run", failJS)
+	if r.code != 1 || !strings.Contains(r.err, "fail.js:3: assertion failed: count: expected 2, got 1") || !strings.Contains(r.err, "at check (") {
+		t.Fatalf("assertion (js): %d\n%s", r.code, r.err)
+	}
+	failLua := writeTemp(t, dir, "fail.lua", "local assert = require 'assert'\nlocal function check(n)\n  assert.equal(n, 2, 'count')\nend\ncheck(1)\n")
+	r = hermes(t, dir, env, "run", failLua)
+	if r.code != 1 || !strings.Contains(r.err, "fail.lua:3: assertion failed: count: expected 2, got 1") || !strings.Contains(r.err, "at ") {
+		t.Fatalf("assertion (lua): %d\n%s", r.code, r.err)
+	}
+	throw := writeTemp(t, dir, "throw.js", "\nnull.x;\n")
+	if r := hermes(t, dir, env, "run", throw); r.code != 1 || !strings.Contains(r.err, "throw.js:2: TypeError") {
+		t.Fatalf("uncaught: %d %s", r.code, r.err)
+	}
+	syntax := writeTemp(t, dir, "syntax.lua", "x = = 1\n")
+	if r := hermes(t, dir, env, "run", syntax); r.code != 1 || !strings.Contains(r.err, "syntax.lua:1: syntax error") {
+		t.Fatalf("syntax: %d %s", r.code, r.err)
+	}
+	exit := writeTemp(t, dir, "exit.lua", "require('hermes').exit(3)\nerror('not reached')\n")
+	if r := hermes(t, dir, env, "run", exit); r.code != 3 || r.err != "" {
+		t.Fatalf("exit: %d %q", r.code, r.err)
+	}
+	ok := writeTemp(t, dir, "ok.js", "const h = require('hermes');\nprint(h.args.join('+'));\n")
+	if r := hermes(t, dir, env, "run", ok, "a", "--b", "c"); r.code != 0 || r.stdout != "a+--b+c\n" {
+		t.Fatalf("args: %d %q %s", r.code, r.stdout, r.err)
+	}
+	for _, args := range [][]string{{"run"}, {"run", "x.py"}, {"run", filepath.Join(dir, "missing.js")}, {"run", "--frob", ok}, {"run", "--grant", "exec", ok}} {
+		if r := hermes(t, dir, env, args...); r.code != 2 {
+			t.Errorf("%v: exit %d (want 2)\n%s", args, r.code, r.err)
+		}
+	}
+}

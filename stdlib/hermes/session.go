@@ -1,0 +1,236 @@
+package hermes
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/stdlib"
+)
+
+// session is the script object for one engine session.
+func (a *API) session(s *engine.Session) stdlib.Object {
+	str := func(f func(ctx context.Context, s string) (any, error)) stdlib.Func {
+		return func(ctx context.Context, args stdlib.Args) (any, error) {
+			v, err := args.String(0)
+			if err != nil {
+				return nil, err
+			}
+			return f(ctx, v)
+		}
+	}
+	return stdlib.Object{
+		"id":       s.ID(),
+		"info":     stdlib.Func(func(context.Context, stdlib.Args) (any, error) { return toMap(s.Info()), nil }),
+		"snapshot": stdlib.Func(func(context.Context, stdlib.Args) (any, error) { return toMap(s.Snapshot()), nil }),
+		"requests": stdlib.Func(func(context.Context, stdlib.Args) (any, error) {
+			out := []any{}
+			for _, r := range s.OpenRequests() {
+				out = append(out, requestView(r))
+			}
+			return out, nil
+		}),
+		"prompt": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
+			text, err := args.String(0)
+			if err != nil {
+				return nil, err
+			}
+			return a.prompt(ctx, s, text)
+		}),
+		"run": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
+			text, err := args.String(0)
+			if err != nil {
+				return nil, err
+			}
+			h, err := parseHandlers(args.Get(1))
+			if err != nil {
+				return nil, err
+			}
+			sub := a.subscribe(s, s.LastSeq())
+			adm, err := s.Submit(ctx, engine.Prompt{Text: text, Origin: a.o.Source})
+			if err != nil {
+				sub.Close()
+				return nil, err
+			}
+			if adm.Status != engine.AdmitStarted {
+				sub.Close()
+				return nil, fmt.Errorf("the prompt was %s, not started (%s); use prompt() to see what happened", adm.Status, adm.Message)
+			}
+			return a.drive(ctx, s, sub, adm.TurnID, h)
+		}),
+		"events": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
+			o, err := args.Map(0)
+			if err != nil {
+				return nil, err
+			}
+			since := s.LastSeq()
+			if f, ok := stdlib.ToFloat(o["since"]); ok {
+				since = uint64(f)
+			}
+			sub := a.subscribe(s, since)
+			return stdlib.IteratorFunc(func(ctx context.Context) (any, bool, error) {
+				ev, err := sub.Next(ctx)
+				if err != nil {
+					return nil, false, err
+				}
+				if ev.Type == engine.EvSessionClosed {
+					sub.Close()
+				}
+				return toMap(ev), true, nil
+			}), nil
+		}),
+		"answer": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
+			id, err := args.String(0)
+			if err != nil {
+				return nil, err
+			}
+			kind := ""
+			for _, r := range s.OpenRequests() {
+				if r.ID == id {
+					kind = r.Kind
+				}
+			}
+			if kind == "" {
+				return nil, fmt.Errorf("%w: %q", engine.ErrUnknownRequest, id)
+			}
+			ans, err := answerFor(kind, args.Get(1))
+			if err != nil {
+				return nil, err
+			}
+			return nil, s.Answer(id, ans)
+		}),
+		"withdraw": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
+			id, err := args.String(0)
+			if err != nil {
+				return nil, err
+			}
+			reason, err := args.OptString(1, "withdrawn by the script")
+			if err != nil {
+				return nil, err
+			}
+			return nil, s.Withdraw(id, reason)
+		}),
+		"steer": str(func(_ context.Context, text string) (any, error) {
+			r, err := s.Steer(text)
+			if err != nil {
+				return nil, err
+			}
+			return r.ID, nil
+		}),
+		"interrupt": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
+			reason, err := args.OptString(0, "user")
+			if err != nil {
+				return nil, err
+			}
+			return s.Interrupt(reason), nil
+		}),
+		"branch": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
+			o, err := args.Map(0)
+			if err != nil {
+				return nil, err
+			}
+			title, err := optString(o, "title")
+			if err != nil {
+				return nil, err
+			}
+			upto, _ := stdlib.ToFloat(o["upto_row_id"])
+			child, err := a.o.Engine.Branch(ctx, s.ID(), engine.BranchOptions{UptoRowID: uint64(upto), Title: title, Source: a.o.Source})
+			if err != nil {
+				return nil, err
+			}
+			if err := a.bind(child, o); err != nil {
+				return nil, err
+			}
+			a.hold(child, 0)
+			return a.session(child), nil
+		}),
+		"history": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
+			o, err := args.Map(0)
+			if err != nil {
+				return nil, err
+			}
+			var q store.RowQuery
+			if n, ok := stdlib.ToFloat(o["tail"]); ok && n > 0 {
+				q.Limit, q.Tail = int(n), true
+			}
+			if n, ok := stdlib.ToFloat(o["after"]); ok {
+				q.AfterID = uint64(n)
+			}
+			rows, err := s.History(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			out := toMap(rows)
+			if out == nil {
+				out = []any{}
+			}
+			return out, nil
+		}),
+		"set_model": str(func(ctx context.Context, m string) (any, error) { return s.SetModel(ctx, m) }),
+		"set_title": str(func(ctx context.Context, t string) (any, error) { return nil, s.SetTitle(ctx, t) }),
+		"wait":      stdlib.Func(func(ctx context.Context, _ stdlib.Args) (any, error) { return nil, s.WaitIdle(ctx) }),
+		"close": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
+			reason, err := args.OptString(0, "closed by the script")
+			if err != nil {
+				return nil, err
+			}
+			return nil, s.Close(ctx, reason)
+		}),
+	}
+}
+
+// prompt submits text and returns a turn object whose events and outcome the script reads.
+func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, error) {
+	sub := a.subscribe(s, s.LastSeq()) // before Submit, so no event of the turn is missed
+	adm, err := s.Submit(ctx, engine.Prompt{Text: text, Origin: a.o.Source})
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	started := adm.Status == engine.AdmitStarted
+	if !started {
+		sub.Close()
+	}
+	done := !started
+	var outcome any
+	return stdlib.Object{
+		"id":      adm.TurnID,
+		"status":  adm.Status,
+		"message": adm.Message,
+		"events": stdlib.Func(func(context.Context, stdlib.Args) (any, error) {
+			return stdlib.IteratorFunc(func(ctx context.Context) (any, bool, error) {
+				if done {
+					return nil, false, nil
+				}
+				for {
+					ev, err := sub.Next(ctx)
+					if err != nil {
+						return nil, false, err
+					}
+					if ev.Type == engine.EvMessageComplete && ev.TurnID == adm.TurnID {
+						done, outcome = true, toMap(ev.Data)
+						sub.Close()
+					}
+					if ev.TurnID == adm.TurnID || ev.TurnID == "" || ev.Type == engine.EvRequestOpen {
+						return toMap(ev), true, nil
+					}
+				}
+			}), nil
+		}),
+		"wait": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
+			if done {
+				return outcome, nil
+			}
+			h, err := parseHandlers(args.Get(0))
+			if err != nil {
+				return nil, err
+			}
+			out, err := a.drive(ctx, s, sub, adm.TurnID, h)
+			if err == nil {
+				done, outcome = true, out
+			}
+			return out, err
+		}),
+	}, nil
+}
