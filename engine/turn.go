@@ -82,7 +82,7 @@ func (s *Session) abandonTurn(t *turnState) {
 	t.outcome = Outcome{TurnID: t.id, Status: StatusFailed, ExitReason: "unknown", Error: "turn not started"}
 	s.mu.Lock()
 	delete(s.turns, t.id)
-	s.endTurnLocked(t)
+	s.endTurnLocked(t, nil)
 	s.mu.Unlock()
 }
 
@@ -123,16 +123,20 @@ func (s *Session) finish(t *turnState, out Outcome) {
 	}
 	t.outcome = out
 	t.cancel(nil)
-	s.j.append(Event{Type: EvMessageComplete, TurnID: t.id, Text: out.Text, Data: out})
 	s.mu.Lock()
-	s.endTurnLocked(t)
+	s.endTurnLocked(t, &out)
 	s.mu.Unlock()
 }
 
-// endTurnLocked clears the in-flight turn and starts the queued follow-up, if any.
-func (s *Session) endTurnLocked(t *turnState) {
+// endTurnLocked clears the in-flight turn, publishes its outcome (once the session no longer
+// counts as busy, so a client reacting to message.complete finds it free) and starts the
+// queued follow-up, if any. out is nil for a turn that never started.
+func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	if s.turn == t {
 		s.turn = nil
+	}
+	if out != nil {
+		s.j.append(Event{Type: EvMessageComplete, TurnID: t.id, Text: out.Text, Data: *out})
 	}
 	close(t.done)
 	q := s.queued

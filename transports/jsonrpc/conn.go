@@ -208,7 +208,15 @@ func (c *Conn) Notify(method string, params any) error {
 // Call sends a request to the peer and waits for its response. The id is a string minted here
 // (prefix + 12 hex), so it never collides with the peer's own ids.
 func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return c.CallWithID(ctx, method, params, nil)
+}
+
+// CallWithID is Call that reports the minted id before the request is written.
+func (c *Conn) CallWithID(ctx context.Context, method string, params any, sent func(id string)) (json.RawMessage, error) {
 	id := c.NewID()
+	if sent != nil {
+		sent(id)
+	}
 	ch, err := c.expect(id)
 	if err != nil {
 		return nil, err
@@ -279,7 +287,7 @@ func (c *Conn) forget(id string) {
 func (c *Conn) deliver(d decoded) {
 	var id string
 	if err := json.Unmarshal(d.id, &id); err != nil {
-		return
+		id = string(d.id) // a number or null: not one of ours, but OnResponse may want it
 	}
 	c.mu.Lock()
 	ch, ok := c.pending[id]

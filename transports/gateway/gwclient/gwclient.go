@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
@@ -75,7 +77,9 @@ type Client struct {
 	events   []Event
 	requests []*Request
 	orphans  []Orphan
+	frames   []string      // "event:<type>" or "response:<id>", in arrival order
 	changed  chan struct{} // closed and replaced on every new event or request
+	lastID   atomic.Value
 	done     chan struct{}
 	runErr   error
 }
@@ -83,7 +87,8 @@ type Client struct {
 // New starts a client over f. It reads until the connection ends.
 func New(f jsonrpc.Framer) *Client {
 	c := &Client{changed: make(chan struct{}), done: make(chan struct{})}
-	c.conn = jsonrpc.NewConn(f, handler{c}, jsonrpc.Options{IDPrefix: "cli-", OnResponse: func(id string, res json.RawMessage, err *jsonrpc.Error) {
+	c.lastID.Store("")
+	c.conn = jsonrpc.NewConn(f, handler{c}, jsonrpc.Options{IDPrefix: "cli-", OnFrame: c.onFrame, OnResponse: func(id string, res json.RawMessage, err *jsonrpc.Error) {
 		c.mu.Lock()
 		c.orphans = append(c.orphans, Orphan{ID: id, Result: res, Err: err})
 		c.notifyLocked()
@@ -102,7 +107,9 @@ func New(f jsonrpc.Framer) *Client {
 
 type handler struct{ c *Client }
 
-func (handler) Async(string) bool { return true } // a request waits for the test; events keep flowing
+// Async runs server→client requests on their own goroutine (they wait for the test) while
+// events are recorded inline, in arrival order.
+func (handler) Async(method string) bool { return method != "event" }
 
 func (h handler) Handle(ctx context.Context, _ *jsonrpc.Conn, r *jsonrpc.Request) (any, error) {
 	c := h.c
@@ -141,7 +148,7 @@ func (c *Client) notifyLocked() {
 
 // Call sends a request and returns its result.
 func (c *Client) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	return c.conn.Call(ctx, method, params)
+	return c.conn.CallWithID(ctx, method, params, func(id string) { c.lastID.Store(id) })
 }
 
 // CallInto calls and decodes the result into out.
@@ -164,6 +171,45 @@ func Code(err error) int {
 	}
 	return 0
 }
+
+func (c *Client) onFrame(dir string, frame []byte) {
+	if dir != "in" {
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Type string `json:"type"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(frame, &m) != nil {
+		return
+	}
+	tag := ""
+	switch {
+	case m.Method == "event":
+		tag = "event:" + m.Params.Type
+	case m.Method != "":
+		tag = "request:" + m.Method
+	default:
+		tag = "response:" + strings.Trim(string(m.ID), `"`)
+	}
+	c.mu.Lock()
+	c.frames = append(c.frames, tag)
+	c.mu.Unlock()
+}
+
+// Frames lists the incoming frames in arrival order ("event:<type>", "request:<method>",
+// "response:<id>").
+func (c *Client) Frames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.frames...)
+}
+
+// LastCallID is the id of the newest call this client sent.
+func (c *Client) LastCallID() string { return c.lastID.Load().(string) }
 
 // Events returns a copy of every event received so far.
 func (c *Client) Events() []Event {
