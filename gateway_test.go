@@ -851,3 +851,55 @@ func TestGatewayMethodsCatalogue(t *testing.T) {
 }
 
 var _ = json.Valid
+
+func TestGatewayBatchClarifyLock(t *testing.T) {
+	both(t, "", func(t *testing.T, tg *gwTarget) {
+		c := open(t, tg, true)
+		sid := create(t, c)
+		tg.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "clarify", Args: []string{`{"questions":[{"question":"Which DB?","choices":["pg","sqlite"]},{"question":"Port?"}]}`}}), openaitest.Text("thanks"))
+		from := len(c.Events())
+		call(t, c, "prompt.submit", map[string]any{"session_id": sid, "text": "set it up"})
+		req, err := c.WaitRequest(tctx(t))
+		if err != nil || req.Method != "clarify" || len(req.Params["questions"].([]any)) != 2 {
+			t.Fatalf("batch clarify: %+v %v", req, err)
+		}
+		if code, _ := callErr(t, c, "clarify.lock", map[string]any{"request_id": req.ID, "question_id": "q9", "answer": "x"}); code != 4002 {
+			t.Fatal("unknown qid", code)
+		}
+		if r := call(t, c, "clarify.lock", map[string]any{"request_id": req.ID, "question_id": "q1", "answer": "pg"}); r["status"] != "ok" || len(r["remaining"].([]any)) != 1 {
+			t.Fatal(r)
+		}
+		if r := call(t, c, "clarify.lock", map[string]any{"request_id": req.ID, "question_id": "q2", "answer": 5432}); r["status"] != "ok" || len(r["remaining"].([]any)) != 0 {
+			t.Fatal(r)
+		}
+		e, _ := waitType(t, c, from, sid, "tool.complete")
+		if rt := payload(t, e)["result_text"].(string); !strings.Contains(rt, `"q1":"pg"`) || !strings.Contains(rt, `"q2":"5432"`) {
+			t.Fatalf("answers: %s", rt)
+		}
+		if r := call(t, c, "clarify.lock", map[string]any{"request_id": req.ID, "question_id": "q1", "answer": "x"}); r["status"] != "expired" {
+			t.Fatal(r)
+		}
+		waitType(t, c, from, sid, "message.complete")
+	})
+}
+
+func TestGatewayTranscriptFlag(t *testing.T) {
+	home, cwd, _, env := gwEnv(t, "")
+	path := filepath.Join(home, "frames.log")
+	var kv []string
+	for k, v := range env {
+		kv = append(kv, k+"="+v)
+	}
+	cmd := hermesCmd(t, cwd, kv, "gateway", "--transcript", path)
+	c, err := gwclient.Stdio(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitType(t, c, 0, "", "gateway.ready")
+	call(t, c, "ping", nil)
+	c.Close()
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), " out {\"jsonrpc\":\"2.0\",\"method\":\"event\"") || !strings.Contains(string(b), ` in {"jsonrpc":"2.0","id":"cli-`) {
+		t.Fatalf("transcript: %v\n%s", err, b)
+	}
+}

@@ -58,10 +58,13 @@ func validateAnswer(kind string, a map[string]any) error {
 		}
 	case KindClarify:
 		_, ok1 := a["answer"].(string)
-		_, ok2 := a["answers"].([]any)
-		_, ok3 := a["answers"].([]string)
-		if !ok1 && !ok2 && !ok3 {
-			return fmt.Errorf("%w: clarify needs answer (string) or answers (list)", ErrInvalidAnswer)
+		ok2 := false
+		switch a["answers"].(type) {
+		case []any, []string, map[string]any: // a list, or a batch keyed by question id
+			ok2 = true
+		}
+		if !ok1 && !ok2 {
+			return fmt.Errorf("%w: clarify needs answer (string) or answers (list or object)", ErrInvalidAnswer)
 		}
 	default:
 		if _, ok := a["value"].(string); !ok {

@@ -25,22 +25,28 @@ func (Clarify) Spec() model.ToolSpec {
 		Description: "Ask the user a clarifying question when the request is ambiguous and a wrong guess would waste work. Optionally offer choices. Returns the user's answer.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
 			`"question":{"type":"string","description":"The question to ask."},` +
-			`"choices":{"type":"array","items":{"type":"string"},"description":"Optional answers to choose from."}},` +
-			`"required":["question"],"additionalProperties":false}`),
+			`"choices":{"type":"array","items":{"type":"string"},"description":"Optional answers to choose from."},` +
+			`"questions":{"type":"array","description":"Several questions asked together instead of one.","items":{"type":"object","properties":{"question":{"type":"string"},"choices":{"type":"array","items":{"type":"string"}},"multi_select":{"type":"boolean"}},"required":["question"]}}},` +
+			`"additionalProperties":false}`),
 	}
 }
 
 // Call asks through env.Ask.
 func (Clarify) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Result, error) {
 	var a struct {
-		Question string   `json:"question"`
-		Choices  []string `json:"choices"`
+		Question  string   `json:"question"`
+		Choices   []string `json:"choices"`
+		Questions []struct {
+			Question    string   `json:"question"`
+			Choices     []string `json:"choices"`
+			MultiSelect bool     `json:"multi_select"`
+		} `json:"questions"`
 	}
 	if err := json.Unmarshal(c.Args, &a); err != nil {
 		return tool.Errorf("invalid arguments for clarify: %v", err), nil
 	}
-	if strings.TrimSpace(a.Question) == "" {
-		return tool.Errorf("invalid arguments for clarify: question is required"), nil
+	if strings.TrimSpace(a.Question) == "" && len(a.Questions) == 0 {
+		return tool.Errorf("invalid arguments for clarify: question (or questions) is required"), nil
 	}
 	if env.Ask == nil {
 		return tool.Errorf("clarify is unavailable: no client can answer questions here; proceed with your best judgement and say what you assumed"), nil
@@ -48,6 +54,13 @@ func (Clarify) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Resul
 	payload := map[string]any{"question": a.Question}
 	if len(a.Choices) > 0 {
 		payload["choices"] = a.Choices
+	}
+	if len(a.Questions) > 0 { // a batch: answered as {answers: {qid: answer}}, lockable one by one
+		qs := make([]map[string]any, 0, len(a.Questions))
+		for i, q := range a.Questions {
+			qs = append(qs, map[string]any{"qid": fmt.Sprintf("q%d", i+1), "question": q.Question, "choices": q.Choices, "multi_select": q.MultiSelect})
+		}
+		payload = map[string]any{"questions": qs}
 	}
 	ans, err := env.Ask(ctx, tool.Question{Kind: "clarify", Payload: payload})
 	if err != nil {
