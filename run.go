@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
@@ -56,8 +57,9 @@ type scriptEnv struct {
 	watchWG sync.WaitGroup
 }
 
-// newScriptEnv builds the engine and a runtime for lang. Output of print goes to out.
-func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw io.Writer, watch func(*engine.Session, uint64)) (*scriptEnv, error) {
+// newScriptEnv builds the engine and a runtime for lang. Output of print goes to out. preload
+// makes the script API and the standard modules globals (the REPL).
+func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw io.Writer, watch func(*engine.Session, uint64), preload bool) (*scriptEnv, error) {
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -103,8 +105,20 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 		Watch:      watch,
 		Warn:       func(msg string) { fmt.Fprintln(errw, "hermes:", msg) },
 	})
+	var globals map[string]any
+	if preload {
+		mods, err := scripting.StdModules(source, logger, grants, nil)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		globals = map[string]any{"hermes": env.api.Module()}
+		for _, m := range mods {
+			globals[m.Name] = m
+		}
+	}
 	env.rt, err = scripting.NewRuntime(lang, source, scripting.RuntimeOptions{
-		Modules: []*stdlib.Module{env.api.Module()}, Stdout: out, Stderr: errw, Logger: logger, Grants: grants,
+		Modules: []*stdlib.Module{env.api.Module()}, Globals: globals, Stdout: out, Stderr: errw, Logger: logger, Grants: grants,
 		MemoryLimit: int64(f.maxMemory) << 20,
 	})
 	if err != nil {
@@ -138,6 +152,16 @@ func (e *scriptEnv) bindPolicy(cfg *config.Config) func(id, path string) error {
 func (e *scriptEnv) interruptAll() {
 	for _, s := range e.api.Sessions() {
 		s.Interrupt("user")
+	}
+}
+
+// settle waits, for a bounded time, for the interrupted turns of the script's sessions to end,
+// so what the user sees next is their final state.
+func (e *scriptEnv) settle() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range e.api.Sessions() {
+		_ = s.WaitIdle(ctx)
 	}
 }
 
@@ -222,7 +246,7 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 			})
 		}
 	}
-	env, err = newScriptEnv(f, lang, file, fs.Args()[1:], printTo, io.err, watch)
+	env, err = newScriptEnv(f, lang, file, fs.Args()[1:], printTo, io.err, watch, false)
 	if err != nil {
 		return fail(io, err)
 	}

@@ -261,6 +261,9 @@ func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
 
 // Incomplete reports whether src is a prefix of valid code (the REPL then asks for more).
 func Incomplete(src string) bool {
+	if _, err := parse.Parse(strings.NewReader("return "+src), "repl"); err == nil {
+		return false // an expression
+	}
 	_, err := parse.Parse(strings.NewReader(src), "repl")
 	var pe *parse.Error
 	if errors.As(err, &pe) {
