@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,38 @@ func TestRunCassetteTurn(t *testing.T) {
 				t.Fatal("build/ is still there: the approval was not answered")
 			}
 		})
+	}
+}
+
+// TestRunReviewSession: the review example passes on a clean session and fails (exit 1, with
+// the blocked call named) on one where the policy denied a call.
+func TestRunReviewSession(t *testing.T) {
+	cassette := absPath(t, "scripts/demo/demo.cassette.json")
+	review := absPath(t, "scripts/ci/review_session.js")
+	home := t.TempDir()
+	env := []string{"HERMES_HOME=" + home}
+	r := hermes(t, demoWork(t), env, "run", "--grant", "fs", absPath(t, "scripts/ci/cassette_turn.lua"), cassette, demoPrompt)
+	id := regexp.MustCompile(`session (\S+) turn`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || id == nil {
+		t.Fatalf("setup: %d %s %s", r.code, r.stdout, r.err)
+	}
+	ok := hermes(t, t.TempDir(), env, "run", review, id[1])
+	if ok.code != 0 || strings.Count(ok.stdout, "ok      ") != 3 {
+		t.Fatalf("clean session: %d\n%s%s", ok.code, ok.stdout, ok.err)
+	}
+	// The strict CI policy denies the recursive delete, so the review fails.
+	work := demoWork(t)
+	ci := hermes(t, work, append(env, "HERMES_MODEL=replay:"+cassette, "HERMES_POLICY="+absPath(t, "scripts/policies/ci.js")), "chat", "-q", demoPrompt)
+	id = regexp.MustCompile(`\[session (\S+) ·`).FindStringSubmatch(ci.err)
+	if id == nil || !strings.Contains(ci.err, "CI never runs flagged commands") {
+		t.Fatalf("ci chat: %d %s", ci.code, ci.err)
+	}
+	bad := hermes(t, t.TempDir(), env, "run", review, id[1])
+	if bad.code != 1 || !strings.Contains(bad.stdout, "BLOCKED terminal") || !strings.Contains(bad.err, "review_session.js:27: assertion failed: blocked tool calls") {
+		t.Fatalf("blocked session: %d\n%s%s", bad.code, bad.stdout, bad.err)
+	}
+	if r := hermes(t, t.TempDir(), env, "run", review); r.code != 2 {
+		t.Fatalf("no argument: exit %d", r.code)
 	}
 }
 

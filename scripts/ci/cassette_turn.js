@@ -28,4 +28,4 @@ assert.equal(asked, ["rm -r build"], "approvals asked");
 assert.ok(fs.exists("notes/todo.md"), "notes/todo.md was written");
 assert.ok(!fs.exists("build"), "build/ was removed");
 const tools = s.history().filter((r) => r.role === "tool").length;
-print(`turn ${out.turn_id}: ${out.turn_exit_reason}, ${tools} tool results`);
+print(`session ${s.id} turn ${out.turn_id}: ${out.turn_exit_reason}, ${tools} tool results`);

@@ -33,4 +33,4 @@ local tools = 0
 for _, r in ipairs(s:history()) do
   if r.role == "tool" then tools = tools + 1 end
 end
-print(string.format("turn %s: %s, %d tool results", out.turn_id, out.turn_exit_reason, tools))
+print(string.format("session %s turn %s: %s, %d tool results", s.id, out.turn_id, out.turn_exit_reason, tools))
