@@ -143,3 +143,24 @@ func BenchmarkPoolThroughput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHookRealistic is the parity policy (regular expressions, path checks) deciding a
+// terminal command and a file write.
+func BenchmarkHookRealistic(b *testing.B) {
+	term := policy.ApprovalInput{Tool: "terminal", Command: "go test ./...", Args: json.RawMessage(`{"command":"go test ./..."}`), Cwd: "/src/app"}
+	write := policy.ApprovalInput{Tool: "write_file", Args: json.RawMessage(`{"path":"notes/a.md","content":"x"}`), Cwd: "/src/app"}
+	for _, lang := range []string{"js", "lua"} {
+		b.Run(lang, func(b *testing.B) {
+			p := open(b, "testdata/parity."+lang, Options{Workers: 1})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, in := range []policy.ApprovalInput{term, write} {
+					if d, err := p.Approve(ctx, in); err != nil || d.Decision != "allow" {
+						b.Fatal(d, err)
+					}
+				}
+			}
+		})
+	}
+}
