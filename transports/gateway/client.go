@@ -247,6 +247,8 @@ type attachment struct {
 
 	gate sync.Mutex // held while a frame is written, and by a handler pausing the pump
 
+	frames [][]byte // reused by emitBatch
+
 	dmu       sync.Mutex
 	cond      *sync.Cond
 	delivered uint64
@@ -284,11 +286,11 @@ func (a *attachment) pump(ctx context.Context) {
 	for {
 		var err error
 		buf, err = a.sub.NextBatch(ctx, buf[:0])
-		for _, ev := range buf {
+		if len(buf) > 0 {
 			a.gate.Lock()
-			werr := a.emit(ev)
+			werr := a.emitBatch(buf)
 			a.gate.Unlock()
-			a.setDelivered(ev.Seq)
+			a.setDelivered(buf[len(buf)-1].Seq)
 			if werr != nil {
 				return
 			}
@@ -312,6 +314,36 @@ func (a *attachment) pump(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// emitBatch writes a run of engine events: notifications go out in one write, a server→client
+// request flushes what precedes it so order is kept.
+func (a *attachment) emitBatch(evs []engine.Event) error {
+	frames := a.frames[:0]
+	defer func() { a.frames = frames[:0] }()
+	for _, ev := range evs {
+		if ev.Type == engine.EvRequestOpen {
+			if err := a.c.conn.WriteFrames(frames); err != nil {
+				return err
+			}
+			frames = frames[:0]
+			if err := a.emit(ev); err != nil {
+				return err
+			}
+			continue
+		}
+		p, ok := render(a.l, ev)
+		if !ok {
+			continue
+		}
+		f, err := jsonrpc.NotificationFrame("event", p)
+		if err != nil {
+			a.c.g.log.Error("event not encodable", "type", ev.Type, "err", err)
+			continue
+		}
+		frames = append(frames, f)
+	}
+	return a.c.conn.WriteFrames(frames)
 }
 
 // emit writes one engine event to the connection.

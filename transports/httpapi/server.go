@@ -63,7 +63,7 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	s.app.Get("/health", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
-	s.app.Get("/api/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}))
+	s.app.Get("/api/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}))
 	s.app.Use(s.auth)
 	s.app.Get("/health/detailed", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": opts.Version, "uptime_s": int(time.Since(s.start).Seconds()), "live_sessions": len(eng.LiveSessions())})

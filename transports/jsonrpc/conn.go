@@ -200,6 +200,39 @@ func (c *Conn) WriteRaw(b []byte) error {
 	return nil
 }
 
+// NotificationFrame encodes a notification without sending it (see WriteFrames).
+func NotificationFrame(method string, params any) ([]byte, error) {
+	return json.Marshal(outRequest{JSONRPC: "2.0", Method: method, Params: params})
+}
+
+// WriteFrames sends pre-encoded frames in order, in one write when the framer can batch.
+func (c *Conn) WriteFrames(frames [][]byte) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.opts.OnFrame != nil {
+		for _, f := range frames {
+			c.opts.OnFrame("out", f)
+		}
+	}
+	var err error
+	if bw, ok := c.f.(BatchWriter); ok {
+		err = bw.WriteBatch(c.ctx, frames)
+	} else {
+		for _, f := range frames {
+			if err = c.f.Write(c.ctx, f); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		c.cancel()
+	}
+	return err
+}
+
 // Notify sends a notification.
 func (c *Conn) Notify(method string, params any) error {
 	return c.write(outRequest{JSONRPC: "2.0", Method: method, Params: params})

@@ -16,7 +16,7 @@ import (
 
 // DialWS connects to a gateway WebSocket (ws://host/api/ws?token=…).
 func DialWS(ctx context.Context, url string, header http.Header) (*Client, error) {
-	d := websocket.Dialer{ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}
+	d := websocket.Dialer{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}
 	conn, resp, err := d.DialContext(ctx, url, header)
 	if err != nil {
 		if resp != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
@@ -21,6 +22,8 @@ type Event struct {
 	SessionID string          `json:"session_id"`
 	Payload   json.RawMessage `json:"payload,omitempty"`
 	Seq       uint64          `json:"seq,omitempty"`
+	// Received is when the frame was read (for latency measurements).
+	Received time.Time `json:"-"`
 }
 
 // Decode unmarshals the payload into v.
@@ -117,6 +120,7 @@ func (h handler) Handle(ctx context.Context, _ *jsonrpc.Conn, r *jsonrpc.Request
 		if r.Method == "event" {
 			var e Event
 			if err := json.Unmarshal(r.Params, &e); err == nil {
+				e.Received = time.Now()
 				c.mu.Lock()
 				c.events = append(c.events, e)
 				c.notifyLocked()
