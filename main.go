@@ -247,6 +247,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	eng, err := engine.New(engine.Config{
 		Store: st, Providers: providers, DefaultModel: cfg.Model, Tools: reg,
 		Policy:                pol,
+		Fallback:              policy.Set{Busy: a.busy},
 		SystemPrompt:          cfg.SystemPrompt,
 		Cwd:                   cwd,
 		MaxIterations:         cfg.MaxIterations,

@@ -25,6 +25,10 @@ type Config struct {
 	DefaultModel string
 	Tools        *tool.Registry
 	Policy       policy.Set
+	// Fallback decides when a Policy hook fails (errors, times out, returns garbage); its nil
+	// members are the built-in Go defaults. Approval never falls back: a failed approval hook
+	// is a deny.
+	Fallback     policy.Set
 	SystemPrompt string
 	Cwd          string // default working directory of new sessions
 
@@ -114,6 +118,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Policy.Route == nil {
 		cfg.Policy.Route = d
+	}
+	if cfg.Fallback.Busy == nil {
+		cfg.Fallback.Busy = d
+	}
+	if cfg.Fallback.Steer == nil {
+		cfg.Fallback.Steer = d
+	}
+	if cfg.Fallback.Route == nil {
+		cfg.Fallback.Route = d
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger, live: map[string]*Session{}, spawn: map[string][]string{}}, nil
 }
@@ -379,7 +392,9 @@ func (e *Engine) Route(ctx context.Context, in policy.RouteInput) (*Session, err
 	cancel()
 	if err != nil {
 		e.log.Warn("route hook failed; using the default", "err", err)
-		d, _ = policy.Defaults{}.Route(ctx, in)
+		if d, err = e.cfg.Fallback.Route.Route(ctx, in); err != nil {
+			d, _ = policy.Defaults{}.Route(ctx, in)
+		}
 	}
 	if d.SessionID != "" {
 		s, err := e.Open(ctx, d.SessionID)

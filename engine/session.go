@@ -325,7 +325,10 @@ func (s *Session) busyDecision(ctx context.Context, in policy.BusyInput) policy.
 		}
 	}
 	if err != nil {
-		d, _ = policy.Defaults{}.BusyInput(ctx, in)
+		var ferr error
+		if d, ferr = s.e.cfg.Fallback.Busy.BusyInput(ctx, in); ferr != nil || policy.NormalizeBusyMode(d.Mode) != d.Mode {
+			d, _ = policy.Defaults{}.BusyInput(ctx, in)
+		}
 		s.j.append(Event{Type: EvPolicyDecision, Data: PolicyDecision{Hook: "busy_input", Decision: d.Mode, Error: err.Error()}})
 		return d
 	}

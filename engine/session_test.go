@@ -605,3 +605,21 @@ func TestCompress(t *testing.T) {
 		t.Fatalf("the next turn sees the summary: %v", msgs)
 	}
 }
+
+func TestFailedBusyHookUsesConfiguredFallback(t *testing.T) {
+	h := newHarness(t, func(c *engine.Config) {
+		c.Policy.Busy = failingBusy{}
+		c.Fallback.Busy = policy.NewBusySetting("queue")
+	})
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"x"}, FaultAt: 1, Gate: g}, openaitest.Text("y"))
+	s := h.create()
+	s.Submit(ctxT(t), engine.Prompt{Text: "a"})
+	<-g.Reached()
+	adm, _ := s.Submit(ctxT(t), engine.Prompt{Text: "b"})
+	g.Release()
+	if adm.Status != engine.AdmitQueued || adm.Interrupted {
+		t.Fatalf("the configured queue mode must decide when the hook fails: %+v", adm)
+	}
+	s.WaitIdle(ctxT(t))
+}

@@ -231,8 +231,12 @@ func (s *Session) steerDecision(t *turnState, text, toolName string) policy.Stee
 		err = fmt.Errorf("unknown steer action %q", d.Action)
 	}
 	if err != nil {
-		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "steer", Decision: policy.Deliver, Error: err.Error()}})
-		return policy.SteerDecision{Action: policy.Deliver, Text: text}
+		fd, ferr := s.e.cfg.Fallback.Steer.Steer(context.WithoutCancel(hctx), policy.SteerInput{SessionID: s.id, Text: text, Iteration: t.iteration, Tool: toolName})
+		if ferr != nil || (fd.Action != policy.Deliver && fd.Action != policy.Hold && fd.Action != policy.Drop) {
+			fd = policy.SteerDecision{Action: policy.Deliver, Text: text}
+		}
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "steer", Decision: fd.Action, Error: err.Error()}})
+		return fd
 	}
 	if d.Action != policy.Deliver || d.Text != text {
 		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "steer", Decision: d.Action}})
