@@ -1,0 +1,483 @@
+// Package acp serves Hermes sessions to editors over the Agent Client Protocol (newline
+// delimited JSON-RPC 2.0 on stdio), built on the official Go SDK. SDK types stay inside this
+// package: callers hand it an engine and two streams.
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Auth method ids advertised in initialize.
+const (
+	AuthAgent = "agent"        // succeeds when a model provider is configured
+	AuthSetup = "hermes-setup" // a terminal method: the client runs `hermes acp --setup`
+)
+
+// Permission option ids offered with every approval.
+const (
+	OptAllowOnce    = "allow_once"
+	OptAllowSession = "allow_session"
+	OptAllowAlways  = "allow_always"
+	OptDeny         = "deny"
+)
+
+// Source tags sessions this surface creates.
+const Source = "acp"
+
+// ErrNotReady is returned by authenticate when no model provider is configured.
+var ErrNotReady = errors.New("no model provider configured")
+
+// Options configure Serve. The zero value works.
+type Options struct {
+	Version string
+	Logger  *slog.Logger
+	// Ready reports whether a model provider is configured; nil means ready.
+	Ready func() error
+	// Models are offered in the model selector besides the session's current model.
+	Models []string
+	// PermissionTimeout bounds one session/request_permission round trip; a client that does
+	// not answer in time is treated as a denial. Default 10 minutes.
+	PermissionTimeout time.Duration
+	// MaxMessageBytes bounds one incoming frame. Default 8 MiB.
+	MaxMessageBytes int
+	// ImageDir holds image prompt blocks saved for the engine. Default: a temp directory.
+	ImageDir string
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.PermissionTimeout <= 0 {
+		o.PermissionTimeout = 10 * time.Minute
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 8 << 20
+	}
+	if o.ImageDir == "" {
+		o.ImageDir = filepath.Join(os.TempDir(), "hermes-acp-images")
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+}
+
+// Serve runs one ACP connection on in/out until the client disconnects or ctx ends. It
+// interrupts the connection's running turns before returning. out carries protocol frames
+// only.
+func Serve(ctx context.Context, eng *engine.Engine, in io.Reader, out io.Writer, o Options) error {
+	o.defaults()
+	w := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	guardDone := make(chan error, 1)
+	go func() {
+		err := guard(in, pw, w, o.MaxMessageBytes)
+		pw.CloseWithError(err)
+		guardDone <- err
+	}()
+	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLive()
+	a := &agent{eng: eng, o: o, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive}
+	conn := sdk.NewAgentSideConnection(a, w, pr)
+	conn.SetLogger(o.Logger)
+	a.conn = conn
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+	}
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the guard if the SDK stopped reading first
+	a.shutdown()
+	err := <-guardDone
+	if errors.Is(err, io.ErrClosedPipe) {
+		err = nil
+	}
+	return err
+}
+
+// agent implements the SDK's Agent interfaces over the engine.
+type agent struct {
+	eng  *engine.Engine
+	o    Options
+	conn *sdk.AgentSideConnection
+	// live is the connection's lifetime as turns see it: it ends drainTimeout after the
+	// client goes away, so a stuck turn cannot hold Serve forever.
+	live    context.Context
+	endLive context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   map[string]bool
+	stopping bool
+	prompts  sync.WaitGroup // running Prompt handlers
+}
+
+// enter registers a Prompt handler unless shutdown has begun.
+func (a *agent) enter() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping {
+		return false
+	}
+	a.prompts.Add(1)
+	return true
+}
+
+// session is one engine session as this connection sees it.
+type session struct {
+	s   *engine.Session
+	cwd string
+}
+
+var (
+	_ sdk.Agent       = (*agent)(nil)
+	_ sdk.AgentLoader = (*agent)(nil)
+)
+
+func (a *agent) shutdown() {
+	a.mu.Lock()
+	a.stopping = true
+	live := make([]*session, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		live = append(live, s)
+	}
+	a.mu.Unlock()
+	for _, s := range live {
+		s.s.Interrupt("client disconnected")
+	}
+	timer := time.AfterFunc(drainTimeout, a.endLive)
+	defer timer.Stop()
+	a.prompts.Wait()
+}
+
+func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	setupDesc := "Configure a model provider in the terminal"
+	agentDesc := "Use the provider configured for Hermes"
+	return sdk.InitializeResponse{
+		ProtocolVersion: sdk.ProtocolVersionNumber,
+		AgentInfo:       &sdk.Implementation{Name: "hermes", Title: sdk.Ptr("Hermes"), Version: a.o.Version},
+		AgentCapabilities: sdk.AgentCapabilities{
+			LoadSession:        true,
+			PromptCapabilities: sdk.PromptCapabilities{Image: true, EmbeddedContext: true},
+			SessionCapabilities: sdk.SessionCapabilities{
+				List: &sdk.SessionListCapabilities{}, Fork: &sdk.SessionForkCapabilities{},
+				Resume: &sdk.SessionResumeCapabilities{}, Close: &sdk.SessionCloseCapabilities{},
+			},
+		},
+		AuthMethods: []sdk.AuthMethod{
+			{Agent: &sdk.AuthMethodAgent{Id: AuthAgent, Name: "Hermes configuration", Description: &agentDesc}},
+			{Terminal: &sdk.AuthMethodTerminalInline{Id: AuthSetup, Name: "Set up Hermes", Description: &setupDesc, Args: []string{"--setup"}, Type: "terminal"}},
+		},
+	}, nil
+}
+
+func (a *agent) ready() error {
+	if a.o.Ready == nil {
+		return nil
+	}
+	return a.o.Ready()
+}
+
+func (a *agent) Authenticate(_ context.Context, p sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
+	switch p.MethodId {
+	case AuthAgent, AuthSetup:
+		if err := a.ready(); err != nil {
+			return sdk.AuthenticateResponse{}, sdk.NewAuthRequired(map[string]any{"error": err.Error(), "hint": "run `hermes acp --setup`"})
+		}
+		return sdk.AuthenticateResponse{}, nil
+	}
+	return sdk.AuthenticateResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown auth method " + strconv.Quote(p.MethodId)})
+}
+
+func errUnknownSession(id sdk.SessionId) error {
+	return sdk.NewInvalidParams(map[string]any{"error": "unknown session " + strconv.Quote(string(id))})
+}
+
+// get returns a session this connection opened.
+func (a *agent) get(id sdk.SessionId) (*session, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.sessions[string(id)]
+	if !ok {
+		if a.closed[string(id)] {
+			return nil, sdk.NewInvalidParams(map[string]any{"error": "session " + strconv.Quote(string(id)) + " is closed"})
+		}
+		return nil, errUnknownSession(id)
+	}
+	return s, nil
+}
+
+func (a *agent) add(s *engine.Session, cwd string) *session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ss := &session{s: s, cwd: cwd}
+	a.sessions[s.ID()] = ss
+	delete(a.closed, s.ID())
+	return ss
+}
+
+// open attaches a stored session by id.
+func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*session, error) {
+	if s, err := a.get(id); err == nil {
+		return s, nil
+	}
+	s, err := a.eng.Open(ctx, string(id))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, engine.ErrSessionNotFound) {
+			return nil, errUnknownSession(id)
+		}
+		return nil, sdk.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	if cwd == "" {
+		cwd = s.Record().Cwd
+	}
+	return a.add(s, cwd), nil
+}
+
+func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+	if !filepath.IsAbs(p.Cwd) {
+		return sdk.NewSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path"})
+	}
+	s, err := a.eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source, Lazy: true})
+	if err != nil {
+		return sdk.NewSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	ss := a.add(s, p.Cwd)
+	return sdk.NewSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: a.configOptions(ss)}, nil
+}
+
+func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
+	ss, err := a.open(ctx, p.SessionId, p.Cwd)
+	if err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
+	if err := a.replay(ctx, ss); err != nil {
+		return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	return sdk.LoadSessionResponse{ConfigOptions: a.configOptions(ss)}, nil
+}
+
+func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
+	ss, err := a.open(ctx, p.SessionId, p.Cwd)
+	if err != nil {
+		return sdk.ResumeSessionResponse{}, err
+	}
+	return sdk.ResumeSessionResponse{ConfigOptions: a.configOptions(ss)}, nil
+}
+
+func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessionRequest) (sdk.UnstableForkSessionResponse, error) {
+	if _, err := a.open(ctx, p.SessionId, ""); err != nil {
+		return sdk.UnstableForkSessionResponse{}, err
+	}
+	s, err := a.eng.Branch(ctx, string(p.SessionId), engine.BranchOptions{Source: Source})
+	if err != nil {
+		if errors.Is(err, engine.ErrNothingToBranch) {
+			return sdk.UnstableForkSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		return sdk.UnstableForkSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = s.Record().Cwd
+	}
+	a.add(s, cwd)
+	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID())}, nil
+}
+
+// listPage is the session/list page size.
+const listPage = 50
+
+func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+	offset := 0
+	if p.Cursor != nil && *p.Cursor != "" {
+		n, err := strconv.Atoi(*p.Cursor)
+		if err != nil || n < 0 {
+			return sdk.ListSessionsResponse{}, sdk.NewInvalidParams(map[string]any{"error": "bad cursor"})
+		}
+		offset = n
+	}
+	all, err := a.eng.List(ctx, store.ListOptions{})
+	if err != nil {
+		return sdk.ListSessionsResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	out := sdk.ListSessionsResponse{Sessions: []sdk.SessionInfo{}}
+	n := 0
+	for _, r := range all {
+		if r.ParentKind == "delegate" || (p.Cwd != nil && *p.Cwd != "" && r.Cwd != *p.Cwd) {
+			continue
+		}
+		n++
+		if n <= offset {
+			continue
+		}
+		if len(out.Sessions) == listPage {
+			out.NextCursor = sdk.Ptr(strconv.Itoa(offset + listPage))
+			break
+		}
+		info := sdk.SessionInfo{SessionId: sdk.SessionId(r.ID), Cwd: r.Cwd, UpdatedAt: sdk.Ptr(r.UpdatedAt.UTC().Format(time.RFC3339))}
+		if r.Title != "" {
+			info.Title = sdk.Ptr(r.Title)
+		}
+		out.Sessions = append(out.Sessions, info)
+	}
+	return out, nil
+}
+
+func (a *agent) CloseSession(ctx context.Context, p sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
+	a.mu.Lock()
+	ss, ok := a.sessions[string(p.SessionId)]
+	if ok {
+		delete(a.sessions, string(p.SessionId))
+		a.closed[string(p.SessionId)] = true
+	}
+	a.mu.Unlock()
+	if !ok {
+		return sdk.CloseSessionResponse{}, errUnknownSession(p.SessionId)
+	}
+	// Interrupt, not Close: the session stays in the store and loadable; the engine only
+	// stops its work for this client.
+	ss.s.Interrupt("session closed by client")
+	return sdk.CloseSessionResponse{}, nil
+}
+
+func (a *agent) Cancel(_ context.Context, p sdk.CancelNotification) error {
+	ss, err := a.get(p.SessionId)
+	if err != nil {
+		return nil // a late cancel for a session already gone is not an error
+	}
+	ss.s.Interrupt("cancelled by client")
+	return nil
+}
+
+func (a *agent) SetSessionMode(_ context.Context, p sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+	if _, err := a.get(p.SessionId); err != nil {
+		return sdk.SetSessionModeResponse{}, err
+	}
+	return sdk.SetSessionModeResponse{}, sdk.NewInvalidParams(map[string]any{"error": "hermes has no session modes; use the model config option"})
+}
+
+// configModel is the config option id of the model selector.
+const configModel = "model"
+
+func (a *agent) configOptions(ss *session) []sdk.SessionConfigOption {
+	cur := ss.s.Record().Model
+	if cur == "" {
+		cur = a.eng.DefaultModel()
+	}
+	models := []string{cur}
+	for _, m := range append([]string{a.eng.DefaultModel()}, a.o.Models...) {
+		if m != "" && !slices.Contains(models, m) {
+			models = append(models, m)
+		}
+	}
+	opts := make(sdk.SessionConfigSelectOptionsUngrouped, 0, len(models))
+	for _, m := range models {
+		opts = append(opts, sdk.SessionConfigSelectOption{Name: m, Value: sdk.SessionConfigValueId(m)})
+	}
+	cat := sdk.SessionConfigOptionCategoryModel
+	return []sdk.SessionConfigOption{{Select: &sdk.SessionConfigOptionSelect{
+		Id: configModel, Name: "Model", Category: &cat, CurrentValue: sdk.SessionConfigValueId(cur),
+		Options: sdk.SessionConfigSelectOptions{Ungrouped: &opts}, Type: "select",
+	}}}
+}
+
+func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
+	v := p.ValueId
+	if v == nil {
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unsupported config option"})
+	}
+	ss, err := a.get(v.SessionId)
+	if err != nil {
+		return sdk.SetSessionConfigOptionResponse{}, err
+	}
+	if v.ConfigId != configModel {
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown config option " + strconv.Quote(string(v.ConfigId))})
+	}
+	if _, err := ss.s.SetModel(ctx, string(v.Value)); err != nil {
+		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
+}
+
+func (a *agent) update(ctx context.Context, id string, u sdk.SessionUpdate) {
+	if err := a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: sdk.SessionId(id), Update: u}); err != nil {
+		a.o.Logger.Debug("session/update not sent", "session", id, "err", err)
+	}
+}
+
+// replay sends a stored transcript as session/update notifications. Every replayed tool call
+// ends in a terminal status, even one whose result row is missing.
+func (a *agent) replay(ctx context.Context, ss *session) error {
+	rows, err := ss.s.History(ctx, store.RowQuery{})
+	if err != nil {
+		return err
+	}
+	id := ss.s.ID()
+	open := map[string]bool{}
+	var order []string
+	for _, r := range rows {
+		if !r.Active {
+			continue
+		}
+		switch r.Role {
+		case "user":
+			a.update(ctx, id, sdk.UpdateUserMessageText(r.Content))
+		case "assistant":
+			if r.Reasoning != "" {
+				a.update(ctx, id, sdk.UpdateAgentThoughtText(r.Reasoning))
+			}
+			if r.Content != "" {
+				a.update(ctx, id, sdk.UpdateAgentMessageText(r.Content))
+			}
+			var calls []struct {
+				ID, Name, Arguments string
+			}
+			_ = json.Unmarshal(r.ToolCalls, &calls)
+			for _, c := range calls {
+				args := argMap(json.RawMessage(c.Arguments))
+				a.update(ctx, id, sdk.StartToolCall(sdk.ToolCallId(c.ID), toolTitle(c.Name, args),
+					sdk.WithStartKind(toolKind(c.Name)), sdk.WithStartStatus(sdk.ToolCallStatusPending), sdk.WithStartRawInput(args)))
+				open[c.ID] = true
+				order = append(order, c.ID)
+			}
+		case "tool":
+			if !open[r.ToolCallID] {
+				continue
+			}
+			delete(open, r.ToolCallID)
+			status := sdk.ToolCallStatusCompleted
+			if strings.HasPrefix(r.Content, "BLOCKED") {
+				status = sdk.ToolCallStatusFailed
+			}
+			a.update(ctx, id, sdk.UpdateToolCall(sdk.ToolCallId(r.ToolCallID), sdk.WithUpdateStatus(status),
+				sdk.WithUpdateContent(resultContent(r.ToolName, ss.cwd, nil, r.Content, nil))))
+		}
+	}
+	for _, c := range order {
+		if open[c] {
+			a.update(ctx, id, sdk.UpdateToolCall(sdk.ToolCallId(c), sdk.WithUpdateStatus(sdk.ToolCallStatusFailed)))
+		}
+	}
+	return nil
+}
+
+// errorf builds an internal error with a message the client can show.
+func errorf(format string, args ...any) error {
+	return sdk.NewInternalError(map[string]any{"error": fmt.Sprintf(format, args...)})
+}

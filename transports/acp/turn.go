@@ -1,0 +1,336 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/hermes-go/hermes/engine"
+)
+
+// drainTimeout bounds the wait for running turns' outcomes once the client has gone away:
+// the engine interrupts promptly, this only guards against a stuck tool.
+const drainTimeout = 30 * time.Second
+
+func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
+	if !a.enter() {
+		return sdk.PromptResponse{}, errorf("the agent is shutting down")
+	}
+	defer a.prompts.Done()
+	ss, err := a.get(p.SessionId)
+	if err != nil {
+		return sdk.PromptResponse{}, err
+	}
+	in, err := flatten(p.Prompt, a.o.ImageDir)
+	if err != nil {
+		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	if strings.TrimSpace(in.text) == "" {
+		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": "the prompt is empty"})
+	}
+	s := ss.s
+	// Subscribe before submitting so no event of the new turn is missed.
+	sub := s.Subscribe(s.LastSeq())
+	defer sub.Close()
+	adm, err := s.Submit(a.live, engine.Prompt{Text: in.text, Origin: Source, Images: in.images})
+	if err != nil {
+		in.cleanup()
+		if errors.Is(err, engine.ErrEmptyPrompt) {
+			return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		return sdk.PromptResponse{}, errorf("%v", err)
+	}
+	id := s.ID()
+	switch adm.Status {
+	case engine.AdmitStarted:
+	case engine.AdmitCommand:
+		if adm.Message != "" {
+			a.update(ctx, id, sdk.UpdateAgentMessageText(adm.Message))
+		}
+		if strings.HasPrefix(strings.TrimSpace(in.text), "/model") {
+			a.update(ctx, id, sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{
+				ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
+		}
+		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+	default:
+		// Queued or steered into the running turn, whose prompt renders the work; rejected
+		// says why. Either way this request is answered now so the client is never stuck
+		// behind a turn it did not start.
+		msg := adm.Message
+		if msg == "" {
+			switch adm.Status {
+			case engine.AdmitQueued:
+				msg = "(queued: runs after the current turn)"
+			case engine.AdmitSteered:
+				msg = "(sent to the running turn)"
+			default:
+				msg = "(not accepted: the session is busy)"
+			}
+		}
+		a.update(ctx, id, sdk.UpdateAgentMessageText(msg))
+		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+	}
+	t := &turn{a: a, ss: ss, id: id, turnID: adm.TurnID, tools: map[string]*toolState{}, asks: map[string]context.CancelFunc{}}
+	return t.run(sub)
+}
+
+// toolState is one tool call the client has been shown.
+type toolState struct {
+	name string
+	args map[string]any
+	done bool
+}
+
+// turn renders one engine turn into session/update notifications. All updates are sent from
+// the goroutine running Prompt, so they reach the client before the prompt response.
+type turn struct {
+	a      *agent
+	ss     *session
+	id     string
+	turnID string
+
+	tools map[string]*toolState
+	order []string
+
+	mu   sync.Mutex
+	asks map[string]context.CancelFunc // engine request id → cancels its permission round trip
+	wg   sync.WaitGroup                // permission round trips
+}
+
+func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
+	// The pump does not follow the request context: the SDK cancels a session's running
+	// prompt context when a second prompt arrives, which here is the busy policy's business,
+	// not a cancel. session/cancel interrupts the turn; a closed connection interrupts every
+	// turn and then bounds the wait with live.
+	live := t.a.live
+	defer t.stopAsks()
+	var outcome *engine.Outcome
+	for outcome == nil {
+		ev, err := sub.Next(live)
+		if err != nil {
+			if errors.Is(err, engine.ErrLagged) {
+				if o, werr := t.ss.s.Wait(live, t.turnID); werr == nil {
+					outcome = &o
+					break
+				}
+			}
+			t.stopAsks()
+			t.closeTools(live)
+			return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+		}
+		if ev.TurnID != t.turnID {
+			continue
+		}
+		outcome = t.handle(live, ev)
+	}
+	t.stopAsks()
+	t.closeTools(live)
+	return sdk.PromptResponse{StopReason: t.finish(live, *outcome)}, nil
+}
+
+func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
+	switch ev.Type {
+	case engine.EvMessageDelta:
+		if ev.Text != "" {
+			t.a.update(ctx, t.id, sdk.UpdateAgentMessageText(ev.Text))
+		}
+	case engine.EvReasoningDelta:
+		if ev.Text != "" {
+			t.a.update(ctx, t.id, sdk.UpdateAgentThoughtText(ev.Text))
+		}
+	case engine.EvToolStart:
+		if d, ok := ev.Data.(engine.ToolStart); ok {
+			t.start(ctx, d.CallID, d.Name, d.Args, sdk.ToolCallStatusInProgress)
+		}
+	case engine.EvToolComplete:
+		if d, ok := ev.Data.(engine.ToolComplete); ok {
+			t.complete(ctx, d)
+		}
+	case engine.EvRequestOpen:
+		if r, ok := ev.Data.(engine.Request); ok && r.Kind == engine.KindApproval {
+			t.permission(ctx, r)
+		}
+	case engine.EvRequestCancel:
+		if d, ok := ev.Data.(engine.RequestCancel); ok {
+			t.stopAsk(d.ID)
+		}
+	case engine.EvRequestResolved:
+		if d, ok := ev.Data.(engine.RequestResolved); ok {
+			t.stopAsk(d.ID)
+		}
+	case engine.EvMessageComplete:
+		if o, ok := ev.Data.(engine.Outcome); ok {
+			return &o
+		}
+	}
+	return nil
+}
+
+// start announces a call, or moves an announced one (pending approval) to status.
+func (t *turn) start(ctx context.Context, callID, name string, rawArgs json.RawMessage, status sdk.ToolCallStatus) {
+	if callID == "" {
+		return
+	}
+	if ts, ok := t.tools[callID]; ok {
+		if !ts.done {
+			t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(callID), sdk.WithUpdateStatus(status)))
+		}
+		return
+	}
+	args := argMap(rawArgs)
+	t.tools[callID] = &toolState{name: name, args: args}
+	t.order = append(t.order, callID)
+	opts := []sdk.ToolCallStartOpt{sdk.WithStartKind(toolKind(name)), sdk.WithStartStatus(status), sdk.WithStartRawInput(args)}
+	if c := startContent(name, args); c != nil {
+		opts = append(opts, sdk.WithStartContent(c))
+	}
+	if p := str(args, "path"); p != "" && name != "search_files" {
+		opts = append(opts, sdk.WithStartLocations([]sdk.ToolCallLocation{{Path: absPath(t.ss.cwd, p)}}))
+	}
+	t.a.update(ctx, t.id, sdk.StartToolCall(sdk.ToolCallId(callID), toolTitle(name, args), opts...))
+}
+
+func (t *turn) complete(ctx context.Context, d engine.ToolComplete) {
+	ts, ok := t.tools[d.CallID]
+	if !ok {
+		t.start(ctx, d.CallID, d.Name, d.Args, sdk.ToolCallStatusInProgress)
+		ts = t.tools[d.CallID]
+	}
+	if ts == nil || ts.done {
+		return
+	}
+	ts.done = true
+	status := sdk.ToolCallStatusCompleted
+	if d.Result.IsError || d.Blocked {
+		status = sdk.ToolCallStatusFailed
+	}
+	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(d.CallID), sdk.WithUpdateStatus(status),
+		sdk.WithUpdateContent(resultContent(ts.name, t.ss.cwd, ts.args, d.Result.Content, d.Result.Meta)),
+		sdk.WithUpdateRawOutput(map[string]any{"content": truncate(d.Result.Content, maxToolText), "is_error": d.Result.IsError})))
+}
+
+// closeTools gives every call still open a terminal status: a client must never be left
+// with a spinner for a call the turn abandoned.
+func (t *turn) closeTools(ctx context.Context) {
+	for _, id := range t.order {
+		if ts := t.tools[id]; !ts.done {
+			ts.done = true
+			t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(id), sdk.WithUpdateStatus(sdk.ToolCallStatusFailed)))
+		}
+	}
+}
+
+// finish maps the engine outcome to an ACP stop reason, showing a failure as text.
+func (t *turn) finish(ctx context.Context, o engine.Outcome) sdk.StopReason {
+	switch {
+	case o.Status == engine.StatusCancelled || o.Interrupted:
+		return sdk.StopReasonCancelled
+	case strings.HasPrefix(o.ExitReason, "max_iterations_reached"):
+		return sdk.StopReasonMaxTurnRequests
+	case strings.Contains(o.ExitReason, "finish_reason=length"):
+		return sdk.StopReasonMaxTokens
+	case o.Status == engine.StatusFailed:
+		msg := o.Error
+		if msg == "" {
+			msg = o.ExitReason
+		}
+		t.a.update(ctx, t.id, sdk.UpdateAgentMessageText("\n\nError: "+msg))
+	}
+	return sdk.StopReasonEndTurn
+}
+
+// permission shows an approval as session/request_permission tied to the visible tool call.
+// The round trip runs on its own goroutine so the turn keeps rendering (and a cancel can
+// withdraw it); whatever happens, the engine request gets an answer or is withdrawn.
+func (t *turn) permission(ctx context.Context, r engine.Request) {
+	callID, _ := r.Payload["call_id"].(string)
+	name, _ := r.Payload["tool"].(string)
+	var rawArgs json.RawMessage
+	switch v := r.Payload["args"].(type) {
+	case json.RawMessage:
+		rawArgs = v
+	case []byte:
+		rawArgs = v
+	case string:
+		rawArgs = json.RawMessage(v)
+	default:
+		rawArgs, _ = json.Marshal(v)
+	}
+	if callID == "" {
+		callID = r.ID
+	}
+	t.start(ctx, callID, name, rawArgs, sdk.ToolCallStatusPending)
+	ts := t.tools[callID]
+	desc, _ := r.Payload["description"].(string)
+	title := toolTitle(name, ts.args)
+	if desc != "" {
+		title += " — " + desc
+	}
+	opts := []sdk.PermissionOption{
+		{Kind: sdk.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: OptAllowOnce},
+		{Kind: sdk.PermissionOptionKindAllowAlways, Name: "Allow for this session", OptionId: OptAllowSession},
+	}
+	if perm, _ := r.Payload["allow_permanent"].(bool); perm {
+		opts = append(opts, sdk.PermissionOption{Kind: sdk.PermissionOptionKindAllowAlways, Name: "Always allow", OptionId: OptAllowAlways})
+	}
+	opts = append(opts, sdk.PermissionOption{Kind: sdk.PermissionOptionKindRejectOnce, Name: "Deny", OptionId: OptDeny})
+	req := sdk.RequestPermissionRequest{
+		SessionId: sdk.SessionId(t.id),
+		ToolCall: sdk.ToolCallUpdate{
+			ToolCallId: sdk.ToolCallId(callID), Title: sdk.Ptr(title), Kind: sdk.Ptr(toolKind(name)),
+			Status: sdk.Ptr(sdk.ToolCallStatusPending), RawInput: ts.args,
+		},
+		Options: opts,
+	}
+	askCtx, cancel := context.WithTimeout(ctx, t.a.o.PermissionTimeout)
+	t.mu.Lock()
+	t.asks[r.ID] = cancel
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer cancel()
+		choice := engine.ChoiceDeny
+		resp, err := t.a.conn.RequestPermission(askCtx, req)
+		if err == nil && resp.Outcome.Selected != nil {
+			switch resp.Outcome.Selected.OptionId {
+			case OptAllowOnce:
+				choice = engine.ChoiceOnce
+			case OptAllowSession:
+				choice = engine.ChoiceSession
+			case OptAllowAlways:
+				choice = engine.ChoiceAlways
+			}
+		}
+		if err := t.ss.s.Answer(r.ID, map[string]any{"choice": choice}); err != nil && !errors.Is(err, engine.ErrUnknownRequest) {
+			t.a.o.Logger.Warn("approval answer failed; withdrawing", "request", r.ID, "err", err)
+			_ = t.ss.s.Withdraw(r.ID, "the client's answer was not accepted")
+		}
+	}()
+}
+
+func (t *turn) stopAsk(id string) {
+	t.mu.Lock()
+	cancel := t.asks[id]
+	delete(t.asks, id)
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// stopAsks withdraws every open permission round trip and waits for them.
+func (t *turn) stopAsks() {
+	t.mu.Lock()
+	for id, cancel := range t.asks {
+		cancel()
+		delete(t.asks, id)
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
