@@ -75,7 +75,7 @@ func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResp
 		a.update(ctx, id, sdk.UpdateAgentMessageText(msg))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
-	t := &turn{a: a, ss: ss, id: id, turnID: adm.TurnID, tools: map[string]*toolState{}, asks: map[string]context.CancelFunc{}}
+	t := &turn{a: a, ss: ss, id: id, turnID: adm.TurnID, tools: map[string]*toolState{}, asks: map[string]context.CancelFunc{}, askCall: map[string]string{}}
 	return t.run(sub)
 }
 
@@ -98,7 +98,8 @@ type turn struct {
 	order []string
 
 	mu   sync.Mutex
-	asks map[string]context.CancelFunc // engine request id → cancels its permission round trip
+	asks    map[string]context.CancelFunc // engine request id → cancels its permission round trip
+	askCall map[string]string             // engine request id → tool call id
 	wg   sync.WaitGroup                // permission round trips
 }
 
@@ -162,6 +163,7 @@ func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
 	case engine.EvRequestResolved:
 		if d, ok := ev.Data.(engine.RequestResolved); ok {
 			t.stopAsk(d.ID)
+			t.resolved(ctx, d)
 		}
 	case engine.EvMessageComplete:
 		if o, ok := ev.Data.(engine.Outcome); ok {
@@ -212,6 +214,20 @@ func (t *turn) complete(ctx context.Context, d engine.ToolComplete) {
 	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(d.CallID), sdk.WithUpdateStatus(status),
 		sdk.WithUpdateContent(resultContent(ts.name, t.ss.cwd, ts.args, d.Result.Content, d.Result.Meta)),
 		sdk.WithUpdateRawOutput(map[string]any{"content": truncate(d.Result.Content, maxToolText), "is_error": d.Result.IsError})))
+}
+
+// resolved moves an approved call from pending back to in_progress; a denied one is closed
+// by its tool.complete.
+func (t *turn) resolved(ctx context.Context, d engine.RequestResolved) {
+	t.mu.Lock()
+	callID := t.askCall[d.ID]
+	delete(t.askCall, d.ID)
+	t.mu.Unlock()
+	ts, ok := t.tools[callID]
+	if choice, _ := d.Answer["choice"].(string); !ok || ts.done || choice == engine.ChoiceDeny {
+		return
+	}
+	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(callID), sdk.WithUpdateStatus(sdk.ToolCallStatusInProgress)))
 }
 
 // closeTools gives every call still open a terminal status: a client must never be left
@@ -290,6 +306,7 @@ func (t *turn) permission(ctx context.Context, r engine.Request) {
 	askCtx, cancel := context.WithTimeout(ctx, t.a.o.PermissionTimeout)
 	t.mu.Lock()
 	t.asks[r.ID] = cancel
+	t.askCall[r.ID] = callID
 	t.mu.Unlock()
 	t.wg.Add(1)
 	go func() {
