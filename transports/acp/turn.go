@@ -97,10 +97,10 @@ type turn struct {
 	tools map[string]*toolState
 	order []string
 
-	mu   sync.Mutex
+	mu      sync.Mutex
 	asks    map[string]context.CancelFunc // engine request id → cancels its permission round trip
 	askCall map[string]string             // engine request id → tool call id
-	wg   sync.WaitGroup                // permission round trips
+	wg      sync.WaitGroup                // permission round trips
 }
 
 func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
