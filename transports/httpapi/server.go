@@ -24,6 +24,16 @@ type Options struct {
 	Version  string
 	MaxFrame int // WebSocket message limit (default jsonrpc.DefaultMaxFrame)
 	Logger   *slog.Logger
+	// CORSOrigins lists the browser origins allowed to call the API ("*" allows any). A
+	// request carrying an Origin not in the list is refused with 403; requests without an
+	// Origin (server to server) are unaffected. Empty: no browser origin is allowed.
+	CORSOrigins []string
+	// Models lists the model names /v1/models advertises and chat requests may pick; the
+	// engine's default model is always first. Nil: the default model only.
+	Models func() []string
+	// KeepAlive is how long an event stream may stay silent before a comment line is sent
+	// (default 15s). The write is also how a stream notices that its client went away.
+	KeepAlive time.Duration
 }
 
 // Server is the fiber app and what it serves.
@@ -34,6 +44,12 @@ type Server struct {
 	opts  Options
 	log   *slog.Logger
 	start time.Time
+	// ctx ends at Shutdown: it interrupts the turns of open HTTP requests, whose handlers
+	// otherwise outlive the listener.
+	ctx    context.Context
+	cancel context.CancelFunc
+	reqs   sync.WaitGroup // streaming bodies and waiting handlers
+	cors   map[string]bool
 
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}
@@ -51,15 +67,23 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = jsonrpc.DefaultMaxFrame
 	}
-	s := &Server{eng: eng, gw: gw, opts: opts, log: opts.Logger, start: time.Now(), conns: map[*websocket.Conn]struct{}{}}
+	s := &Server{eng: eng, gw: gw, opts: opts, log: opts.Logger, start: time.Now(), conns: map[*websocket.Conn]struct{}{}, cors: map[string]bool{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, o := range opts.CORSOrigins {
+		s.cors[strings.TrimRight(strings.TrimSpace(o), "/")] = true
+	}
 	s.app = fiber.New(fiber.Config{
 		DisableStartupMessage: true,
 		BodyLimit:             10 << 20,
 		ErrorHandler:          s.errorHandler,
 	})
+	s.app.Use(s.common)
 	s.app.Get("/health", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
@@ -68,6 +92,7 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	s.app.Get("/health/detailed", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": opts.Version, "uptime_s": int(time.Since(s.start).Seconds()), "live_sessions": len(eng.LiveSessions())})
 	})
+	s.routes()
 	return s, nil
 }
 
@@ -79,6 +104,7 @@ func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
 // Shutdown stops accepting, closes WebSocket connections (fiber does not) and waits for them.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.cancel()
 	s.mu.Lock()
 	for c := range s.conns {
 		_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(1001, "server shutting down"), time.Now().Add(time.Second))
@@ -87,6 +113,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	err := s.app.ShutdownWithContext(ctx)
 	s.wg.Wait()
+	s.reqs.Wait()
 	return err
 }
 
@@ -104,31 +131,7 @@ func bearer(h string) string {
 
 func (s *Server) auth(c *fiber.Ctx) error {
 	if !s.keyOK(bearer(c.Get(fiber.HeaderAuthorization))) {
-		return openAIError(c, fiber.StatusUnauthorized, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+		return writeError(c, &apiError{Status: fiber.StatusUnauthorized, Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"})
 	}
 	return c.Next()
-}
-
-// openAIError writes the OpenAI error envelope.
-func openAIError(c *fiber.Ctx, status int, msg, typ, code string) error {
-	var cd any
-	if code != "" {
-		cd = code
-	}
-	return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"message": msg, "type": typ, "param": nil, "code": cd}})
-}
-
-func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
-	var fe *fiber.Error
-	if errors.As(err, &fe) {
-		switch fe.Code {
-		case fiber.StatusRequestEntityTooLarge:
-			return openAIError(c, fe.Code, "request body too large (limit 10 MB)", "invalid_request_error", "request_too_large")
-		case fiber.StatusNotFound:
-			return openAIError(c, fe.Code, "unknown route "+c.Method()+" "+c.Path(), "invalid_request_error", "not_found")
-		}
-		return openAIError(c, fe.Code, fe.Message, "invalid_request_error", "")
-	}
-	s.log.Error("handler failed", "path", c.Path(), "err", err)
-	return openAIError(c, fiber.StatusInternalServerError, "internal error", "server_error", "")
 }

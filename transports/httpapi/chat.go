@@ -1,0 +1,408 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// flexBool accepts a JSON boolean and the strings "true"/"false"/"1"/"0"; anything else is a
+// 400, never a guess.
+type flexBool bool
+
+func (b *flexBool) UnmarshalJSON(p []byte) error {
+	switch string(p) {
+	case "true", `"true"`, `"1"`:
+		*b = true
+	case "false", `"false"`, `"0"`, "null":
+		*b = false
+	default:
+		return fmt.Errorf("not a boolean: %s", p)
+	}
+	return nil
+}
+
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        flexBool      `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage flexBool `json:"include_usage"`
+	} `json:"stream_options"`
+	N *int `json:"n"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// flatten reads string-or-parts content; only text parts are understood.
+func flatten(raw json.RawMessage, i int) (string, error) {
+	param := "messages[" + strconv.Itoa(i) + "].content"
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", badRequest(param, "invalid_type", "content must be a string or an array of parts")
+		}
+		return s, nil
+	case '[':
+		var parts []contentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", badRequest(param, "invalid_type", "content parts must be objects with a type")
+		}
+		var b strings.Builder
+		for _, p := range parts {
+			switch p.Type {
+			case "text", "input_text", "output_text":
+				if b.Len() > 0 {
+					b.WriteByte('\n')
+				}
+				b.WriteString(p.Text)
+			default:
+				return "", badRequest(param, "unsupported_content_type", "content part type "+strconv.Quote(p.Type)+" is not supported (text only)")
+			}
+		}
+		return b.String(), nil
+	}
+	return "", badRequest(param, "invalid_type", "content must be a string or an array of parts")
+}
+
+// decodeJSON unmarshals the body, turning decoder errors into 400s that name the field.
+func decodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "invalid_json", "Invalid JSON in request body: empty body")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return badRequest(te.Field, "invalid_type", "Invalid type for '"+te.Field+"': expected "+te.Type.String())
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return badRequest("", "invalid_json", "Invalid JSON in request body: "+err.Error())
+		}
+		return badRequest("", "invalid_request", "Invalid request body: "+err.Error())
+	}
+	return nil
+}
+
+// chatTurn is what a chat request resolved to.
+type chatTurn struct {
+	sess   *engine.Session
+	prompt string
+	model  string // echoed
+	key    string
+}
+
+// resolveChat validates the request and maps it onto a session. With X-Hermes-Session-Id the
+// stored session's history is used and only the last user message is new; without it the
+// session id is derived from the conversation's start, and a new session is seeded with the
+// messages before the last one.
+func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest) (chatTurn, error) {
+	if req.Model == "" {
+		return chatTurn{}, badRequest("model", "missing_model", "Missing required parameter: 'model'")
+	}
+	if len(req.Messages) == 0 {
+		return chatTurn{}, badRequest("messages", "missing_messages", "Missing or invalid 'messages' field")
+	}
+	if req.N != nil && *req.N != 1 {
+		return chatTurn{}, badRequest("n", "unsupported_value", "only n=1 is supported")
+	}
+	modelName, err := s.pickModel(req.Model)
+	if err != nil {
+		return chatTurn{}, err
+	}
+	id := c.Get(HeaderSessionID)
+	key := c.Get(HeaderSessionKey)
+	if id != "" {
+		if err := validSessionID(id); err != nil {
+			return chatTurn{}, err
+		}
+	}
+	if key != "" {
+		if err := validSessionKey(key); err != nil {
+			return chatTurn{}, err
+		}
+	}
+	var system []string
+	var firstUser string
+	var rows []store.Row
+	last := -1
+	texts := make([]string, len(req.Messages))
+	for i, m := range req.Messages {
+		t, err := flatten(m.Content, i)
+		if err != nil {
+			return chatTurn{}, err
+		}
+		texts[i] = t
+		switch m.Role {
+		case "system", "developer":
+			system = append(system, t)
+		case "user":
+			if firstUser == "" {
+				firstUser = t
+			}
+			last = i
+		case "assistant", "tool", "function":
+		default:
+			return chatTurn{}, badRequest("messages["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(m.Role))
+		}
+	}
+	if last < 0 || last != len(req.Messages)-1 || strings.TrimSpace(texts[last]) == "" {
+		return chatTurn{}, badRequest("messages", "no_user_message", "No user message found in messages (the last message must be a non-empty user message)")
+	}
+	if id == "" {
+		id = derivedSessionID(strings.Join(system, "\n"), firstUser)
+	}
+	now := time.Now().UTC()
+	if len(system) > 0 {
+		rows = append(rows, store.Row{Role: "system", Content: strings.Join(system, "\n"), Time: now})
+	}
+	for i, m := range req.Messages[:last] {
+		// Earlier tool traffic is summarised as text: the model of this session never made
+		// those calls, so replaying them as calls would be a lie to the provider.
+		switch m.Role {
+		case "user":
+			rows = append(rows, store.Row{Role: "user", Content: texts[i], Time: now})
+		case "assistant":
+			if texts[i] != "" {
+				rows = append(rows, store.Row{Role: "assistant", Content: texts[i], Time: now})
+			}
+		case "tool", "function":
+			if texts[i] != "" {
+				rows = append(rows, store.Row{Role: "user", Content: "[tool result]\n" + texts[i], Time: now})
+			}
+		}
+	}
+	sess, err := s.openOrSeed(ctx, id, modelName, key, rows)
+	if err != nil {
+		return chatTurn{}, err
+	}
+	return chatTurn{sess: sess, prompt: texts[last], model: req.Model, key: key}, nil
+}
+
+// Session headers.
+const (
+	HeaderSessionID  = "X-Hermes-Session-Id"
+	HeaderSessionKey = "X-Hermes-Session-Key"
+)
+
+func (s *Server) chatCompletions(c *fiber.Ctx) error {
+	var req chatRequest
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	ct, err := s.resolveChat(s.ctx, c, &req)
+	if err != nil {
+		return err
+	}
+	c.Set(HeaderSessionID, ct.sess.ID())
+	if ct.key != "" {
+		c.Set(HeaderSessionKey, ct.key)
+	}
+	run, err := startTurn(s.ctx, ct.sess, ct.prompt, s.opts.KeepAlive)
+	if err != nil {
+		return err
+	}
+	id := "chatcmpl-" + newHex(14)
+	created := time.Now().Unix()
+	if !bool(req.Stream) {
+		return s.chatJSON(c, run, id, created, ct.model)
+	}
+	usage := req.StreamOptions != nil && bool(req.StreamOptions.IncludeUsage)
+	sseHeaders(c)
+	s.reqs.Add(1)
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.reqs.Done()
+		s.chatStream(w, run, chunker{id: id, created: created, model: ct.model, usage: usage})
+	})
+	return nil
+}
+
+func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, id string, created int64, modelName string) error {
+	s.reqs.Add(1)
+	defer s.reqs.Done()
+	defer run.close("shutdown")
+	for !run.done {
+		if _, err := run.next(s.ctx); err != nil && !errors.Is(err, errSilent) {
+			return err
+		}
+	}
+	o := run.out
+	reason, ok := finish(o)
+	if !ok && o.Text == "" {
+		e := outcomeError(o)
+		c.Set("X-Hermes-Completed", "false")
+		c.Set("x-should-retry", "false")
+		return c.Status(e.Status).JSON(errorBody(e))
+	}
+	body := fiber.Map{
+		"id": id, "object": "chat.completion", "created": created, "model": modelName,
+		"choices": []fiber.Map{{"index": 0, "message": fiber.Map{"role": "assistant", "content": o.Text, "refusal": nil}, "finish_reason": reason, "logprobs": nil}},
+		"usage":   usageJSON(o.Usage),
+	}
+	if reason != "stop" {
+		c.Set("X-Hermes-Completed", "false")
+		c.Set("X-Hermes-Partial", strconv.FormatBool(o.Partial || !ok))
+		if o.Error != "" {
+			c.Set("X-Hermes-Error", headerSafe(o.Error, 200))
+		}
+		body["hermes"] = fiber.Map{"completed": o.Completed, "partial": o.Partial, "failed": !ok, "error": o.Error, "turn_exit_reason": o.ExitReason}
+	}
+	return c.JSON(body)
+}
+
+func usageJSON(u model.Usage) fiber.Map {
+	return fiber.Map{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+}
+
+// headerSafe clips s to n bytes and drops control characters.
+func headerSafe(s string, n int) string {
+	b := make([]byte, 0, min(len(s), n))
+	for i := 0; i < len(s) && len(b) < n; i++ {
+		if s[i] >= 0x20 && s[i] != 0x7f {
+			b = append(b, s[i])
+		}
+	}
+	return string(b)
+}
+
+// chunker builds chat.completion.chunk objects with a constant id and created.
+type chunker struct {
+	id      string
+	created int64
+	model   string
+	usage   bool
+}
+
+func (k chunker) chunk(delta any, finish any) []byte {
+	m := fiber.Map{"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": k.model,
+		"choices": []fiber.Map{{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}}
+	if k.usage {
+		m["usage"] = nil
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// toolEmoji is the icon hermes.tool.progress carries for well-known tools.
+var toolEmoji = map[string]string{
+	"terminal": "💻", "read_file": "📖", "write_file": "✍️", "patch": "🔧", "search_files": "🔎",
+	"clarify": "❓", "delegate_task": "🔀", "process": "⚙️",
+}
+
+// toolLabel previews a call for a progress line: the command for terminal-like tools,
+// otherwise the path or the raw arguments, clipped.
+func toolLabel(args json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(args, &m) == nil {
+		for _, k := range []string{"command", "path", "pattern", "query", "goal"} {
+			if v, ok := m[k].(string); ok {
+				return headerSafe(v, 120)
+			}
+		}
+	}
+	return headerSafe(string(args), 120)
+}
+
+// chatStream writes the canonical chunk sequence: a role chunk, content deltas (reasoning as
+// reasoning_content in deltas without content), tool progress as named hermes.tool.progress
+// events, one finish chunk, the usage chunk when asked, then [DONE]. A turn that fails after
+// the 200 ends with an in-band error event instead. A write error means the client left: the
+// turn is interrupted.
+func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
+	sse := &sseWriter{w: w}
+	reason := "client disconnected"
+	defer func() { run.close(reason) }()
+	sse.data(k.chunk(fiber.Map{"role": "assistant", "content": ""}, nil))
+	if sse.flush() != nil {
+		return
+	}
+	running := map[string]bool{}
+	for !run.done {
+		ev, err := run.next(s.ctx)
+		if errors.Is(err, errSilent) {
+			sse.comment("keepalive")
+			if sse.flush() != nil {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			reason = "shutdown"
+			sse.error(classify(err))
+			_ = sse.flush()
+			return
+		}
+		switch ev.Type {
+		case engine.EvMessageDelta:
+			if ev.Text != "" {
+				sse.data(k.chunk(fiber.Map{"content": ev.Text}, nil))
+			}
+		case engine.EvReasoningDelta:
+			if ev.Text != "" {
+				sse.data(k.chunk(fiber.Map{"reasoning_content": ev.Text}, nil))
+			}
+		case engine.EvToolStart:
+			if ts, ok := ev.Data.(engine.ToolStart); ok && !strings.HasPrefix(ts.Name, "_") {
+				running[ts.CallID] = true
+				sse.event("hermes.tool.progress", fiber.Map{"tool": ts.Name, "emoji": emoji(ts.Name), "label": toolLabel(ts.Args), "toolCallId": ts.CallID, "status": "running"})
+			}
+		case engine.EvToolComplete:
+			if tc, ok := ev.Data.(engine.ToolComplete); ok && running[tc.CallID] {
+				delete(running, tc.CallID)
+				sse.event("hermes.tool.progress", fiber.Map{"tool": tc.Name, "emoji": emoji(tc.Name), "toolCallId": tc.CallID, "status": "completed"})
+			}
+		case engine.EvMessageComplete:
+			continue // handled below, after the loop
+		default:
+			continue
+		}
+		if sse.flush() != nil {
+			return
+		}
+	}
+	fr, ok := finish(run.out)
+	if !ok {
+		sse.error(outcomeError(run.out))
+		_ = sse.flush()
+		return
+	}
+	sse.data(k.chunk(fiber.Map{}, fr))
+	if k.usage {
+		b, _ := json.Marshal(fiber.Map{"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": k.model, "choices": []any{}, "usage": usageJSON(run.out.Usage)})
+		sse.data(b)
+	}
+	sse.data([]byte("[DONE]"))
+	_ = sse.flush()
+}
+
+func emoji(tool string) string {
+	if e, ok := toolEmoji[tool]; ok {
+		return e
+	}
+	return "🛠️"
+}

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// apiError is an OpenAI error object with its HTTP status. Handlers return it (or any error)
+// and the error handler writes the envelope, so every route fails the same way.
+type apiError struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string
+	Code    string
+	// NoRetry adds "x-should-retry: false": the SDKs retry 409/429/5xx, which would repeat
+	// work the agent may already have done.
+	NoRetry bool
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func badRequest(param, code, msg string) *apiError {
+	return &apiError{Status: fiber.StatusBadRequest, Message: msg, Type: "invalid_request_error", Param: param, Code: code}
+}
+
+// errorBody is the four-key envelope; param and code are null when empty.
+func errorBody(e *apiError) fiber.Map {
+	var param, code any
+	if e.Param != "" {
+		param = e.Param
+	}
+	if e.Code != "" {
+		code = e.Code
+	}
+	return fiber.Map{"error": fiber.Map{"message": e.Message, "type": e.Type, "param": param, "code": code}}
+}
+
+// classify maps an error from the engine (or a handler) to the status and envelope a client
+// sees. It is the only place that decides this.
+func classify(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusRequestEntityTooLarge:
+			return &apiError{Status: fe.Code, Message: "request body too large (limit 10 MB)", Type: "invalid_request_error", Code: "body_too_large"}
+		case fiber.StatusNotFound:
+			return &apiError{Status: fe.Code, Message: fe.Message, Type: "invalid_request_error", Code: "not_found"}
+		case fiber.StatusMethodNotAllowed:
+			return &apiError{Status: fe.Code, Message: fe.Message, Type: "invalid_request_error", Code: "method_not_allowed"}
+		}
+		typ := "invalid_request_error"
+		if fe.Code >= 500 {
+			typ = "server_error"
+		}
+		return &apiError{Status: fe.Code, Message: fe.Message, Type: typ}
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, engine.ErrSessionNotFound), errors.Is(err, store.ErrNotFound):
+		return &apiError{Status: fiber.StatusNotFound, Message: msg, Type: "invalid_request_error", Code: "session_not_found"}
+	case errors.Is(err, engine.ErrInvalidModel), errors.Is(err, model.ErrUnknownProvider):
+		return &apiError{Status: fiber.StatusNotFound, Message: msg, Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+	case errors.Is(err, engine.ErrEmptyPrompt):
+		return badRequest("messages", "empty_prompt", msg)
+	case errors.Is(err, engine.ErrBusy), errors.Is(err, store.ErrExists):
+		return &apiError{Status: fiber.StatusConflict, Message: msg, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+	case errors.Is(err, engine.ErrSessionClosed):
+		return &apiError{Status: fiber.StatusConflict, Message: msg, Type: "invalid_request_error", Code: "session_closed", NoRetry: true}
+	case errors.Is(err, engine.ErrEngineClosed), errors.Is(err, context.Canceled):
+		return &apiError{Status: fiber.StatusServiceUnavailable, Message: "server shutting down", Type: "server_error", Code: "unavailable"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: fiber.StatusGatewayTimeout, Message: msg, Type: "server_error", Code: "timeout", NoRetry: true}
+	}
+	return &apiError{Status: fiber.StatusInternalServerError, Message: "internal error", Type: "server_error", NoRetry: true}
+}
+
+// writeError writes err as an OpenAI error response.
+func writeError(c *fiber.Ctx, err error) error {
+	e := classify(err)
+	if e.NoRetry {
+		c.Set("x-should-retry", "false")
+	}
+	return c.Status(e.Status).JSON(errorBody(e))
+}
+
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	e := classify(err)
+	if e.Status == fiber.StatusInternalServerError {
+		s.log.Error("handler failed", "path", c.Path(), "err", err)
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) && fe.Code == fiber.StatusNotFound {
+		e.Message = "unknown route " + c.Method() + " " + strings.Clone(c.Path())
+	}
+	// A body over the limit is refused before any middleware ran.
+	securityHeaders(c)
+	return writeError(c, e)
+}

@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"slices"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+func (s *Server) routes() {
+	s.app.Get("/v1/models", s.listModels)
+	s.app.Get("/v1/models/+", s.getModel) // ids contain ':' (provider:model) and may contain '/'
+	s.app.Get("/v1/capabilities", s.capabilities)
+	s.app.Post("/v1/chat/completions", s.chatCompletions)
+}
+
+// models is the advertised list: the default model first, then Options.Models, no duplicates.
+func (s *Server) models() []string {
+	var out []string
+	if m, _, err := s.eng.ResolveModel(""); err == nil {
+		out = append(out, m)
+	}
+	if s.opts.Models != nil {
+		for _, m := range s.opts.Models() {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// pickModel accepts a listed id, or the bare model part of one ("gpt-4.1" for
+// "openai:gpt-4.1"), and returns the provider:model name the session runs.
+func (s *Server) pickModel(name string) (string, error) {
+	for _, m := range s.models() {
+		if m == name {
+			return m, nil
+		}
+	}
+	for _, m := range s.models() {
+		if _, bare, ok := cutProvider(m); ok && bare == name {
+			return m, nil
+		}
+	}
+	return "", &apiError{Status: fiber.StatusNotFound, Message: "The model '" + name + "' does not exist (see GET /v1/models)", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+}
+
+func cutProvider(m string) (provider, bare string, ok bool) {
+	for i := 0; i < len(m); i++ {
+		if m[i] == ':' {
+			return m[:i], m[i+1:], true
+		}
+	}
+	return "", m, false
+}
+
+func modelObject(id string, created int64) fiber.Map {
+	owner := "hermes"
+	if p, _, ok := cutProvider(id); ok {
+		owner = p
+	}
+	return fiber.Map{"id": id, "object": "model", "created": created, "owned_by": owner}
+}
+
+func (s *Server) listModels(c *fiber.Ctx) error {
+	created := s.start.Unix()
+	data := []fiber.Map{}
+	for _, m := range s.models() {
+		data = append(data, modelObject(m, created))
+	}
+	return c.JSON(fiber.Map{"object": "list", "data": data})
+}
+
+func (s *Server) getModel(c *fiber.Ctx) error {
+	id := c.Params("+")
+	if !slices.Contains(s.models(), id) {
+		return &apiError{Status: fiber.StatusNotFound, Message: "The model '" + id + "' does not exist", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+	}
+	return c.JSON(modelObject(id, s.start.Unix()))
+}
+
+// capabilities lists only what this server serves; clients treat absent features as false.
+func (s *Server) capabilities(c *fiber.Ctx) error {
+	ep := func(method, path string) fiber.Map { return fiber.Map{"method": method, "path": path} }
+	var def string
+	if ms := s.models(); len(ms) > 0 {
+		def = ms[0]
+	}
+	return c.JSON(fiber.Map{
+		"object":   "hermes.api_server.capabilities",
+		"platform": "hermes-agent",
+		"version":  s.opts.Version,
+		"model":    def,
+		"auth":     fiber.Map{"type": "bearer", "required": true},
+		"runtime":  fiber.Map{"mode": "server_agent", "tool_execution": "server", "split_runtime": false, "description": "the agent runs its tools on the server; approvals a policy leaves open are denied on this API"},
+		"features": fiber.Map{
+			"chat_completions": true, "chat_completions_streaming": true,
+			"responses_api": false, "responses_streaming": false,
+			"run_submission": false, "run_status": false, "run_events_sse": false, "run_stop": false,
+			"run_approval_response": false, "tool_progress_events": true, "approval_events": false,
+			"session_continuity_header": HeaderSessionID,
+			"session_key_header":        HeaderSessionKey,
+			"cors":                      len(s.cors) > 0,
+			"websocket_gateway":         true,
+		},
+		"endpoints": fiber.Map{
+			"health":           ep("GET", "/health"),
+			"health_detailed":  ep("GET", "/health/detailed"),
+			"models":           ep("GET", "/v1/models"),
+			"capabilities":     ep("GET", "/v1/capabilities"),
+			"chat_completions": ep("POST", "/v1/chat/completions"),
+			"websocket":        ep("GET", "/api/ws"),
+		},
+	})
+}

@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Surface is the origin the OpenAI-compatible routes submit prompts with; approval and busy
+// policies see it as ApprovalInput.Surface / BusyInput.Surface.
+const Surface = "api"
+
+// noClient is the reason requests opened by a turn of these routes are withdrawn with.
+const noClient = "no interactive client on the OpenAI-compatible API"
+
+// turnRun follows one turn of a session through its journal.
+type turnRun struct {
+	sess   *engine.Session
+	sub    *engine.Subscription
+	quiet  time.Duration // silence after which next returns errSilent
+	turnID string
+	done   bool
+	out    engine.Outcome
+}
+
+// errSilent is returned by next when the turn was quiet for turnRun.quiet.
+var errSilent = errors.New("turn silent")
+
+// start subscribes, then submits: no event of the turn can be missed.
+func startTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
+	if st := sess.Status(); st != engine.StatusIdle {
+		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+	}
+	sub := sess.Subscribe(sess.LastSeq())
+	adm, err := sess.Submit(ctx, engine.Prompt{Text: text, Origin: Surface})
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	if adm.Status != engine.AdmitStarted {
+		// Lost a race with another client: the busy policy absorbed the prompt (queued or
+		// steered into the running turn). There is no turn of ours to report.
+		sub.Close()
+		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy; the prompt was " + adm.Status, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+	}
+	return &turnRun{sess: sess, sub: sub, turnID: adm.TurnID, quiet: quiet}, nil
+}
+
+// next returns the next event of the turn. A request the turn opens (approval, clarify,
+// secret) is settled at once: these clients cannot answer one, and an approval left open
+// would only time out. Approvals are denied, never granted; the run's approval policy is
+// what allows commands on this surface. After message.complete, r.done is set and r.out holds
+// the outcome.
+func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
+	for {
+		nctx, cancel := context.WithTimeout(ctx, r.quiet)
+		ev, err := r.sub.Next(nctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return engine.Event{}, errSilent
+			}
+			if errors.Is(err, engine.ErrLagged) {
+				// The consumer fell out of the journal window: settle from the outcome.
+				out, werr := r.sess.Wait(ctx, r.turnID)
+				if werr != nil {
+					return engine.Event{}, werr
+				}
+				r.done, r.out = true, out
+				return engine.Event{Type: engine.EvMessageComplete, TurnID: r.turnID, Data: out}, nil
+			}
+			return engine.Event{}, err
+		}
+		if ev.TurnID != r.turnID {
+			continue
+		}
+		switch ev.Type {
+		case engine.EvRequestOpen:
+			if req, ok := ev.Data.(engine.Request); ok {
+				if req.Kind == engine.KindApproval {
+					_ = r.sess.Answer(req.ID, map[string]any{"choice": engine.ChoiceDeny})
+				} else {
+					_ = r.sess.Withdraw(req.ID, noClient)
+				}
+			}
+		case engine.EvMessageComplete:
+			if out, ok := ev.Data.(engine.Outcome); ok {
+				r.out = out
+			} else {
+				r.out = engine.Outcome{TurnID: r.turnID, Status: engine.StatusFailed, Text: ev.Text}
+			}
+			r.done = true
+		}
+		return ev, nil
+	}
+}
+
+// close detaches; when the turn is still running (the client left, the server stops) it is
+// interrupted first, because nobody will read its answer.
+func (r *turnRun) close(reason string) {
+	if !r.done {
+		r.sess.Interrupt(reason)
+	}
+	r.sub.Close()
+}
+
+// finish maps an outcome to a chat finish_reason. ok is false when the turn failed or was
+// interrupted: the caller reports an error instead of (or after) the partial text.
+func finish(o engine.Outcome) (reason string, ok bool) {
+	switch {
+	case o.Status == engine.StatusCompleted && o.Completed && !o.Partial:
+		return "stop", true
+	case o.Status != engine.StatusCancelled && (strings.Contains(o.ExitReason, "finish_reason=length") || strings.HasPrefix(o.ExitReason, "max_iterations_reached")):
+		return "length", true
+	}
+	return "error", false
+}
+
+// outcomeError is the error object of a turn that did not complete.
+func outcomeError(o engine.Outcome) *apiError {
+	msg := o.Error
+	code := "agent_error"
+	if o.Status == engine.StatusCancelled || o.Interrupted {
+		code = "interrupted"
+		if msg == "" {
+			msg = "the turn was interrupted (" + o.ExitReason + ")"
+		}
+	}
+	if msg == "" {
+		msg = "the agent did not complete the turn (" + o.ExitReason + ")"
+	}
+	return &apiError{Status: 502, Message: msg, Type: "server_error", Code: code, NoRetry: true}
+}
+
+// Session header rules (values are also echoed, so they must be safe in a header and a key).
+const maxHeaderID = 256
+
+func validSessionID(id string) error {
+	if len(id) > maxHeaderID {
+		return badRequest("X-Hermes-Session-Id", "invalid_session_id", "session id too long (max 256)")
+	}
+	if id == "." || strings.Contains(id, "..") || strings.ContainsAny(id, "/\\") || hasControl(id) {
+		return badRequest("X-Hermes-Session-Id", "invalid_session_id", "invalid session id")
+	}
+	return nil
+}
+
+func validSessionKey(k string) error {
+	if len(k) > maxHeaderID {
+		return badRequest("X-Hermes-Session-Key", "invalid_session_key", "Session key too long")
+	}
+	if hasControl(k) {
+		return badRequest("X-Hermes-Session-Key", "invalid_session_key", "Invalid session key")
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// derivedSessionID maps a stateless conversation (every request resends the history) to one
+// session: the same system prompt and first user message give the same id.
+func derivedSessionID(system, firstUser string) string {
+	h := sha256.Sum256([]byte(system + "\n" + firstUser))
+	return "api-" + hex.EncodeToString(h[:8])
+}
+
+// openOrSeed opens session id, or creates it and writes history (the conversation before the
+// new prompt) into it, so the model sees what the client showed its user.
+func (s *Server) openOrSeed(ctx context.Context, id, modelName, key string, history []store.Row) (*engine.Session, error) {
+	for attempt := 0; ; attempt++ {
+		sess, err := s.eng.Open(ctx, id)
+		if err == nil || !errors.Is(err, engine.ErrSessionNotFound) {
+			return sess, err
+		}
+		var meta map[string]string
+		if key != "" {
+			meta = map[string]string{"session_key": key}
+		}
+		sess, err = s.eng.Create(ctx, engine.CreateOptions{ID: id, Model: modelName, Source: Surface, Meta: meta})
+		if errors.Is(err, store.ErrExists) && attempt == 0 {
+			continue // created concurrently by an identical request
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(history) > 0 {
+			if _, err := s.eng.Store().AppendRows(ctx, id, store.Fence{}, history); err != nil {
+				return nil, err
+			}
+		}
+		return sess, nil
+	}
+}
