@@ -132,14 +132,10 @@ func acpCheck(cfg *config.Config, io stdio) int {
 	return 0
 }
 
-// acpInteractive reports whether r is an interactive terminal.
+// acpInteractive reports whether r is an interactive terminal (not a pipe or /dev/null).
 func acpInteractive(r any) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && isTerminal(f)
 }
 
 const setupHelp = `hermes acp --setup needs an interactive terminal. Configure a provider instead with

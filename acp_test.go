@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+)
+
+// acpClient records updates; it never expects a permission request in these tests.
+type acpClient struct {
+	mu   sync.Mutex
+	text strings.Builder
+}
+
+func (c *acpClient) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := n.Update.AgentMessageChunk; m != nil && m.Content.Text != nil {
+		c.text.WriteString(m.Content.Text.Text)
+	}
+	return nil
+}
+func (c *acpClient) RequestPermission(context.Context, sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}}, nil
+}
+func (c *acpClient) ReadTextFile(context.Context, sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+	return sdk.ReadTextFileResponse{}, sdk.NewMethodNotFound("fs/read_text_file")
+}
+func (c *acpClient) WriteTextFile(context.Context, sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+	return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound("fs/write_text_file")
+}
+func (c *acpClient) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
+	return sdk.CreateTerminalResponse{}, sdk.NewMethodNotFound("terminal/create")
+}
+func (c *acpClient) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
+	return sdk.KillTerminalResponse{}, sdk.NewMethodNotFound("terminal/kill")
+}
+func (c *acpClient) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
+	return sdk.TerminalOutputResponse{}, sdk.NewMethodNotFound("terminal/output")
+}
+func (c *acpClient) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
+	return sdk.ReleaseTerminalResponse{}, sdk.NewMethodNotFound("terminal/release")
+}
+func (c *acpClient) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
+	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound("terminal/wait_for_exit")
+}
+
+// syncBuffer is a bytes.Buffer safe to write from the pipe copier and read from the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestACPSubprocess(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	srv := openaitest.New(t)
+	env := []string{"HERMES_HOME=" + home, "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=test-key", "HERMES_MODEL=openai:fake"}
+
+	if r := hermes(t, work, env, "acp", "--version"); r.code != 0 || !strings.Contains(r.stdout, "ACP protocol v1") {
+		t.Fatalf("--version: %d %q %s", r.code, r.stdout, r.err)
+	}
+	if r := hermes(t, work, env, "acp", "--check"); r.code != 0 || !strings.Contains(r.stdout, "provider: ok") || !strings.Contains(r.stdout, "store:    ok") {
+		t.Fatalf("--check: %d %s %s", r.code, r.stdout, r.err)
+	}
+	noKey := []string{"HERMES_HOME=" + home, "OPENAI_API_KEY=", "HERMES_MODEL=openai:fake"}
+	if r := hermes(t, work, noKey, "acp", "--check"); r.code != 1 || !strings.Contains(r.stdout, "provider: FAIL") {
+		t.Fatalf("--check without a key: %d %s %s", r.code, r.stdout, r.err)
+	}
+	if r := hermes(t, work, env, "acp", "--setup"); r.code != 1 || !strings.Contains(r.err, "OPENAI_API_KEY") {
+		t.Fatalf("--setup without a terminal: %d %s %s", r.code, r.stdout, r.err)
+	}
+
+	cmd := hermesCmd(t, work, env, "acp")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wire syncBuffer
+	cl := &acpClient{}
+	cc := sdk.NewClientSideConnection(cl, stdin, io.TeeReader(stdout, &wire))
+	cc.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cc.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.Authenticate(ctx, sdk.AuthenticateRequest{MethodId: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cc.NewSession(ctx, sdk.NewSessionRequest{Cwd: work, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Enqueue(openaitest.Text("hello from ", "the child"))
+	r, err := cc.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("hi")}})
+	if err != nil || r.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v %v\nstderr: %s", r, err, stderr.String())
+	}
+	cl.mu.Lock()
+	got := cl.text.String()
+	cl.mu.Unlock()
+	if got != "hello from the child" {
+		t.Fatalf("streamed %q", got)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\nstderr: %s", err, stderr.String())
+	}
+	// stdout carries protocol frames only.
+	for line := range strings.SplitSeq(strings.TrimSpace(wire.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("stdout line is not a frame: %q", line)
+		}
+	}
+	// The session is durable: hermes sessions lists it.
+	if ls := hermes(t, work, env, "sessions"); !strings.Contains(ls.stdout, string(s.SessionId)) {
+		t.Fatalf("sessions: %s %s", ls.stdout, ls.err)
+	}
+}
+
+func TestWriteSetupMergesConfig(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, "config.yaml")
+	if err := os.WriteFile(path, []byte("max_iterations: 7\nproviders:\n  local:\n    type: openai\n    base_url: http://127.0.0.1:1/v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSetup(path, "openrouter", "", "OPENROUTER_API_KEY", "some/model"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(func(k string) string {
+		switch k {
+		case "HERMES_HOME":
+			return home
+		case "OPENROUTER_API_KEY":
+			return "k"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Model != "openrouter:some/model" || cfg.MaxIterations != 7 || cfg.Providers["local"].BaseURL == "" || cfg.Providers["openrouter"].APIKey != "k" {
+		t.Fatalf("config after setup: %+v", cfg)
+	}
+	if err := providerReady(cfg); err != nil {
+		t.Fatal(err)
+	}
+}
