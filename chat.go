@@ -27,6 +27,7 @@ type chatFlags struct {
 	approve string
 	record  string
 	cwd     string
+	policy  string
 	verbose bool
 }
 
@@ -40,6 +41,7 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 	fs.StringVar(&f.approve, "approve", "", "answer approvals without asking: once | deny (default: ask on the terminal, deny without one)")
 	fs.StringVar(&f.record, "record", "", "record every live model call into this cassette file")
 	fs.StringVar(&f.cwd, "cwd", "", "working directory for a new session (default: current)")
+	fs.StringVar(&f.policy, "policy", "", "policy script (.js or .lua) deciding approvals, busy input, steer and routing (default HERMES_POLICY, then $HERMES_HOME/policy.js|lua)")
 	fs.BoolVar(&f.verbose, "v", false, "show reasoning and tool results on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -51,6 +53,9 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		return fail(io, err)
+	}
+	if f.policy != "" {
+		cfg.Policy = f.policy
 	}
 	st, err := openStore(cfg)
 	if err != nil {

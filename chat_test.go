@@ -135,3 +135,20 @@ func TestConfigShow(t *testing.T) {
 		t.Fatalf("config show: %d\n%s\n%s", r.code, r.stdout, r.err)
 	}
 }
+
+func TestChatPolicyFlag(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "deny_rm.js")
+	os.WriteFile(pol, []byte(`export function approval(req) { return req.pattern === "recursive delete" ? {decision: "deny", reason: "no rm -r in this repo"} : "allow"; }`), 0o600)
+	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	r := hermes(t, work, []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette}, "chat", "--policy", pol, "--approve", "once", "-q", demoPrompt)
+	if r.code != 0 || !strings.Contains(r.err, "no rm -r in this repo") || strings.Contains(r.err, "approval needed") {
+		t.Fatalf("the policy must deny without asking: exit %d\n%s", r.code, r.err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "build")); err != nil {
+		t.Fatal("a command the policy denied ran")
+	}
+}
