@@ -65,11 +65,11 @@ func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResp
 		if msg == "" {
 			switch adm.Status {
 			case engine.AdmitQueued:
-				msg = "(queued: runs after the current turn)"
+				msg = "Queued for the next turn."
 			case engine.AdmitSteered:
-				msg = "(sent to the running turn)"
+				msg = "⏩ Sent to the running turn."
 			default:
-				msg = "(not accepted: the session is busy)"
+				msg = "Not accepted: the session is busy."
 			}
 		}
 		a.update(ctx, id, sdk.UpdateAgentMessageText(msg))
@@ -110,28 +110,66 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 	// turn and then bounds the wait with live.
 	live := t.a.live
 	defer t.stopAsks()
-	var outcome *engine.Outcome
-	for outcome == nil {
+	stop := sdk.StopReasonCancelled
+	// After a turn completes, the engine either goes idle or starts the queued follow-up (a
+	// prompt that arrived while this one ran and was answered at once). The follow-up is
+	// rendered here, announced by its user message, so its updates precede a response too.
+	awaiting, queued := false, false
+	for {
 		ev, err := sub.Next(live)
 		if err != nil {
-			if errors.Is(err, engine.ErrLagged) {
+			if !awaiting && errors.Is(err, engine.ErrLagged) {
 				if o, werr := t.ss.s.Wait(live, t.turnID); werr == nil {
-					outcome = &o
-					break
+					t.stopAsks()
+					t.closeTools(live)
+					stop = t.finish(live, o)
 				}
 			}
-			t.stopAsks()
-			t.closeTools(live)
-			return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+			break
+		}
+		if awaiting {
+			switch ev.Type {
+			case engine.EvQueueUpdated:
+				if qi, ok := ev.Data.(engine.QueueInfo); ok && qi.Queued == "" {
+					queued = true
+				}
+				continue
+			case engine.EvSessionInfo:
+				if info, ok := ev.Data.(engine.Info); ok && info.Status == engine.StatusIdle && !queued {
+					return sdk.PromptResponse{StopReason: stop}, nil
+				}
+				continue
+			case engine.EvMessageStart:
+				if !queued {
+					continue
+				}
+				awaiting, queued, t.turnID = false, false, ev.TurnID
+				if ts, ok := ev.Data.(engine.TurnStart); ok {
+					t.a.update(live, t.id, sdk.UpdateUserMessageText(ts.Prompt))
+				}
+				continue
+			case engine.EvError:
+				if queued && ev.TurnID != "" { // the follow-up was abandoned before it started
+					return sdk.PromptResponse{StopReason: stop}, nil
+				}
+				continue
+			default:
+				continue
+			}
 		}
 		if ev.TurnID != t.turnID {
 			continue
 		}
-		outcome = t.handle(live, ev)
+		if o := t.handle(live, ev); o != nil {
+			t.stopAsks()
+			t.closeTools(live)
+			stop = t.finish(live, *o)
+			awaiting = true
+		}
 	}
 	t.stopAsks()
 	t.closeTools(live)
-	return sdk.PromptResponse{StopReason: t.finish(live, *outcome)}, nil
+	return sdk.PromptResponse{StopReason: stop}, nil
 }
 
 func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
