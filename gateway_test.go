@@ -35,6 +35,9 @@ type gwTarget struct {
 
 const testAPIKey = "test-key-0123456789abcdef"
 
+// orphanGrace is the gateway's reap delay in WebSocket tests (0 = the default).
+var orphanGrace time.Duration
+
 func gwEnv(t *testing.T, extraConfig string) (home, cwd string, srv *openaitest.Server, env map[string]string) {
 	home, cwd = t.TempDir(), t.TempDir()
 	srv = openaitest.New(t)
@@ -84,6 +87,7 @@ func wsTarget(t *testing.T, extraConfig string) *gwTarget {
 		t.Fatal(err)
 	}
 	opts := gatewayOptions(cfg, a, nil)
+	opts.OrphanGrace = orphanGrace
 	opts.CLI = func(ctx context.Context, argv []string) (string, int, error) { // this test binary acting as hermes
 		r := hermes(t, cwd, nil, argv...)
 		return r.stdout + r.err, r.code, nil
@@ -901,5 +905,33 @@ func TestGatewayTranscriptFlag(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || !strings.Contains(string(b), " out {\"jsonrpc\":\"2.0\",\"method\":\"event\"") || !strings.Contains(string(b), ` in {"jsonrpc":"2.0","id":"cli-`) {
 		t.Fatalf("transcript: %v\n%s", err, b)
+	}
+}
+
+func TestGatewayWSOrphanReap(t *testing.T) {
+	orphanGrace = 150 * time.Millisecond
+	defer func() { orphanGrace = 0 }()
+	tg := wsTarget(t, "")
+	a := open(t, tg, true)
+	gone := create(t, a)
+	kept := create(t, a)
+	a.Close()
+	<-a.Done()
+	b := open(t, tg, true)
+	call(t, b, "session.activate", map[string]any{"session_id": kept}) // re-attached within the grace
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := b.Call(tctx(t), "session.status", map[string]any{"session_id": gone})
+		if gwclient.Code(err) == 4001 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an orphaned idle session was never reaped")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // past the grace: the re-attached one must still be live
+	if st := call(t, b, "session.status", map[string]any{"session_id": kept}); st["status"] != "idle" {
+		t.Fatal(st)
 	}
 }

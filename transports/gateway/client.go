@@ -151,6 +151,10 @@ func (c *client) attach(l *live, since *uint64) *attachment {
 	c.mu.Unlock()
 	l.mu.Lock()
 	l.clients[c] = a
+	if l.reap != nil { // re-attached within the grace period
+		l.reap.Stop()
+		l.reap = nil
+	}
 	l.mu.Unlock()
 	go a.pump(ctx)
 	return a
@@ -201,6 +205,8 @@ func (c *client) leave() {
 		l.mu.Unlock()
 		if orphan {
 			_ = c.g.closeLive(context.Background(), l, "ws_disconnect")
+		} else {
+			c.g.orphaned(l)
 		}
 	}
 }

@@ -33,6 +33,10 @@ type Options struct {
 	ReloadEnv func() ([]string, error)
 	// ReloadMCP reconnects MCP servers; it returns their status.
 	ReloadMCP func(ctx context.Context) (any, error)
+	// OrphanGrace is how long a session nobody is attached to stays live before it is closed
+	// (it stays stored and resumable). Running sessions and sessions waiting on a person are
+	// never reaped. Default 20s; negative keeps orphans live forever.
+	OrphanGrace time.Duration
 	// MaxFrame bounds one incoming message (default jsonrpc.DefaultMaxFrame).
 	MaxFrame int
 	Logger   *slog.Logger
@@ -67,6 +71,7 @@ type live struct {
 	cols              int
 	lastActive        time.Time
 	closeOnDisconnect bool
+	reap              *time.Timer // pending orphan reap, nil when someone is attached
 }
 
 // New returns a gateway over eng.
@@ -76,6 +81,9 @@ func New(eng *engine.Engine, opts Options) *Server {
 	}
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = jsonrpc.DefaultMaxFrame
+	}
+	if opts.OrphanGrace == 0 {
+		opts.OrphanGrace = 20 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
@@ -88,10 +96,44 @@ func New(eng *engine.Engine, opts Options) *Server {
 // Epoch is this process's replay epoch (gateway.ready.replay_epoch).
 func (g *Server) Epoch() string { return g.epoch }
 
-// Close waits for background prompts. It does not close the engine.
+// Close stops orphan reaping and waits for background prompts. It does not close the engine.
 func (g *Server) Close() {
 	g.cancel()
+	for _, l := range g.liveList() {
+		l.mu.Lock()
+		if l.reap != nil {
+			l.reap.Stop()
+		}
+		l.mu.Unlock()
+	}
 	g.bg.Wait()
+}
+
+// orphaned schedules closing a session its last client left. A session still running or
+// waiting on a person is checked again after another grace period.
+func (g *Server) orphaned(l *live) {
+	if g.opts.OrphanGrace < 0 || g.ctx.Err() != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.clients) > 0 || l.reap != nil {
+		return
+	}
+	l.reap = time.AfterFunc(g.opts.OrphanGrace, func() {
+		l.mu.Lock()
+		l.reap = nil
+		attached := len(l.clients) > 0
+		l.mu.Unlock()
+		if attached || g.ctx.Err() != nil {
+			return
+		}
+		if l.s.Status() != engine.StatusIdle {
+			g.orphaned(l)
+			return
+		}
+		_ = g.closeLive(context.Background(), l, "ws_orphan_reap")
+	})
 }
 
 func randHex(n int) string {
