@@ -43,11 +43,12 @@ func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int) error {
 			case !json.Valid(line):
 				writeError(reply, nil, codeParseError, "parse error")
 			default:
-				if shape := checkShape(line); shape != "" {
+				fixed, shape := normalize(line)
+				if shape != "" {
 					writeError(reply, idOf(line), codeInvalidRequest, shape)
 					break
 				}
-				if _, werr := out.Write(append(line, '\n')); werr != nil {
+				if _, werr := out.Write(append(fixed, '\n')); werr != nil {
 					return werr
 				}
 			}
@@ -82,19 +83,39 @@ func readLine(r *bufio.Reader, max int) (line []byte, over bool, err error) {
 	}
 }
 
-// checkShape rejects JSON that is valid but not a JSON-RPC object (arrays, scalars): the SDK
-// would drop it without a word.
-func checkShape(line []byte) string {
+// normalize rejects JSON that is valid but not a JSON-RPC object (arrays, scalars), which
+// the SDK would drop without a word. It also supplies the mcpServers list some clients omit
+// from session/new and session/load: v1 requires it, but refusing the session over an empty
+// list helps nobody.
+func normalize(line []byte) ([]byte, string) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return "a message must be a JSON object"
+		return nil, "a message must be a JSON object"
 	}
-	if _, ok := m["method"]; !ok {
+	method, ok := m["method"]
+	if !ok {
 		if _, ok := m["id"]; !ok {
-			return "a message needs a method or an id"
+			return nil, "a message needs a method or an id"
 		}
+		return line, ""
 	}
-	return ""
+	if s := string(method); s != `"session/new"` && s != `"session/load"` {
+		return line, ""
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(m["params"], &params) != nil || params == nil {
+		return line, "" // the SDK reports bad params
+	}
+	if v, ok := params["mcpServers"]; ok && string(v) != "null" {
+		return line, ""
+	}
+	params["mcpServers"] = json.RawMessage("[]")
+	m["params"], _ = json.Marshal(params)
+	fixed, err := json.Marshal(m)
+	if err != nil {
+		return line, ""
+	}
+	return fixed, ""
 }
 
 // idOf finds the request id in a (possibly truncated) frame: a full parse when the line is

@@ -143,8 +143,8 @@ func TestBadInputGetsJSONRPCErrorsAndAgentSurvives(t *testing.T) {
 	if code := errCode(rw, rw.response("14")); code != -32602 {
 		t.Errorf("closed session: code %d", code)
 	}
-	// Still alive: a fresh session answers a prompt.
-	rw.send(`{"jsonrpc":"2.0","id":15,"method":"session/new","params":{"cwd":` + strconvQuote(cwd) + `,"mcpServers":[]}}`)
+	// Still alive: a fresh session (from a client that omits mcpServers) answers a prompt.
+	rw.send(`{"jsonrpc":"2.0","id":15,"method":"session/new","params":{"cwd":` + strconvQuote(cwd) + `}}`)
 	if err := json.Unmarshal(rw.response("15")["result"], &created); err != nil {
 		t.Fatal(err)
 	}
