@@ -29,7 +29,7 @@ import (
 func init() {
 	extraCommands = append(extraCommands,
 		command{"gateway", "serve the TUI gateway (JSON-RPC 2.0) on stdin/stdout", runGateway},
-		command{"serve", "serve HTTP: /health and the gateway over WebSocket at /api/ws", runServe},
+		command{"serve", "serve HTTP: the OpenAI-compatible API under /v1 and the gateway over WebSocket at /api/ws", runServe},
 	)
 }
 
@@ -187,6 +187,17 @@ func serverKey(cfg *config.Config, io stdio) (string, error) {
 	return key, nil
 }
 
+// splitList splits a comma-separated setting, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func runServe(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.err)
@@ -221,7 +232,20 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	defer a.Close()
 	gw := gateway.New(a.eng, gatewayOptions(cfg, a, logger))
 	defer gw.Close()
-	srv, err := httpapi.New(a.eng, gw, httpapi.Options{APIKey: key, Version: version, Logger: logger})
+	gwo := gatewayOptions(cfg, a, logger)
+	srv, err := httpapi.New(a.eng, gw, httpapi.Options{
+		APIKey: key, Version: version, Logger: logger,
+		CORSOrigins: splitList(os.Getenv("HERMES_CORS_ORIGINS")),
+		Models: func() []string {
+			var out []string
+			for _, p := range a.eng.Providers() {
+				for _, m := range gwo.Models(p) {
+					out = append(out, p+":"+m)
+				}
+			}
+			return out
+		},
+	})
 	if err != nil {
 		return fail(io, err)
 	}
@@ -229,7 +253,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	fmt.Fprintf(io.err, "hermes serve: listening on http://%s (WebSocket gateway at /api/ws)\n", ln.Addr())
+	fmt.Fprintf(io.err, "hermes serve: listening on http://%s (OpenAI-compatible API under /v1, WebSocket gateway at /api/ws)\n", ln.Addr())
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
