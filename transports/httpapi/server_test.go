@@ -46,7 +46,15 @@ func dangerCheck(cmd string) tool.Verdict {
 }
 
 func newTarget(t testing.TB, mut func(*httpapi.Options)) *target {
+	return newTargetWith(t, nil, mut)
+}
+
+// newTargetWith uses prov as the "openai" provider instead of the fake server when not nil.
+func newTargetWith(t testing.TB, prov model.Provider, mut func(*httpapi.Options)) *target {
 	fake := openaitest.New(t)
+	if prov == nil {
+		prov = openai.New(openai.Config{BaseURL: fake.URL(), MaxRetries: -1})
+	}
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +62,7 @@ func newTarget(t testing.TB, mut func(*httpapi.Options)) *target {
 	cwd := t.TempDir()
 	eng, err := engine.New(engine.Config{
 		Store:        st,
-		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: fake.URL(), MaxRetries: -1})},
+		Providers:    map[string]model.Provider{"openai": prov},
 		DefaultModel: "openai:fake-agent",
 		Tools:        tool.NewRegistry(builtin.Defaults(dangerCheck)...),
 		Cwd:          cwd,

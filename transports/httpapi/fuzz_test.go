@@ -1,0 +1,37 @@
+package httpapi
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzChatRequest feeds arbitrary bodies through the chat request decoder: it must never
+// panic, and every refusal must be a 400 envelope (never a 500).
+func FuzzChatRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`,
+		`{"model":"m","messages":[{"role":"assistant","content":null}],"stream":"0","stream_options":{"include_usage":"1"}}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
+		`{"messages":"x"}`, `[]`, `null`, ``, `{"stream":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req chatRequest
+		err := decodeJSON(body, &req)
+		if err == nil {
+			for i, m := range req.Messages {
+				if _, err = flatten(m.Content, i); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Message == "" {
+				t.Fatalf("%q: %v", body, err)
+			}
+		}
+	})
+}
