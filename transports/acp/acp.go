@@ -86,24 +86,41 @@ func Serve(ctx context.Context, eng *engine.Engine, in io.Reader, out io.Writer,
 	o.defaults()
 	w := &lockedWriter{w: out}
 	pr, pw := io.Pipe()
-	guardDone := make(chan error, 1)
-	go func() {
-		err := guard(in, pw, w, o.MaxMessageBytes)
-		pw.CloseWithError(err)
-		guardDone <- err
-	}()
 	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLive()
 	a := &agent{eng: eng, o: o, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive}
 	conn := sdk.NewAgentSideConnection(a, w, pr)
 	conn.SetLogger(o.Logger)
 	a.conn = conn
+	// Frames flow only from here on: the SDK starts handling requests inside
+	// NewAgentSideConnection, before it (and a.conn) are fully set up.
+	guardDone := make(chan error, 1)
+	go func() {
+		err := guard(in, pw, w, o.MaxMessageBytes)
+		pw.CloseWithError(err)
+		guardDone <- err
+	}()
+	stopped := false
 	select {
 	case <-conn.Done():
 	case <-ctx.Done():
+		stopped = true
 	}
 	pr.CloseWithError(io.ErrClosedPipe) // unblocks the guard if the SDK stopped reading first
 	a.shutdown()
+	if stopped {
+		// The client is still connected: the guard is blocked reading in. Closing in releases
+		// it where the reader allows (pipes, sockets); a terminal's stdin may not, so the wait
+		// is bounded — the process is exiting anyway.
+		if c, ok := in.(io.Closer); ok {
+			c.Close()
+		}
+		select {
+		case <-guardDone:
+		case <-time.After(2 * time.Second):
+		}
+		return nil
+	}
 	err := <-guardDone
 	if errors.Is(err, io.ErrClosedPipe) {
 		err = nil

@@ -657,3 +657,44 @@ func TestModelCommandAndConfigOption(t *testing.T) {
 		t.Fatalf("bad model: %v", err)
 	}
 }
+
+func TestServeStopsWithContextAndInterruptsTurns(t *testing.T) {
+	srv, p := fakeProvider(t)
+	eng, cwd := newEngine(t, p, "")
+	g := openaitest.NewGate()
+	srv.Enqueue(openaitest.Response{Text: []string{"held"}, FaultAt: 1, Gate: g})
+	t.Cleanup(g.Release)
+	c2aR, c2aW := io.Pipe()
+	a2cR, a2cW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := acp.Serve(ctx, eng, c2aR, a2cW, acp.Options{Logger: quiet})
+		a2cW.Close()
+		done <- err
+	}()
+	cc := sdk.NewClientSideConnection(&client{}, c2aW, a2cR)
+	cc.SetLogger(quiet)
+	tctx := testCtx(t)
+	if _, err := cc.Initialize(tctx, sdk.InitializeRequest{ProtocolVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cc.NewSession(tctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cc.Prompt(tctx, sdk.PromptRequest{SessionId: r.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("wait")}})
+	<-g.Reached()
+	cancel() // the client never closes its side
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s, ok := eng.Live(string(r.SessionId))
+	if !ok {
+		t.Fatal("session gone")
+	}
+	if err := s.WaitIdle(tctx); err != nil {
+		t.Fatalf("the turn was not interrupted: %v", err)
+	}
+	c2aW.Close()
+}
