@@ -11,6 +11,9 @@ func (s *Server) routes() {
 	s.app.Get("/v1/models/+", s.getModel) // ids contain ':' (provider:model) and may contain '/'
 	s.app.Get("/v1/capabilities", s.capabilities)
 	s.app.Post("/v1/chat/completions", s.chatCompletions)
+	s.app.Post("/v1/responses", s.createResponse)
+	s.app.Get("/v1/responses/:id", s.getResponse)
+	s.app.Delete("/v1/responses/:id", s.deleteResponse)
 }
 
 // models is the advertised list: the default model first, then Options.Models, no duplicates.
@@ -95,7 +98,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 		"runtime":  fiber.Map{"mode": "server_agent", "tool_execution": "server", "split_runtime": false, "description": "the agent runs its tools on the server; approvals a policy leaves open are denied on this API"},
 		"features": fiber.Map{
 			"chat_completions": true, "chat_completions_streaming": true,
-			"responses_api": false, "responses_streaming": false,
+			"responses_api": true, "responses_streaming": true,
 			"run_submission": false, "run_status": false, "run_events_sse": false, "run_stop": false,
 			"run_approval_response": false, "tool_progress_events": true, "approval_events": false,
 			"session_continuity_header": HeaderSessionID,
@@ -109,6 +112,9 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"models":           ep("GET", "/v1/models"),
 			"capabilities":     ep("GET", "/v1/capabilities"),
 			"chat_completions": ep("POST", "/v1/chat/completions"),
+			"responses":        ep("POST", "/v1/responses"),
+			"response":         ep("GET", "/v1/responses/{response_id}"),
+			"response_delete":  ep("DELETE", "/v1/responses/{response_id}"),
 			"websocket":        ep("GET", "/api/ws"),
 		},
 	})

@@ -1,0 +1,448 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Store keys of the Responses API. Records live in the session store's key-value space, so
+// they survive restarts and are shared by every server on that store.
+const (
+	kvResponse     = "httpapi/response/"
+	kvConversation = "httpapi/conversation/"
+)
+
+type responsesRequest struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       *string         `json:"instructions"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"` // a name, or {"id": name}
+	Store              *flexBool       `json:"store"`
+	Stream             flexBool        `json:"stream"`
+}
+
+type inputItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Output  json.RawMessage `json:"output"`
+}
+
+// storedResponse is what the store keeps per response: the object served by GET, and the
+// session that continues the chain.
+type storedResponse struct {
+	Response     map[string]any `json:"response"`
+	SessionID    string         `json:"session_id"`
+	Conversation string         `json:"conversation,omitempty"`
+}
+
+// parseInput returns the rows before the new prompt and the prompt (the last user message).
+func parseInput(raw json.RawMessage, now time.Time) ([]store.Row, string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, "", badRequest("input", "missing_input", "Missing required parameter: 'input'")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil || strings.TrimSpace(s) == "" {
+			return nil, "", badRequest("input", "missing_input", "'input' must be a non-empty string or array")
+		}
+		return nil, s, nil
+	}
+	var items []inputItem
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil || len(items) == 0 {
+		return nil, "", badRequest("input", "invalid_type", "'input' must be a string or array")
+	}
+	var rows []store.Row
+	for i, it := range items {
+		switch it.Type {
+		case "", "message":
+			text, err := flatten(it.Content, i)
+			if err != nil {
+				err.(*apiError).Param = "input[" + strconv.Itoa(i) + "].content"
+				return nil, "", err
+			}
+			switch it.Role {
+			case "user", "assistant", "system":
+			case "developer":
+				it.Role = "system"
+			default:
+				return nil, "", badRequest("input["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(it.Role))
+			}
+			rows = append(rows, store.Row{Role: it.Role, Content: text, Time: now})
+		case "function_call_output":
+			text, err := flatten(it.Output, i)
+			if err != nil {
+				return nil, "", badRequest("input["+strconv.Itoa(i)+"].output", "invalid_type", "output must be a string or text parts")
+			}
+			rows = append(rows, store.Row{Role: "user", Content: "[tool result]\n" + text, Time: now})
+		case "function_call", "reasoning":
+			// Replayed output items of earlier calls: the session already has them.
+		default:
+			return nil, "", badRequest("input["+strconv.Itoa(i)+"].type", "unsupported_content_type", "input item type "+strconv.Quote(it.Type)+" is not supported")
+		}
+	}
+	last := len(rows) - 1
+	if last < 0 || rows[last].Role != "user" || strings.TrimSpace(rows[last].Content) == "" {
+		return nil, "", badRequest("input", "no_user_message", "the last input item must be a non-empty user message")
+	}
+	return rows[:last], rows[last].Content, nil
+}
+
+func conversationName(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var name string
+	if json.Unmarshal(raw, &name) != nil {
+		var obj struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &obj) != nil {
+			return "", badRequest("conversation", "invalid_type", "'conversation' must be a string or {\"id\": string}")
+		}
+		name = obj.ID
+	}
+	if len(name) > maxHeaderID || hasControl(name) {
+		return "", badRequest("conversation", "invalid_value", "invalid conversation name")
+	}
+	return name, nil
+}
+
+func (s *Server) loadResponse(ctx context.Context, id string) (storedResponse, error) {
+	var rec storedResponse
+	b, err := s.eng.Store().GetKV(ctx, kvResponse+id)
+	if err != nil {
+		return rec, err
+	}
+	return rec, json.Unmarshal(b, &rec)
+}
+
+func (s *Server) createResponse(c *fiber.Ctx) error {
+	var req responsesRequest
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.Model == "" {
+		return badRequest("model", "missing_model", "Missing required parameter: 'model'")
+	}
+	modelName, err := s.pickModel(req.Model)
+	if err != nil {
+		return err
+	}
+	conv, err := conversationName(req.Conversation)
+	if err != nil {
+		return err
+	}
+	prev := ""
+	if req.PreviousResponseID != nil {
+		prev = *req.PreviousResponseID
+	}
+	if conv != "" && prev != "" {
+		return badRequest("conversation", "invalid_request", "Cannot use both 'conversation' and 'previous_response_id'")
+	}
+	key := c.Get(HeaderSessionKey)
+	if key != "" {
+		if err := validSessionKey(key); err != nil {
+			return err
+		}
+	}
+	now := time.Now().UTC()
+	history, prompt, err := parseInput(req.Input, now)
+	if err != nil {
+		return err
+	}
+	ctx := s.ctx
+	if conv != "" {
+		if b, err := s.eng.Store().GetKV(ctx, kvConversation+conv); err == nil {
+			prev = string(b) // a new name simply starts the conversation
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	if req.Instructions != nil && *req.Instructions != "" {
+		// Instructions apply from this call on; OpenAI does not inherit them implicitly, and a
+		// chain that wants them resends them.
+		history = append([]store.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
+	}
+	var sess *engine.Session
+	if prev != "" {
+		rec, err := s.loadResponse(ctx, prev)
+		if errors.Is(err, store.ErrNotFound) {
+			return &apiError{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
+		}
+		if err != nil {
+			return err
+		}
+		if sess, err = s.eng.Open(ctx, rec.SessionID); err != nil {
+			return err
+		}
+		if len(history) > 0 {
+			if _, err := s.eng.Store().AppendRows(ctx, sess.ID(), store.Fence{}, history); err != nil {
+				return err
+			}
+		}
+	} else {
+		if sess, err = s.openOrSeed(ctx, "resp-"+newHex(12), modelName, key, history); err != nil {
+			return err
+		}
+	}
+	c.Set(HeaderSessionID, sess.ID())
+	if key != "" {
+		c.Set(HeaderSessionKey, key)
+	}
+	run, err := startTurn(ctx, sess, prompt, s.opts.KeepAlive)
+	if err != nil {
+		return err
+	}
+	rb := &respBuilder{
+		id: "resp_" + newHex(14), msgID: "msg_" + newHex(12), model: req.Model, created: now.Unix(),
+		prev: prev, store: req.Store == nil || bool(*req.Store), instructions: req.Instructions,
+		conv: conv, sessionID: sess.ID(),
+	}
+	if !bool(req.Stream) {
+		s.reqs.Add(1)
+		defer s.reqs.Done()
+		defer run.close("shutdown")
+		for !run.done {
+			if _, err := run.next(ctx); err != nil && !errors.Is(err, errSilent) {
+				return err
+			}
+		}
+		obj := rb.final(run.out)
+		s.saveResponse(rb, obj)
+		return c.JSON(obj)
+	}
+	sseHeaders(c)
+	s.reqs.Add(1)
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.reqs.Done()
+		s.responseStream(w, run, rb)
+	})
+	return nil
+}
+
+// saveResponse persists a stored response and moves its conversation to it. A failure is
+// logged: the answer was already produced and is still returned.
+func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
+	if !rb.store {
+		return
+	}
+	ctx := context.WithoutCancel(s.ctx)
+	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv})
+	if err == nil {
+		err = s.eng.Store().PutKV(ctx, kvResponse+rb.id, b)
+	}
+	if err == nil && rb.conv != "" {
+		err = s.eng.Store().PutKV(ctx, kvConversation+rb.conv, []byte(rb.id))
+	}
+	if err != nil {
+		s.log.Error("storing response failed", "id", rb.id, "err", err)
+	}
+}
+
+func (s *Server) getResponse(c *fiber.Ctx) error {
+	rec, err := s.loadResponse(s.ctx, c.Params("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		return responseNotFound(c.Params("id"))
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(rec.Response)
+}
+
+func (s *Server) deleteResponse(c *fiber.Ctx) error {
+	id := c.Params("id")
+	rec, err := s.loadResponse(s.ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return responseNotFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	st := s.eng.Store()
+	if rec.Conversation != "" {
+		if b, err := st.GetKV(s.ctx, kvConversation+rec.Conversation); err == nil && string(b) == id {
+			if err := st.DeleteKV(s.ctx, kvConversation+rec.Conversation); err != nil {
+				return err
+			}
+		}
+	}
+	if err := st.DeleteKV(s.ctx, kvResponse+id); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"id": id, "object": "response", "deleted": true})
+}
+
+func responseNotFound(id string) error {
+	return &apiError{Status: fiber.StatusNotFound, Message: "Response with id '" + id + "' not found.", Type: "invalid_request_error", Param: "response_id", Code: "response_not_found"}
+}
+
+// respBuilder assembles Response objects of one call.
+type respBuilder struct {
+	id, msgID, model, prev, conv, sessionID string
+	created                                 int64
+	store                                   bool
+	instructions                            *string
+}
+
+func (rb *respBuilder) object(status string, output []any, usage, errObj any) map[string]any {
+	var prev, instr, completed any
+	if rb.prev != "" {
+		prev = rb.prev
+	}
+	if rb.instructions != nil {
+		instr = *rb.instructions
+	}
+	if status == "completed" {
+		completed = time.Now().Unix()
+	}
+	if output == nil {
+		output = []any{}
+	}
+	return map[string]any{
+		"id": rb.id, "object": "response", "created_at": rb.created, "status": status, "completed_at": completed,
+		"error": errObj, "incomplete_details": nil, "instructions": instr, "model": rb.model,
+		"output": output, "parallel_tool_calls": true, "previous_response_id": prev, "store": rb.store,
+		"temperature": nil, "top_p": nil, "tools": []any{}, "tool_choice": "auto", "metadata": map[string]any{},
+		"text": map[string]any{"format": map[string]any{"type": "text"}}, "truncation": "disabled",
+		"reasoning": nil, "max_output_tokens": nil, "user": nil, "usage": usage,
+		"hermes": map[string]any{"session_id": rb.sessionID},
+	}
+}
+
+func (rb *respBuilder) message(text, status string) map[string]any {
+	content := []any{}
+	if status == "completed" {
+		content = append(content, textPart(text))
+	}
+	return map[string]any{"type": "message", "id": rb.msgID, "role": "assistant", "status": status, "content": content}
+}
+
+func textPart(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
+}
+
+func respUsage(u model.Usage) map[string]any {
+	return map[string]any{
+		"input_tokens": u.PromptTokens, "input_tokens_details": map[string]any{"cached_tokens": u.CachedTokens},
+		"output_tokens": u.CompletionTokens, "output_tokens_details": map[string]any{"reasoning_tokens": u.ReasoningTokens},
+		"total_tokens": u.TotalTokens,
+	}
+}
+
+// final is the terminal object: completed (with output_text), incomplete (a truncated but
+// usable answer) or failed (with error).
+func (rb *respBuilder) final(o engine.Outcome) map[string]any {
+	var output []any
+	if o.Text != "" {
+		output = append(output, rb.message(o.Text, "completed"))
+	}
+	reason, ok := finish(o)
+	switch {
+	case !ok:
+		e := outcomeError(o)
+		obj := rb.object("failed", output, respUsage(o.Usage), map[string]any{"code": "server_error", "message": e.Message})
+		return obj
+	case reason == "length":
+		obj := rb.object("incomplete", output, respUsage(o.Usage), nil)
+		obj["incomplete_details"] = map[string]any{"reason": "max_output_tokens"}
+		obj["output_text"] = o.Text
+		return obj
+	}
+	obj := rb.object("completed", output, respUsage(o.Usage), nil)
+	obj["output_text"] = o.Text
+	return obj
+}
+
+// responseStream writes the Responses event sequence; every event has an event: line equal
+// to its type and a sequence_number counting from 0.
+func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder) {
+	sse := &sseWriter{w: w}
+	reason := "client disconnected"
+	defer func() { run.close(reason) }()
+	seq := 0
+	emit := func(typ string, m map[string]any) {
+		m["type"], m["sequence_number"] = typ, seq
+		seq++
+		sse.event(typ, m)
+	}
+	inProgress := rb.object("in_progress", nil, nil, nil)
+	emit("response.created", map[string]any{"response": inProgress})
+	emit("response.in_progress", map[string]any{"response": inProgress})
+	if sse.flush() != nil {
+		return
+	}
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			emit("response.output_item.added", map[string]any{"output_index": 0, "item": rb.message("", "in_progress")})
+			emit("response.content_part.added", map[string]any{"item_id": rb.msgID, "output_index": 0, "content_index": 0, "part": textPart("")})
+		}
+	}
+	var text strings.Builder
+	for !run.done {
+		ev, err := run.next(s.ctx)
+		if errors.Is(err, errSilent) {
+			sse.comment("keepalive")
+			if sse.flush() != nil {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			reason = "shutdown"
+			e := classify(err)
+			emit("error", map[string]any{"code": e.Code, "message": e.Message, "param": nil, "error": errorBody(e)["error"]})
+			_ = sse.flush()
+			return
+		}
+		if ev.Type != engine.EvMessageDelta || ev.Text == "" {
+			continue
+		}
+		open()
+		text.WriteString(ev.Text)
+		emit("response.output_text.delta", map[string]any{"item_id": rb.msgID, "output_index": 0, "content_index": 0, "delta": ev.Text, "logprobs": []any{}})
+		if sse.flush() != nil {
+			return
+		}
+	}
+	o := run.out
+	if o.Text != "" || text.Len() > 0 {
+		if rest, ok := strings.CutPrefix(o.Text, text.String()); ok && rest != "" {
+			open() // deltas lost to a lagging subscription: send what is missing
+			emit("response.output_text.delta", map[string]any{"item_id": rb.msgID, "output_index": 0, "content_index": 0, "delta": rest, "logprobs": []any{}})
+		}
+		open()
+		emit("response.output_text.done", map[string]any{"item_id": rb.msgID, "output_index": 0, "content_index": 0, "text": o.Text, "logprobs": []any{}})
+		emit("response.content_part.done", map[string]any{"item_id": rb.msgID, "output_index": 0, "content_index": 0, "part": textPart(o.Text)})
+		emit("response.output_item.done", map[string]any{"output_index": 0, "item": rb.message(o.Text, "completed")})
+	}
+	obj := rb.final(o)
+	s.saveResponse(rb, obj)
+	switch obj["status"] {
+	case "failed":
+		emit("response.failed", map[string]any{"response": obj})
+	case "incomplete":
+		emit("response.incomplete", map[string]any{"response": obj})
+	default:
+		emit("response.completed", map[string]any{"response": obj})
+	}
+	_ = sse.flush()
+}
