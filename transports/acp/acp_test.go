@@ -47,17 +47,25 @@ func testCtx(t testing.TB) context.Context {
 // newEngine is a real engine on a badger directory with the real built-in tools, talking to
 // p (a fake OpenAI server when nil is given to newFake).
 func newEngine(t testing.TB, p model.Provider, busy string) (*engine.Engine, string) {
+	return newEngineWith(t, p, busy, nil)
+}
+
+func newEngineWith(t testing.TB, p model.Provider, busy string, mut func(*engine.Config)) (*engine.Engine, string) {
 	t.Helper()
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cwd := t.TempDir()
-	eng, err := engine.New(engine.Config{
+	cfg := engine.Config{
 		Store: st, Providers: map[string]model.Provider{"openai": p}, DefaultModel: "openai:fake-agent",
 		Tools: tool.NewRegistry(builtin.Defaults(dangerCheck)...), Cwd: cwd,
 		Policy: policy.Set{Approver: policy.Defaults{}, Busy: policy.Defaults{BusyMode: busy}},
-	})
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,7 +691,11 @@ func TestServeStopsWithContextAndInterruptsTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go cc.Prompt(tctx, sdk.PromptRequest{SessionId: r.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("wait")}})
+	promptDone := make(chan struct{})
+	go func() {
+		defer close(promptDone)
+		_, _ = cc.Prompt(tctx, sdk.PromptRequest{SessionId: r.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("wait")}})
+	}()
 	<-g.Reached()
 	cancel() // the client never closes its side
 	if err := <-done; err != nil {
@@ -697,4 +709,76 @@ func TestServeStopsWithContextAndInterruptsTurns(t *testing.T) {
 		t.Fatalf("the turn was not interrupted: %v", err)
 	}
 	c2aW.Close()
+	<-promptDone // the agent side is gone, so the client's pending prompt ends
+}
+
+func TestStopReasons(t *testing.T) {
+	t.Run("max_tokens", func(t *testing.T) {
+		srv, p := fakeProvider(t)
+		eng, cwd := newEngine(t, p, "")
+		c := connect(t, eng, cwd, acp.Options{})
+		ctx := testCtx(t)
+		id := c.newSession(t, ctx)
+		srv.Enqueue(openaitest.Response{Text: []string{"cut"}, FinishReason: "length"})
+		if sr := c.prompt(t, ctx, id, "long"); sr != sdk.StopReasonMaxTokens {
+			t.Fatalf("stop reason %q", sr)
+		}
+	})
+	t.Run("max_turn_requests", func(t *testing.T) {
+		srv, p := fakeProvider(t)
+		eng, cwd := newEngineWith(t, p, "", func(c *engine.Config) { c.MaxIterations = 1 })
+		c := connect(t, eng, cwd, acp.Options{})
+		ctx := testCtx(t)
+		id := c.newSession(t, ctx)
+		srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "c1", Name: "terminal", Args: []string{`{"command":"echo 1"}`}}),
+			openaitest.Text("summary"), openaitest.Text("summary"))
+		if sr := c.prompt(t, ctx, id, "loop"); sr != sdk.StopReasonMaxTurnRequests {
+			t.Fatalf("stop reason %q", sr)
+		}
+		summarize(c.cl.take()).assertClosed(t)
+	})
+	t.Run("failed turn", func(t *testing.T) {
+		srv, p := fakeProvider(t)
+		eng, cwd := newEngine(t, p, "")
+		c := connect(t, eng, cwd, acp.Options{})
+		ctx := testCtx(t)
+		id := c.newSession(t, ctx)
+		srv.Enqueue(openaitest.HTTPError(400, openaitest.APIError{Message: "bad request from provider", Type: "invalid_request_error"}))
+		if sr := c.prompt(t, ctx, id, "fail"); sr != sdk.StopReasonEndTurn {
+			t.Fatalf("stop reason %q", sr)
+		}
+		if m := summarize(c.cl.take()).message; !strings.Contains(m, "Error") {
+			t.Fatalf("message %q", m)
+		}
+	})
+	t.Run("interrupted by a second prompt", func(t *testing.T) {
+		srv, p := fakeProvider(t)
+		eng, cwd := newEngine(t, p, "interrupt")
+		c := connect(t, eng, cwd, acp.Options{})
+		ctx := testCtx(t)
+		id := c.newSession(t, ctx)
+		g := openaitest.NewGate()
+		t.Cleanup(g.Release)
+		srv.Enqueue(openaitest.Response{Text: []string{"first"}, FaultAt: 1, Gate: g}, openaitest.Text("second answer"))
+		first := make(chan sdk.StopReason, 1)
+		go func() {
+			r, err := c.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock("one")}})
+			if err != nil {
+				t.Error(err)
+			}
+			first <- r.StopReason
+		}()
+		<-g.Reached()
+		if sr := c.prompt(t, ctx, id, "two"); sr != sdk.StopReasonEndTurn {
+			t.Fatalf("second: %q", sr)
+		}
+		if sr := <-first; sr != sdk.StopReasonCancelled {
+			t.Fatalf("first: %q", sr)
+		}
+		// The second request rendered its own turn, with no echo of its prompt.
+		tr := summarize(c.cl.take())
+		if !strings.Contains(tr.message, "second answer") || tr.user != "" {
+			t.Fatalf("message %q user %q", tr.message, tr.user)
+		}
+	})
 }

@@ -57,6 +57,15 @@ func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResp
 				ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
 		}
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+	case engine.AdmitQueued:
+		if adm.Interrupted {
+			// The busy policy interrupted the running turn for this prompt, which runs next:
+			// this request renders it (the interrupted prompt answers cancelled).
+			t := newTurn(a, ss, "")
+			t.awaiting = true
+			return t.run(sub)
+		}
+		fallthrough
 	default:
 		// Queued or steered into the running turn, whose prompt renders the work; rejected
 		// says why. Either way this request is answered now so the client is never stuck
@@ -75,8 +84,11 @@ func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResp
 		a.update(ctx, id, sdk.UpdateAgentMessageText(msg))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
-	t := &turn{a: a, ss: ss, id: id, turnID: adm.TurnID, tools: map[string]*toolState{}, asks: map[string]context.CancelFunc{}, askCall: map[string]string{}}
-	return t.run(sub)
+	return newTurn(a, ss, adm.TurnID).run(sub)
+}
+
+func newTurn(a *agent, ss *session, turnID string) *turn {
+	return &turn{a: a, ss: ss, id: ss.s.ID(), turnID: turnID, tools: map[string]*toolState{}, asks: map[string]context.CancelFunc{}, askCall: map[string]string{}}
 }
 
 // toolState is one tool call the client has been shown.
@@ -93,6 +105,11 @@ type turn struct {
 	ss     *session
 	id     string
 	turnID string
+	// awaiting: no turn is being rendered; the next one started from the queue is adopted.
+	// announce: an adopted turn is introduced with its prompt as a user message (a prompt
+	// the client sent through another request).
+	awaiting bool
+	announce bool
 
 	tools map[string]*toolState
 	order []string
@@ -114,7 +131,9 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 	// After a turn completes, the engine either goes idle or starts the queued follow-up (a
 	// prompt that arrived while this one ran and was answered at once). The follow-up is
 	// rendered here, announced by its user message, so its updates precede a response too.
-	awaiting, queued := false, false
+	// A cancelled turn ends the request at once: whatever runs next belongs to whoever
+	// interrupted it.
+	awaiting, queued := t.awaiting, false
 	for {
 		ev, err := sub.Next(live)
 		if err != nil {
@@ -144,7 +163,7 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 					continue
 				}
 				awaiting, queued, t.turnID = false, false, ev.TurnID
-				if ts, ok := ev.Data.(engine.TurnStart); ok {
+				if ts, ok := ev.Data.(engine.TurnStart); ok && t.announce {
 					t.a.update(live, t.id, sdk.UpdateUserMessageText(ts.Prompt))
 				}
 				continue
@@ -164,7 +183,10 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 			t.stopAsks()
 			t.closeTools(live)
 			stop = t.finish(live, *o)
-			awaiting = true
+			if stop == sdk.StopReasonCancelled {
+				return sdk.PromptResponse{StopReason: stop}, nil
+			}
+			awaiting, t.announce = true, true
 		}
 	}
 	t.stopAsks()
