@@ -87,6 +87,8 @@ type client struct {
 	updates []sdk.SessionNotification
 	perms   []sdk.RequestPermissionRequest
 	decide  func(sdk.RequestPermissionRequest) sdk.RequestPermissionResponse
+	// decideCtx, when set, answers instead of decide and may fail or block.
+	decideCtx func(context.Context) (sdk.RequestPermissionResponse, error)
 }
 
 func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
@@ -96,11 +98,14 @@ func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) err
 	return nil
 }
 
-func (c *client) RequestPermission(_ context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+func (c *client) RequestPermission(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
 	c.mu.Lock()
 	c.perms = append(c.perms, p)
-	decide := c.decide
+	decide, decideCtx := c.decide, c.decideCtx
 	c.mu.Unlock()
+	if decideCtx != nil {
+		return decideCtx(ctx)
+	}
 	if decide == nil {
 		return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}}, nil
 	}
@@ -781,4 +786,44 @@ func TestStopReasons(t *testing.T) {
 			t.Fatalf("message %q user %q", tr.message, tr.user)
 		}
 	})
+}
+
+func TestPermissionFailuresDeny(t *testing.T) {
+	for name, decide := range map[string]func(context.Context) (sdk.RequestPermissionResponse, error){
+		"no answer before the timeout": func(ctx context.Context) (sdk.RequestPermissionResponse, error) {
+			<-ctx.Done() // released by the agent's $/cancel_request
+			return sdk.RequestPermissionResponse{}, ctx.Err()
+		},
+		"client error": func(context.Context) (sdk.RequestPermissionResponse, error) {
+			return sdk.RequestPermissionResponse{}, sdk.NewInternalError(map[string]any{"error": "dialog crashed"})
+		},
+		"cancelled outcome without a cancel": func(context.Context) (sdk.RequestPermissionResponse, error) {
+			return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}}, nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, p := fakeProvider(t)
+			eng, cwd := newEngine(t, p, "")
+			c := connect(t, eng, cwd, acp.Options{PermissionTimeout: 50 * time.Millisecond})
+			c.cl.decideCtx = decide
+			ctx := testCtx(t)
+			id := c.newSession(t, ctx)
+			build := filepath.Join(cwd, "build")
+			if err := os.Mkdir(build, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "call_rm", Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}), openaitest.Text("ok"))
+			if sr := c.prompt(t, ctx, id, "clean"); sr != sdk.StopReasonEndTurn {
+				t.Fatal(sr)
+			}
+			tr := summarize(c.cl.take())
+			tr.assertClosed(t)
+			if st := tr.status["call_rm"]; st[len(st)-1] != sdk.ToolCallStatusFailed {
+				t.Fatalf("statuses %v", st)
+			}
+			if _, err := os.Stat(build); err != nil {
+				t.Fatal("the command ran without consent")
+			}
+		})
+	}
 }

@@ -124,8 +124,8 @@ func idOf(line []byte) json.RawMessage {
 	var m struct {
 		ID json.RawMessage `json:"id"`
 	}
-	if json.Unmarshal(line, &m) == nil && len(m.ID) > 0 {
-		return m.ID
+	if json.Unmarshal(line, &m) == nil {
+		return scalarID(m.ID)
 	}
 	i := bytes.Index(line, []byte(`"id"`))
 	if i < 0 {
@@ -137,6 +137,11 @@ func idOf(line []byte) json.RawMessage {
 	if dec.Decode(&raw) != nil {
 		return nil
 	}
+	return scalarID(raw)
+}
+
+// scalarID keeps an id only when it is a string or a number, as JSON-RPC requires.
+func scalarID(raw json.RawMessage) json.RawMessage {
 	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
 		return raw
 	}
