@@ -303,8 +303,12 @@ func TestPromptStreamsTextAndThoughtBeforeResponse(t *testing.T) {
 	ctx := testCtx(t)
 	id := c.newSession(t, ctx)
 	srv.Enqueue(openaitest.Response{Reasoning: []string{"let me ", "think"}, Text: []string{"Hel", "lo ", "there"}})
-	if sr := c.prompt(t, ctx, id, "hi"); sr != sdk.StopReasonEndTurn {
-		t.Fatalf("stop reason %q", sr)
+	r, err := c.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock("hi")}})
+	if err != nil || r.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v %v", r, err)
+	}
+	if u := r.Usage; u == nil || u.InputTokens != 12 || u.OutputTokens != 7 || u.TotalTokens != 19 {
+		t.Fatalf("usage %+v", r.Usage)
 	}
 	// The SDK client processes every notification sent before a response before returning
 	// it, so the whole turn must be here now.

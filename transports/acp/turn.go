@@ -11,6 +11,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
 )
 
 // drainTimeout bounds the wait for running turns' outcomes once the client has gone away:
@@ -134,6 +135,10 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 	// A cancelled turn ends the request at once: whatever runs next belongs to whoever
 	// interrupted it.
 	awaiting, queued := t.awaiting, false
+	var usage model.Usage
+	respond := func() (sdk.PromptResponse, error) {
+		return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
+	}
 	for {
 		ev, err := sub.Next(live)
 		if err != nil {
@@ -155,7 +160,7 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 				continue
 			case engine.EvSessionInfo:
 				if info, ok := ev.Data.(engine.Info); ok && info.Status == engine.StatusIdle && !queued {
-					return sdk.PromptResponse{StopReason: stop}, nil
+					return respond()
 				}
 				continue
 			case engine.EvMessageStart:
@@ -169,7 +174,7 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 				continue
 			case engine.EvError:
 				if queued && ev.TurnID != "" { // the follow-up was abandoned before it started
-					return sdk.PromptResponse{StopReason: stop}, nil
+					return respond()
 				}
 				continue
 			default:
@@ -183,15 +188,31 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 			t.stopAsks()
 			t.closeTools(live)
 			stop = t.finish(live, *o)
+			usage.Add(o.Usage)
 			if stop == sdk.StopReasonCancelled {
-				return sdk.PromptResponse{StopReason: stop}, nil
+				return respond()
 			}
 			awaiting, t.announce = true, true
 		}
 	}
 	t.stopAsks()
 	t.closeTools(live)
-	return sdk.PromptResponse{StopReason: stop}, nil
+	return respond()
+}
+
+// acpUsage reports the token counts of the turns a prompt rendered, when the provider gave any.
+func acpUsage(u model.Usage) *sdk.Usage {
+	if u.TotalTokens == 0 && u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		return nil
+	}
+	out := &sdk.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if u.CachedTokens > 0 {
+		out.CachedReadTokens = sdk.Ptr(u.CachedTokens)
+	}
+	if u.ReasoningTokens > 0 {
+		out.ThoughtTokens = sdk.Ptr(u.ReasoningTokens)
+	}
+	return out
 }
 
 func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
