@@ -432,6 +432,19 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 	return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
 }
 
+// UnstableSetSessionModel serves session/set_model, which some clients still send instead of
+// the model config option.
+func (a *agent) UnstableSetSessionModel(ctx context.Context, p sdk.UnstableSetSessionModelRequest) (sdk.UnstableSetSessionModelResponse, error) {
+	ss, err := a.get(p.SessionId)
+	if err != nil {
+		return sdk.UnstableSetSessionModelResponse{}, err
+	}
+	if _, err := ss.s.SetModel(ctx, string(p.ModelId)); err != nil {
+		return sdk.UnstableSetSessionModelResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	return sdk.UnstableSetSessionModelResponse{}, nil
+}
+
 func (a *agent) update(ctx context.Context, id string, u sdk.SessionUpdate) {
 	if err := a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: sdk.SessionId(id), Update: u}); err != nil {
 		a.o.Logger.Debug("session/update not sent", "session", id, "err", err)

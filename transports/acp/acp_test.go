@@ -518,7 +518,8 @@ func TestLoadReplaysHistoryBeforeAnswering(t *testing.T) {
 	c := connect(t, eng, cwd, acp.Options{})
 	ctx := testCtx(t)
 	id := c.newSession(t, ctx)
-	srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "c1", Name: "terminal", Args: []string{`{"command":"echo replayed"}`}}), openaitest.Text("all done"))
+	srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "c1", Name: "terminal", Args: []string{`{"command":"echo replayed"}`}}),
+		openaitest.Response{Reasoning: []string{"pondering"}, Text: []string{"all done"}})
 	c.prompt(t, ctx, id, "first question")
 	c.cl.take()
 
@@ -531,8 +532,8 @@ func TestLoadReplaysHistoryBeforeAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := summarize(c2.cl.take())
-	if tr.user != "first question" || tr.message != "all done" || len(tr.calls) != 1 {
-		t.Fatalf("replay: user %q message %q calls %v", tr.user, tr.message, tr.calls)
+	if tr.user != "first question" || tr.message != "all done" || tr.thought != "pondering" || len(tr.calls) != 1 {
+		t.Fatalf("replay: user %q thought %q message %q calls %v", tr.user, tr.thought, tr.message, tr.calls)
 	}
 	tr.assertClosed(t)
 	// The loaded session takes prompts on the new connection.
@@ -672,6 +673,13 @@ func TestModelCommandAndConfigOption(t *testing.T) {
 	_, err = c.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{SessionId: r.SessionId, ConfigId: "model", Value: "nosuchprovider:x"}})
 	if re, ok := err.(*sdk.RequestError); !ok || re.Code != -32602 {
 		t.Fatalf("bad model: %v", err)
+	}
+	if _, err := c.UnstableSetSessionModel(ctx, sdk.UnstableSetSessionModelRequest{SessionId: r.SessionId, ModelId: "openai:other"}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := eng.Live(string(r.SessionId))
+	if m := s.Record().Model; m != "openai:other" {
+		t.Fatalf("model after session/set_model: %q", m)
 	}
 }
 
