@@ -8,18 +8,20 @@ import (
 	"github.com/hermes-go/hermes/engine/store"
 )
 
-// rewind validates a truncating submit and applies it with the new user row in one store
-// transaction. Every refusal happens before anything is written.
-func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (Admission, error) {
+// checkRewind validates a truncating submit against the stored transcript without writing and
+// returns the row id to cut before. Submit calls it before claiming the turn, so a refusal
+// leaves no trace at all; rewind checks again under the claim (the store refuses a row that
+// went stale meanwhile).
+func (s *Session) checkRewind(ctx context.Context, tr Truncate) (uint64, error) {
 	if tr.BeforeRowID == 0 && tr.BeforeUserOrdinal == nil {
-		return Admission{}, ErrTruncateNoTarget
+		return 0, ErrTruncateNoTarget
 	}
 	if !tr.Confirm {
-		return Admission{}, ErrTruncateConsent
+		return 0, ErrTruncateConsent
 	}
-	rows, err := s.e.cfg.Store.Rows(ctx, s.id, store.RowQuery{})
+	rows, err := s.History(ctx, store.RowQuery{}) // none yet for a lazy session
 	if err != nil {
-		return Admission{}, err
+		return 0, err
 	}
 	var users []store.Row
 	for _, r := range rows {
@@ -35,19 +37,19 @@ func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (A
 			}
 		}
 		if ordinal < 0 {
-			return Admission{}, fmt.Errorf("%w (row id %d)", ErrTruncateStale, tr.BeforeRowID)
+			return 0, fmt.Errorf("%w (row id %d)", ErrTruncateStale, tr.BeforeRowID)
 		}
 		if tr.BeforeUserOrdinal != nil && *tr.BeforeUserOrdinal != ordinal {
-			return Admission{}, fmt.Errorf("%w: ordinal %d, row id target is turn %d", ErrTruncateMismatch, *tr.BeforeUserOrdinal, ordinal)
+			return 0, fmt.Errorf("%w: ordinal %d, row id target is turn %d", ErrTruncateMismatch, *tr.BeforeUserOrdinal, ordinal)
 		}
 	} else {
 		o := *tr.BeforeUserOrdinal
 		if o < 0 || o >= len(users) {
-			return Admission{}, fmt.Errorf("%w (ordinal %d of %d user turns)", ErrTruncateStale, o, len(users))
+			return 0, fmt.Errorf("%w (ordinal %d of %d user turns)", ErrTruncateStale, o, len(users))
 		}
 		// Durable sessions always have row ids; an ordinal alone could cut the wrong turn
 		// after a concurrent edit, so it is refused.
-		return Admission{}, ErrTruncateOrdinal
+		return 0, ErrTruncateOrdinal
 	}
 	target := users[ordinal].ID
 	before := 0
@@ -57,7 +59,17 @@ func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (A
 		}
 	}
 	if before == 0 && len(rows) > 0 && !tr.ConfirmEmpty {
-		return Admission{}, ErrTruncateEmpty
+		return 0, ErrTruncateEmpty
+	}
+	return target, nil
+}
+
+// rewind validates a truncating submit and applies it with the new user row in one store
+// transaction. Every refusal happens before anything is written.
+func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (Admission, error) {
+	target, err := s.checkRewind(ctx, tr)
+	if err != nil {
+		return Admission{}, err
 	}
 	res, err := s.e.cfg.Store.Rewind(ctx, s.id, store.Fence{}, target, []store.Row{userRow})
 	if errors.Is(err, store.ErrStaleRow) {

@@ -244,6 +244,22 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 		}
 		return s.busyLocked(ctx, p, text) // unlocks
 	}
+	if p.Truncate != nil {
+		// Refuse a bad rewind before claiming the turn: a refusal leaves no trace.
+		s.mu.Unlock()
+		if _, err := s.checkRewind(ctx, *p.Truncate); err != nil {
+			return Admission{}, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return Admission{}, ErrSessionClosed
+		}
+		if s.turn != nil {
+			s.mu.Unlock()
+			return Admission{}, ErrBusy
+		}
+	}
 	t := s.newTurnLocked(text, p.Origin)
 	s.mu.Unlock()
 

@@ -1,0 +1,165 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// placeholders maps values that differ between runs to stable names, in order of first
+// appearance, and back.
+type placeholders struct {
+	byValue map[string]string // actual → placeholder
+	byName  map[string]string // placeholder → actual
+	counts  map[string]int
+	seqBase map[string]float64 // session id → first seq seen
+}
+
+func newPlaceholders() *placeholders {
+	return &placeholders{byValue: map[string]string{}, byName: map[string]string{}, counts: map[string]int{}, seqBase: map[string]float64{}}
+}
+
+// kindOf says which placeholder family a key's value belongs to ("" = keep as is).
+func kindOf(key string, v any) string {
+	switch key {
+	case "session_id", "child_session_id", "subagent_id":
+		return "session"
+	case "stored_session_id", "session_key", "resumed", "parent":
+		return "stored"
+	case "request_id":
+		return "request"
+	case "tool_id", "call_id":
+		return "tool"
+	case "row_id", "user_row_id", "survivor_user_row_ids":
+		return "row"
+	case "task_id", "steer_id":
+		return "task"
+	case "replay_epoch", "epoch":
+		return "epoch"
+	case "time", "timestamp", "started_at", "created", "deadline", "last_active", "turn_started_at", "saved_at", "created_at", "updated_at":
+		return "time"
+	case "id":
+		if s, ok := v.(string); ok && strings.HasPrefix(s, "srq-") {
+			return "request"
+		}
+	case "path":
+		if s, ok := v.(string); ok && strings.HasPrefix(s, "spawn_tree/") {
+			return "path"
+		}
+	case "cwd", "model", "provider":
+		return key
+	case "duration_s", "latest_seq", "api_calls":
+		return key
+	}
+	return ""
+}
+
+func (p *placeholders) name(kind string, v any) any {
+	if v == nil {
+		return nil
+	}
+	switch kind {
+	case "time", "duration_s", "latest_seq":
+		return "$" + kind
+	case "cwd", "model", "provider":
+		return "$" + kind
+	}
+	key := kind + ":" + fmt.Sprint(v)
+	if n, ok := p.byValue[key]; ok {
+		return n
+	}
+	p.counts[kind]++
+	n := fmt.Sprintf("$%s%d", kind, p.counts[kind])
+	p.byValue[key] = n
+	p.byName[n] = fmt.Sprint(v)
+	return n
+}
+
+// normalize rewrites one decoded frame in place and returns it.
+func (p *placeholders) normalize(v any) any {
+	return p.walk("", v)
+}
+
+func (p *placeholders) walk(key string, v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		// seq is rebased per session (events carry session_id next to seq)
+		if seq, ok := t["seq"].(float64); ok {
+			sid, _ := t["session_id"].(string)
+			base, seen := p.seqBase[sid]
+			if !seen {
+				base = seq - 1
+				p.seqBase[sid] = base
+			}
+			t["seq"] = seq - base
+		}
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // placeholders are assigned in a stable order
+		for _, k := range keys {
+			if k == "seq" {
+				continue
+			}
+			t[k] = p.walk(k, t[k])
+		}
+		return t
+	case []any:
+		for i := range t {
+			t[i] = p.walk(key, t[i])
+		}
+		return t
+	default:
+		if kind := kindOf(key, v); kind != "" {
+			if s, ok := v.(string); ok && s == "" {
+				return v
+			}
+			return p.name(kind, v)
+		}
+		return v
+	}
+}
+
+// substitute replaces placeholders in a client frame with the values captured so far.
+func (p *placeholders) substitute(frame string) (string, error) {
+	var v any
+	if err := json.Unmarshal([]byte(frame), &v); err != nil {
+		return "", err
+	}
+	v = p.sub(v)
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func (p *placeholders) sub(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = p.sub(x)
+		}
+		return t
+	case []any:
+		for i := range t {
+			t[i] = p.sub(t[i])
+		}
+		return t
+	case string:
+		if actual, ok := p.byName[t]; ok && strings.HasPrefix(t, "$") {
+			if strings.HasPrefix(t, "$row") { // row ids are numbers on the wire
+				var n json.Number = json.Number(actual)
+				return n
+			}
+			return actual
+		}
+		return t
+	}
+	return v
+}
+
+// canonical renders a normalised value with sorted keys on one line.
+func canonical(v any) string {
+	b, _ := json.Marshal(v) // encoding/json sorts map keys
+	return string(b)
+}

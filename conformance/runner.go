@@ -1,0 +1,322 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fixture is one parsed fixture file.
+type Fixture struct {
+	Name  string
+	Path  string
+	Meta  Meta
+	arch  archive
+	steps []Step
+}
+
+// Meta is meta.json.
+type Meta struct {
+	Transports []string `json:"transports"`
+	Ignore     []string `json:"ignore,omitempty"` // event types dropped before comparing
+	Config     string   `json:"config,omitempty"` // config.yaml contents
+}
+
+// Step is one line of client.jsonl.
+type Step struct {
+	Send      json.RawMessage `json:"send,omitempty"`
+	Raw       string          `json:"raw,omitempty"` // sent as is (malformed input)
+	Until     string          `json:"until,omitempty"`
+	Answer    string          `json:"answer,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Close     bool            `json:"close,omitempty"`
+	Reconnect bool            `json:"reconnect,omitempty"`
+}
+
+// Load reads a fixture.
+func Load(path string) (*Fixture, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a fixture from its bytes; path names it (and is where Record writes).
+func Parse(path string, data []byte) (*Fixture, error) {
+	a := parseArchive(data)
+	f := &Fixture{Name: strings.TrimSuffix(filepath.Base(path), ".txtar"), Path: path, arch: a}
+	meta, ok := a.get("meta.json")
+	if !ok {
+		return nil, fmt.Errorf("%s: no meta.json", path)
+	}
+	if err := json.Unmarshal(meta, &f.Meta); err != nil {
+		return nil, fmt.Errorf("%s: meta.json: %w", path, err)
+	}
+	client, ok := a.get("client.jsonl")
+	if !ok {
+		return nil, fmt.Errorf("%s: no client.jsonl", path)
+	}
+	for i, line := range strings.Split(string(client), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var s Step
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			return nil, fmt.Errorf("%s: client.jsonl line %d: %w", path, i+1, err)
+		}
+		f.steps = append(f.steps, s)
+	}
+	if _, ok := a.get("cassette.json"); !ok {
+		return nil, fmt.Errorf("%s: no cassette.json", path)
+	}
+	return f, nil
+}
+
+// Prepare lays the fixture out in dir and returns the environment for the build under test.
+func (f *Fixture) Prepare(binary, dir string) (Env, error) {
+	home, work := filepath.Join(dir, "home"), filepath.Join(dir, "work")
+	for _, d := range []string{home, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return Env{}, err
+		}
+	}
+	cas, _ := f.arch.get("cassette.json")
+	casPath := filepath.Join(dir, "cassette.json")
+	if err := os.WriteFile(casPath, cas, 0o600); err != nil {
+		return Env{}, err
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(f.Meta.Config), 0o600); err != nil {
+		return Env{}, err
+	}
+	vars := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + casPath, "HERMES_POLICY="}
+	for _, name := range []string{"policy.js", "policy.lua"} {
+		if src, ok := f.arch.get(name); ok {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, src, 0o600); err != nil {
+				return Env{}, err
+			}
+			vars = append(vars, "HERMES_POLICY="+p)
+		}
+	}
+	return Env{Binary: binary, Dir: work, Vars: vars}, nil
+}
+
+// Run replays the fixture on srv and returns the normalised frames received, one line each,
+// prefixed with the step that received them.
+func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
+	ph := newPlaceholders()
+	var out []string
+	conn, err := srv.Connect()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { conn.Close() }()
+	pending := map[string]bool{} // request ids seen, not answered
+	receive := func(step int, stop func(map[string]any) bool) error {
+		for {
+			raw, err := conn.Recv(ctx)
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return fmt.Errorf("step %d: server sent invalid JSON %q", step, raw)
+			}
+			done := stop(m)
+			if !f.ignored(m) {
+				if id, ok := m["id"].(string); ok && m["method"] != nil {
+					pending[id] = true
+				}
+				out = append(out, fmt.Sprintf("%d %s", step, canonical(ph.normalize(m))))
+			}
+			if done {
+				return nil
+			}
+		}
+	}
+	// The connection's first frame.
+	if err := receive(0, func(map[string]any) bool { return true }); err != nil {
+		return out, err
+	}
+	for i, s := range f.steps {
+		n := i + 1
+		switch {
+		case s.Close:
+			conn.Close()
+			continue
+		case s.Reconnect:
+			if conn, err = srv.Connect(); err != nil {
+				return out, fmt.Errorf("step %d: %w", n, err)
+			}
+			if err := receive(n, func(map[string]any) bool { return true }); err != nil {
+				return out, err
+			}
+			continue
+		case s.Raw != "":
+			if err := conn.Send([]byte(s.Raw)); err != nil {
+				return out, fmt.Errorf("step %d: %w", n, err)
+			}
+			if err := receive(n, func(m map[string]any) bool { return m["method"] == nil }); err != nil {
+				return out, err
+			}
+		case s.Answer != "":
+			actual, ok := ph.byName[s.Answer]
+			if !ok {
+				return out, fmt.Errorf("step %d: no request captured as %s", n, s.Answer)
+			}
+			frame, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": actual, "result": s.Result})
+			if err := conn.Send(frame); err != nil {
+				return out, fmt.Errorf("step %d: %w", n, err)
+			}
+		case len(s.Send) > 0:
+			frame, err := ph.substitute(string(s.Send))
+			if err != nil {
+				return out, fmt.Errorf("step %d: %w", n, err)
+			}
+			if err := conn.Send([]byte(frame)); err != nil {
+				return out, fmt.Errorf("step %d: %w", n, err)
+			}
+			var probe struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal([]byte(frame), &probe)
+			if len(probe.ID) > 0 && string(probe.ID) != "null" {
+				want := string(probe.ID)
+				failed := false
+				if err := receive(n, func(m map[string]any) bool {
+					if m["method"] != nil {
+						return false
+					}
+					id, _ := json.Marshal(m["id"])
+					failed = m["error"] != nil
+					return string(id) == want
+				}); err != nil {
+					return out, err
+				}
+				if failed && s.Until != "" {
+					return out, fmt.Errorf("step %d: the request failed, so %s will not come", n, s.Until)
+				}
+			} else if s.Until == "" {
+				// a frame with no id (or a raw bad frame): its answer has a null id
+				if err := receive(n, func(m map[string]any) bool { return m["method"] == nil }); err != nil {
+					return out, err
+				}
+			}
+		}
+		if s.Until != "" {
+			if err := receive(n, func(m map[string]any) bool {
+				if m["method"] == s.Until { // a server→client request
+					return true
+				}
+				p, _ := m["params"].(map[string]any)
+				return m["method"] == "event" && p != nil && p["type"] == s.Until
+			}); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// alwaysIgnored events carry timing, not contract: tool.progress is rate-limited output.
+var alwaysIgnored = []string{"tool.progress"}
+
+func (f *Fixture) ignored(m map[string]any) bool {
+	if m["method"] != "event" {
+		return false
+	}
+	p, _ := m["params"].(map[string]any)
+	t, _ := p["type"].(string)
+	return slices.Contains(f.Meta.Ignore, t) || slices.Contains(alwaysIgnored, t)
+}
+
+// Want returns the recorded frames for a transport.
+func (f *Fixture) Want(transport string) ([]string, bool) {
+	data, ok := f.arch.get("want/" + transport + ".jsonl")
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out, true
+}
+
+// Record stores frames as the expectation for a transport and rewrites the file.
+func (f *Fixture) Record(transport string, frames []string) error {
+	f.arch.set("want/"+transport+".jsonl", []byte(strings.Join(frames, "\n")+"\n"))
+	return os.WriteFile(f.Path, f.arch.format(), 0o644)
+}
+
+// Diff describes the first difference between want and got, or "" when they are equal.
+func Diff(want, got []string) string {
+	for i := 0; i < max(len(want), len(got)); i++ {
+		var w, g string
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if w != g {
+			return fmt.Sprintf("frame %d differs:\n  want: %s\n  got:  %s", i+1, orNone(w), orNone(g))
+		}
+	}
+	return ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no frame)"
+	}
+	return s
+}
+
+// ErrNoExpectation means a fixture has never been recorded for a transport.
+var ErrNoExpectation = errors.New("no recorded expectation (run with -update)")
+
+// Check replays f on a fresh server of driver d and compares with the recording. With
+// update it records instead.
+func Check(ctx context.Context, f *Fixture, d Driver, binary, dir string, update bool) error {
+	env, err := f.Prepare(binary, dir)
+	if err != nil {
+		return err
+	}
+	srv, err := d.Start(env)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	got, err := f.Run(ctx, srv)
+	want, ok := f.Want(d.Name())
+	if err != nil {
+		if ok && !update { // the first drift explains a run that went off the rails
+			if diff := Diff(want[:min(len(want), len(got))], got); diff != "" {
+				return fmt.Errorf("%s\n(then: %v)", diff, err)
+			}
+		}
+		return fmt.Errorf("%w\nframes so far:\n  %s", err, strings.Join(got, "\n  "))
+	}
+	if update {
+		return f.Record(d.Name(), got)
+	}
+	if !ok {
+		return ErrNoExpectation
+	}
+	if diff := Diff(want, got); diff != "" {
+		return errors.New(diff)
+	}
+	return nil
+}
