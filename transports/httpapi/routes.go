@@ -14,6 +14,12 @@ func (s *Server) routes() {
 	s.app.Post("/v1/responses", s.createResponse)
 	s.app.Get("/v1/responses/:id", s.getResponse)
 	s.app.Delete("/v1/responses/:id", s.deleteResponse)
+	s.app.Post("/v1/runs", s.createRun)
+	s.app.Get("/v1/runs/:id", s.getRun)
+	s.app.Get("/v1/runs/:id/events", s.runEvents)
+	s.app.Post("/v1/runs/:id/approval", s.runApproval)
+	s.app.Post("/v1/runs/:id/steer", s.runSteer)
+	s.app.Post("/v1/runs/:id/stop", s.stopRun)
 }
 
 // models is the advertised list: the default model first, then Options.Models, no duplicates.
@@ -95,12 +101,13 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 		"version":  s.opts.Version,
 		"model":    def,
 		"auth":     fiber.Map{"type": "bearer", "required": true},
-		"runtime":  fiber.Map{"mode": "server_agent", "tool_execution": "server", "split_runtime": false, "description": "the agent runs its tools on the server; approvals a policy leaves open are denied on this API"},
+		"runtime":  fiber.Map{"mode": "server_agent", "tool_execution": "server", "split_runtime": false, "description": "the agent runs its tools on the server; approvals a policy leaves open are denied on chat completions and responses, and wait for POST /v1/runs/{run_id}/approval on runs"},
 		"features": fiber.Map{
 			"chat_completions": true, "chat_completions_streaming": true,
 			"responses_api": true, "responses_streaming": true,
-			"run_submission": false, "run_status": false, "run_events_sse": false, "run_stop": false,
-			"run_approval_response": false, "tool_progress_events": true, "approval_events": false,
+			"run_submission": true, "run_status": true, "run_events_sse": true, "run_stop": true, "run_steer": true,
+			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
+			"run_unknown_resolution": false, "run_idempotency": false,
 			"session_continuity_header": HeaderSessionID,
 			"session_key_header":        HeaderSessionKey,
 			"cors":                      len(s.cors) > 0,
@@ -115,6 +122,12 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"responses":        ep("POST", "/v1/responses"),
 			"response":         ep("GET", "/v1/responses/{response_id}"),
 			"response_delete":  ep("DELETE", "/v1/responses/{response_id}"),
+			"runs":             ep("POST", "/v1/runs"),
+			"run_status":       ep("GET", "/v1/runs/{run_id}"),
+			"run_events":       ep("GET", "/v1/runs/{run_id}/events"),
+			"run_approval":     ep("POST", "/v1/runs/{run_id}/approval"),
+			"run_steer":        ep("POST", "/v1/runs/{run_id}/steer"),
+			"run_stop":         ep("POST", "/v1/runs/{run_id}/stop"),
 			"websocket":        ep("GET", "/api/ws"),
 		},
 	})

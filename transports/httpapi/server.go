@@ -50,6 +50,7 @@ type Server struct {
 	cancel context.CancelFunc
 	reqs   sync.WaitGroup // streaming bodies and waiting handlers
 	cors   map[string]bool
+	runs   runs
 
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}

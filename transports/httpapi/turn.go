@@ -24,6 +24,7 @@ type turnRun struct {
 	sess   *engine.Session
 	sub    *engine.Subscription
 	quiet  time.Duration // silence after which next returns errSilent
+	keep   bool          // leave requests open for a client to answer (runs)
 	turnID string
 	done   bool
 	out    engine.Outcome
@@ -82,7 +83,7 @@ func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
 		}
 		switch ev.Type {
 		case engine.EvRequestOpen:
-			if req, ok := ev.Data.(engine.Request); ok {
+			if req, ok := ev.Data.(engine.Request); ok && !r.keep {
 				if req.Kind == engine.KindApproval {
 					_ = r.sess.Answer(req.ID, map[string]any{"choice": engine.ChoiceDeny})
 				} else {

@@ -1,0 +1,219 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+)
+
+type runFrame struct {
+	id   int
+	data map[string]any
+}
+
+// runStream reads a run event stream frame by frame.
+type runStream struct {
+	t    *testing.T
+	res  *http.Response
+	br   *bufio.Reader
+	tail []string // comment lines seen
+}
+
+func (tg *target) events(t *testing.T, runID, lastID string) *runStream {
+	t.Helper()
+	req, _ := http.NewRequest("GET", tg.base+"/v1/runs/"+runID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return &runStream{t: t, res: res, br: bufio.NewReader(res.Body)}
+}
+
+// next returns the next frame with data, or ok=false at the end of the stream.
+func (rs *runStream) next() (runFrame, bool) {
+	rs.t.Helper()
+	var f runFrame
+	has := false
+	for {
+		line, err := rs.br.ReadString('\n')
+		if err == io.EOF && line == "" {
+			return f, false
+		}
+		if err != nil {
+			rs.t.Fatal(err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if has {
+				return f, true
+			}
+		case strings.HasPrefix(line, ":"):
+			rs.tail = append(rs.tail, line)
+		case strings.HasPrefix(line, "retry: "):
+		case strings.HasPrefix(line, "id: "):
+			f.id, _ = strconv.Atoi(strings.TrimPrefix(line, "id: "))
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &f.data); err != nil {
+				rs.t.Fatalf("%v: %q", err, line)
+			}
+			has = true
+		default:
+			rs.t.Fatalf("unexpected line %q", line)
+		}
+	}
+}
+
+func (rs *runStream) until(name string) []runFrame {
+	rs.t.Helper()
+	var out []runFrame
+	for {
+		f, ok := rs.next()
+		if !ok {
+			rs.t.Fatalf("stream ended before %s: %v", name, out)
+		}
+		out = append(out, f)
+		if f.data["event"] == name {
+			return out
+		}
+	}
+}
+
+func startRun(t *testing.T, tg *target, body string) string {
+	t.Helper()
+	r := tg.do(t, "POST", "/v1/runs", body, nil)
+	m := decode(t, r)
+	id, _ := m["run_id"].(string)
+	if r.status != 202 || m["status"] != "started" || !strings.HasPrefix(id, "run_") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	return id
+}
+
+func TestRunApprovalAndReplay(t *testing.T) {
+	tg := newTarget(t, nil)
+	if err := os.MkdirAll(filepath.Join(tg.cwd, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tg.fake.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{ID: "call_rm", Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}),
+		openaitest.Text("kept it"),
+	)
+	id := startRun(t, tg, `{"input":"clean up"}`)
+	rs := tg.events(t, id, "")
+	if ct := rs.res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content-type %q", ct)
+	}
+	frames := rs.until("approval.request")
+	req := frames[len(frames)-1].data
+	if req["command"] != "rm -r build" || req["request_id"] == "" {
+		t.Fatalf("approval.request %v", req)
+	}
+	st := decode(t, tg.do(t, "GET", "/v1/runs/"+id, "", nil))
+	if st["status"] != "waiting_for_approval" || st["approval"].(map[string]any)["request_id"] != req["request_id"] {
+		t.Fatalf("status %v", st)
+	}
+	envelope(t, tg.do(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"maybe"}`, nil), 400, "invalid_approval_choice")
+	a := decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, nil))
+	if a["resolved"] != float64(1) || a["choice"] != "deny" {
+		t.Fatalf("approval %v", a)
+	}
+	frames = append(frames, rs.until("run.completed")...)
+	if _, ok := rs.next(); ok || len(rs.tail) == 0 || rs.tail[len(rs.tail)-1] != ": stream closed" {
+		t.Fatalf("stream did not close after the terminal event: %v", rs.tail)
+	}
+	for i, f := range frames {
+		if f.id != i+1 || f.data["sequence_number"] != float64(i+1) || f.data["run_id"] != id {
+			t.Fatalf("frame %d: id %d %v", i, f.id, f.data)
+		}
+	}
+	done := frames[len(frames)-1].data
+	if done["output"] != "kept it" || done["completed"] != true || done["partial"] != false {
+		t.Fatalf("run.completed %v", done)
+	}
+	if _, err := os.Stat(filepath.Join(tg.cwd, "build")); err != nil {
+		t.Fatalf("denied command ran: %v", err)
+	}
+	st = decode(t, tg.do(t, "GET", "/v1/runs/"+id, "", nil))
+	if st["status"] != "completed" || st["output"] != "kept it" {
+		t.Fatalf("status %v", st)
+	}
+	// Replay after id 2: the same frames from 3 on.
+	rs2 := tg.events(t, id, "2")
+	var replay []runFrame
+	for f, ok := rs2.next(); ok; f, ok = rs2.next() {
+		replay = append(replay, f)
+	}
+	if len(replay) != len(frames)-2 || replay[0].id != 3 || replay[len(replay)-1].data["event"] != "run.completed" {
+		t.Fatalf("replay %v", replay)
+	}
+	// Nothing left to replay on a finished run: 204 stops an EventSource.
+	if rs3 := tg.events(t, id, strconv.Itoa(len(frames))); rs3.res.StatusCode != 204 {
+		t.Fatalf("status %d", rs3.res.StatusCode)
+	}
+	envelope(t, tg.do(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"once"}`, nil), 409, "approval_not_pending")
+	envelope(t, tg.do(t, "POST", "/v1/runs/"+id+"/steer", `{"input":"more"}`, nil), 409, "run_not_accepting_steer")
+	if st := decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/stop", "", nil)); st["status"] != "completed" {
+		t.Fatalf("stop on a finished run: %v", st)
+	}
+}
+
+func TestRunSteerAndStop(t *testing.T) {
+	tg := newTarget(t, nil)
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	tg.fake.Enqueue(openaitest.Response{Text: []string{"a", "b"}, FaultAt: 2, Gate: gate})
+	id := startRun(t, tg, `{"input":[{"role":"user","content":"earlier"},{"role":"assistant","content":"ok"},{"role":"user","content":"go"}]}`)
+	<-gate.Reached()
+	s := decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/steer", `{"text":"focus on tests"}`, nil))
+	if s["accepted"] != true {
+		t.Fatalf("steer %v", s)
+	}
+	envelope(t, tg.do(t, "POST", "/v1/runs/"+id+"/steer", `{"text":"  "}`, nil), 400, "invalid_steer_input")
+	if st := decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/stop", "", nil)); st["status"] != "stopping" {
+		t.Fatalf("stop %v", st)
+	}
+	frames := tg.events(t, id, "").until("run.cancelled")
+	names := []string{}
+	for _, f := range frames {
+		names = append(names, f.data["event"].(string))
+	}
+	if names[0] != "run.started" || !strings.Contains(strings.Join(names, ","), "run.steered") || !strings.Contains(strings.Join(names, ","), "run.stopping") {
+		t.Fatalf("events %v", names)
+	}
+	last := frames[len(frames)-1].data
+	if last["interrupted"] != true || last["completed"] != false {
+		t.Fatalf("run.cancelled %v", last)
+	}
+	if st := decode(t, tg.do(t, "GET", "/v1/runs/"+id, "", nil)); st["status"] != "cancelled" {
+		t.Fatalf("status %v", st)
+	}
+	if b := tg.fake.Requests()[0].Body; !strings.Contains(string(b), "earlier") {
+		t.Fatalf("history missing: %s", b)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tg := newTarget(t, nil)
+	envelope(t, tg.do(t, "GET", "/v1/runs/run_nope", "", nil), 404, "run_not_found")
+	envelope(t, tg.do(t, "GET", "/v1/runs/run_nope/events", "", nil), 404, "run_not_found")
+	envelope(t, tg.do(t, "POST", "/v1/runs/run_nope/stop", "", nil), 404, "run_not_found")
+	envelope(t, tg.do(t, "POST", "/v1/runs", `{}`, nil), 400, "missing_input")
+	envelope(t, tg.do(t, "POST", "/v1/runs", `{"input":"x","session_id":"a/b"}`, nil), 400, "invalid_session_id")
+	if len(tg.fake.Requests()) != 0 {
+		t.Fatal("a refused run reached the model")
+	}
+}
