@@ -209,6 +209,12 @@ func flatten(blocks []sdk.ContentBlock, imageDir string) (*promptInput, error) {
 }
 
 func (p *promptInput) saveImage(i int, img *sdk.ContentBlockImage) (string, error) {
+	if img.Data == "" && img.Uri != nil { // a local file by reference
+		if u, err := url.Parse(*img.Uri); err == nil && u.Scheme == "file" && filepath.IsAbs(u.Path) {
+			return u.Path, nil
+		}
+		return "", fmt.Errorf("block %d: image has no data and no file:// uri", i)
+	}
 	ext := ".png"
 	switch img.MimeType {
 	case "image/png":
@@ -219,11 +225,6 @@ func (p *promptInput) saveImage(i int, img *sdk.ContentBlockImage) (string, erro
 	case "image/webp":
 		ext = ".webp"
 	default:
-		if img.Data == "" && img.Uri != nil {
-			if u, err := url.Parse(*img.Uri); err == nil && u.Scheme == "file" {
-				return u.Path, nil
-			}
-		}
 		return "", fmt.Errorf("block %d: unsupported image type %q", i, img.MimeType)
 	}
 	if base64.StdEncoding.DecodedLen(len(img.Data)) > maxImageBytes {

@@ -18,7 +18,7 @@ import (
 // the engine interrupts promptly, this only guards against a stuck tool.
 const drainTimeout = 30 * time.Second
 
-func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
+func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
 	if !a.enter() {
 		return sdk.PromptResponse{}, errorf("the agent is shutting down")
 	}
@@ -51,10 +51,10 @@ func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResp
 	case engine.AdmitStarted:
 	case engine.AdmitCommand:
 		if adm.Message != "" {
-			a.update(ctx, id, sdk.UpdateAgentMessageText(adm.Message))
+			a.update(a.live, id, sdk.UpdateAgentMessageText(adm.Message))
 		}
 		if strings.HasPrefix(strings.TrimSpace(in.text), "/model") {
-			a.update(ctx, id, sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{
+			a.update(a.live, id, sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{
 				ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
 		}
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
@@ -82,7 +82,7 @@ func (a *agent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResp
 				msg = "Not accepted: the session is busy."
 			}
 		}
-		a.update(ctx, id, sdk.UpdateAgentMessageText(msg))
+		a.update(a.live, id, sdk.UpdateAgentMessageText(msg))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
 	return newTurn(a, ss, adm.TurnID).run(sub)
