@@ -73,7 +73,7 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "hermes — an AI agent over durable sessions, driven from the terminal and by other programs.\n\n")
 	fmt.Fprintf(w, "Usage:\n  hermes <command> [flags]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'hermes <command> -h' for a command's flags.\n")
 	fmt.Fprintf(w, "\nEnvironment: HERMES_HOME (default ~/.hermes), HERMES_MODEL (provider:model), OPENAI_BASE_URL,\n")
