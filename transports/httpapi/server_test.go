@@ -182,8 +182,10 @@ func TestErrorsAndHeaders(t *testing.T) {
 		envelope(t, tg.do(t, "GET", "/v1/models/openai:nope", "", nil), 404, "model_not_found")
 	})
 	t.Run("413", func(t *testing.T) {
-		big := `{"model":"openai:fake-agent","messages":[{"role":"user","content":"` + strings.Repeat("a", 10<<20) + `"}]}`
-		r := tg.do(t, "POST", chat, big, nil)
+		// Announce a body over the limit and send none: the server must refuse on the header
+		// alone (a client still writing 10 MB would see the refusal as a reset instead).
+		r := raw(t, tg, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testKey+
+			"\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(10<<20+1)+"\r\n\r\n")
 		envelope(t, r, 413, "body_too_large")
 		if r.header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Fatalf("413 without security headers: %v", r.header)
@@ -253,13 +255,18 @@ func TestErrorsAndHeaders(t *testing.T) {
 // rawStatus sends a chat request with one hand-written header line and returns the status.
 func rawStatus(t *testing.T, tg *target, line, body string) int {
 	t.Helper()
+	return raw(t, tg, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testKey+"\r\nContent-Type: application/json\r\n"+
+		line+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body).status
+}
+
+// raw writes a hand-made request and reads the response.
+func raw(t *testing.T, tg *target, req string) resp {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(tg.base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\n" +
-		line + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
 	if _, err := conn.Write([]byte(req)); err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +274,12 @@ func rawStatus(t *testing.T, tg *target, line, body string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	return res.StatusCode
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp{res.StatusCode, res.Header, b}
 }
 
 func TestModelsAndCapabilities(t *testing.T) {
