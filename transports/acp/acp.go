@@ -336,7 +336,8 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 	out := sdk.ListSessionsResponse{Sessions: []sdk.SessionInfo{}}
 	n := 0
 	for _, r := range all {
-		if r.ParentKind == "delegate" || (p.Cwd != nil && *p.Cwd != "" && r.Cwd != *p.Cwd) {
+		// Sub-agent sessions and empty threads are not conversations an editor can resume.
+		if r.ParentKind == "delegate" || r.RowCount == 0 || (p.Cwd != nil && *p.Cwd != "" && r.Cwd != *p.Cwd) {
 			continue
 		}
 		n++
