@@ -31,6 +31,17 @@ func badRequest(param, code, msg string) *apiError {
 	return &apiError{Status: fiber.StatusBadRequest, Message: msg, Type: "invalid_request_error", Param: param, Code: code}
 }
 
+// withParam names the offending field of a 400 raised by a shared validator.
+func withParam(err error, param string) error {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		cp := *ae
+		cp.Param = param
+		return &cp
+	}
+	return err
+}
+
 // errorBody is the four-key envelope; param and code are null when empty.
 func errorBody(e *apiError) fiber.Map {
 	var param, code any

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzChatRequest feeds arbitrary bodies through the chat request decoder: it must never
@@ -32,6 +34,32 @@ func FuzzChatRequest(f *testing.F) {
 			if !errors.As(err, &ae) || ae.Status != 400 || ae.Message == "" {
 				t.Fatalf("%q: %v", body, err)
 			}
+		}
+	})
+}
+
+// FuzzResponsesInput feeds arbitrary input values through the Responses/runs input parser:
+// it must never panic, refusals are 400s, and an accepted input has a non-empty prompt.
+func FuzzResponsesInput(f *testing.F) {
+	for _, s := range []string{
+		`"hi"`, `[{"role":"user","content":"hi"}]`,
+		`[{"type":"message","role":"user","content":[{"type":"input_text","text":"a"}]}]`,
+		`[{"type":"function_call_output","call_id":"c","output":"x"},{"role":"user","content":"go"}]`,
+		`[{"type":"item_reference","id":"x"}]`, `5`, `[]`, `null`, `[{"role":"developer","content":null}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, prompt, err := parseInput(raw, time.Time{})
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != 400 {
+				t.Fatalf("%q: %v", raw, err)
+			}
+			return
+		}
+		if strings.TrimSpace(prompt) == "" {
+			t.Fatalf("%q: accepted with an empty prompt", raw)
 		}
 	})
 }

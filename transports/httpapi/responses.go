@@ -72,8 +72,7 @@ func parseInput(raw json.RawMessage, now time.Time) ([]store.Row, string, error)
 		case "", "message":
 			text, err := flatten(it.Content, i)
 			if err != nil {
-				err.(*apiError).Param = "input[" + strconv.Itoa(i) + "].content"
-				return nil, "", err
+				return nil, "", withParam(err, "input["+strconv.Itoa(i)+"].content")
 			}
 			switch it.Role {
 			case "user", "assistant", "system":

@@ -190,8 +190,7 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 	}
 	if req.SessionID != "" {
 		if err := validSessionID(req.SessionID); err != nil {
-			err.(*apiError).Param = "session_id"
-			return err
+			return withParam(err, "session_id")
 		}
 	}
 	now := time.Now().UTC()
