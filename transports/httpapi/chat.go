@@ -223,7 +223,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if ct.key != "" {
 		c.Set(HeaderSessionKey, ct.key)
 	}
-	run, err := startTurn(s.ctx, ct.sess, ct.prompt, s.opts.KeepAlive)
+	run, err := s.startTurn(s.ctx, ct.sess, ct.prompt)
 	if err != nil {
 		return err
 	}
@@ -385,6 +385,8 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 			return
 		}
 	}
+	// The turn is over: give its slot back before the client sees the end.
+	run.close(reason)
 	fr, ok := finish(run.out)
 	if !ok {
 		sse.error(outcomeError(run.out))

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -23,6 +24,8 @@ type apiError struct {
 	// NoRetry adds "x-should-retry: false": the SDKs retry 409/429/5xx, which would repeat
 	// work the agent may already have done.
 	NoRetry bool
+	// RetryAfter (seconds) is sent as Retry-After on a 429.
+	RetryAfter int
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -102,6 +105,9 @@ func writeError(c *fiber.Ctx, err error) error {
 	e := classify(err)
 	if e.NoRetry {
 		c.Set("x-should-retry", "false")
+	}
+	if e.RetryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
 	}
 	return c.Status(e.Status).JSON(errorBody(e))
 }

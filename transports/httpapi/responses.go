@@ -204,7 +204,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
 	}
-	run, err := startTurn(ctx, sess, prompt, s.opts.KeepAlive)
+	run, err := s.startTurn(ctx, sess, prompt)
 	if err != nil {
 		return err
 	}
@@ -422,6 +422,8 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder) 
 			return
 		}
 	}
+	// The turn is over: give its slot back before the client sees the end.
+	run.close(reason)
 	o := run.out
 	if o.Text != "" || text.Len() > 0 {
 		if rest, ok := strings.CutPrefix(o.Text, text.String()); ok && rest != "" {

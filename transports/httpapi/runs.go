@@ -210,7 +210,7 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	tr, err := startTurn(s.ctx, sess, prompt, s.opts.KeepAlive)
+	tr, err := s.startTurn(s.ctx, sess, prompt)
 	if err != nil {
 		return err
 	}
@@ -234,13 +234,13 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 // stops (then the turn is interrupted and the run reported interrupted).
 func (s *Server) follow(r *run) {
 	tr := r.turn
-	defer tr.close("shutdown")
 	for !tr.done {
 		ev, err := tr.next(s.ctx)
 		if errors.Is(err, errSilent) {
 			continue
 		}
 		if err != nil {
+			tr.close("shutdown")
 			r.emit("run.interrupted", runInterrupted, map[string]any{"error": "the server stopped before this run settled"})
 			return
 		}
@@ -275,6 +275,8 @@ func (s *Server) follow(r *run) {
 			r.mu.Unlock()
 		}
 	}
+	// Free the slot before the terminal event: a client that saw it may start the next turn.
+	tr.close("shutdown")
 	r.settle(tr.out)
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/transports/httpapi"
 )
 
 type runFrame struct {
@@ -215,5 +216,25 @@ func TestRunErrors(t *testing.T) {
 	envelope(t, tg.do(t, "POST", "/v1/runs", `{"input":"x","session_id":"a/b"}`, nil), 400, "invalid_session_id")
 	if len(tg.fake.Requests()) != 0 {
 		t.Fatal("a refused run reached the model")
+	}
+}
+
+func TestConcurrencyCap(t *testing.T) {
+	tg := newTarget(t, func(o *httpapi.Options) { o.MaxConcurrent = 1 })
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	tg.fake.Enqueue(openaitest.Response{Text: []string{"a", "b"}, FaultAt: 2, Gate: gate}, openaitest.Text("later"))
+	id := startRun(t, tg, `{"input":"hold"}`)
+	<-gate.Reached()
+	r := tg.do(t, "POST", "/v1/chat/completions", chatBody(false, false, "user", "hi"), nil)
+	e := envelope(t, r, 429, "rate_limit_exceeded")
+	if e["type"] != "rate_limit_error" || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("%v %v", e, r.header)
+	}
+	gate.Release()
+	tg.events(t, id, "").until("run.completed")
+	// The slot is given back before the terminal event is published.
+	if r := tg.do(t, "POST", "/v1/chat/completions", chatBody(false, false, "user", "hi"), nil); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
 	}
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// KeepAlive is how long an event stream may stay silent before a comment line is sent
 	// (default 15s). The write is also how a stream notices that its client went away.
 	KeepAlive time.Duration
+	// MaxConcurrent caps the agent turns this server runs at once (chat, responses and runs
+	// together); beyond it a new request gets 429 with Retry-After. 0 means 10; negative
+	// means no cap.
+	MaxConcurrent int
 }
 
 // Server is the fiber app and what it serves.
@@ -51,6 +55,7 @@ type Server struct {
 	reqs   sync.WaitGroup // streaming bodies and waiting handlers
 	cors   map[string]bool
 	runs   runs
+	slots  chan struct{} // concurrency cap; nil when uncapped
 
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}
@@ -76,6 +81,12 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	}
 	s := &Server{eng: eng, gw: gw, opts: opts, log: opts.Logger, start: time.Now(), conns: map[*websocket.Conn]struct{}{}, cors: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.opts.MaxConcurrent == 0 {
+		s.opts.MaxConcurrent = 10
+	}
+	if s.opts.MaxConcurrent > 0 {
+		s.slots = make(chan struct{}, s.opts.MaxConcurrent)
+	}
 	for _, o := range opts.CORSOrigins {
 		s.cors[strings.TrimRight(strings.TrimSpace(o), "/")] = true
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/store"
 )
@@ -21,19 +23,45 @@ const noClient = "no interactive client on the OpenAI-compatible API"
 
 // turnRun follows one turn of a session through its journal.
 type turnRun struct {
-	sess   *engine.Session
-	sub    *engine.Subscription
-	quiet  time.Duration // silence after which next returns errSilent
-	keep   bool          // leave requests open for a client to answer (runs)
-	turnID string
-	done   bool
-	out    engine.Outcome
+	sess    *engine.Session
+	sub     *engine.Subscription
+	quiet   time.Duration // silence after which next returns errSilent
+	keep    bool          // leave requests open for a client to answer (runs)
+	release func()        // gives back the concurrency slot
+	closed  bool
+	turnID  string
+	done    bool
+	out     engine.Outcome
 }
 
 // errSilent is returned by next when the turn was quiet for turnRun.quiet.
 var errSilent = errors.New("turn silent")
 
-// start subscribes, then submits: no event of the turn can be missed.
+// startTurn takes a slot of the concurrency cap, subscribes, then submits: no event of the
+// turn can be missed. The slot is given back by turnRun.close.
+func (s *Server) startTurn(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			return nil, &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
+		}
+	}
+	r, err := startTurn(ctx, sess, text, s.opts.KeepAlive)
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	r.release = s.release
+	return r, nil
+}
+
+func (s *Server) release() {
+	if s.slots != nil {
+		<-s.slots
+	}
+}
+
 func startTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
 	if st := sess.Status(); st != engine.StatusIdle {
 		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
@@ -102,13 +130,20 @@ func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
 	}
 }
 
-// close detaches; when the turn is still running (the client left, the server stops) it is
+// close detaches (once; later calls do nothing); when the turn is still running (the client left, the server stops) it is
 // interrupted first, because nobody will read its answer.
 func (r *turnRun) close(reason string) {
+	if r.closed {
+		return
+	}
+	r.closed = true
 	if !r.done {
 		r.sess.Interrupt(reason)
 	}
 	r.sub.Close()
+	if r.release != nil {
+		r.release()
+	}
 }
 
 // finish maps an outcome to a chat finish_reason. ok is false when the turn failed or was
