@@ -361,3 +361,34 @@ func TestChatClientDisconnectInterrupts(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, br)
 }
+
+func TestChatStreamReasoning(t *testing.T) {
+	tg := newTarget(t, nil)
+	tg.fake.Enqueue(openaitest.Response{Reasoning: []string{"let me think"}, Text: []string{"42"}})
+	r := tg.do(t, "POST", "/v1/chat/completions", chatBody(true, false, "user", "answer?"), nil)
+	evs := parseSSE(t, r.body)
+	var sawReasoning bool
+	for _, ev := range evs[1:] {
+		if ev.data == "[DONE]" {
+			continue
+		}
+		var m struct {
+			Choices []struct {
+				Delta map[string]any `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev.data), &m); err != nil {
+			t.Fatal(err)
+		}
+		d := m.Choices[0].Delta
+		if d["reasoning_content"] != nil {
+			sawReasoning = true
+			if _, has := d["content"]; has {
+				t.Fatalf("reasoning delta with content: %s", ev.data)
+			}
+		}
+	}
+	if !sawReasoning {
+		t.Fatalf("no reasoning_content delta:\n%s", r.body)
+	}
+}
