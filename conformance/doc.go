@@ -14,7 +14,7 @@
 // A step is a JSON object: {"send": <frame>} writes a client frame and then reads until the
 // response to its id; {"send": …, "until": "message.complete"} reads on until an event of that
 // type; {"raw": "text"} sends bytes that need not be JSON and reads the answer; {"until": "…"} only reads; {"answer": "$id1", "result": {…}} answers a server→client
-// request; {"close": true} ends the connection and {"reconnect": true} opens a new one to the
+// request; {"await": 4} reads until the response to request 4; {"close": true} ends the connection and {"reconnect": true} opens a new one to the
 // same server (the WebSocket driver; stdio cannot reconnect, so such fixtures list only ws).
 //
 // # Normalisation and captures

@@ -43,10 +43,29 @@ type Driver interface {
 	Start(env Env) (Server, error)
 }
 
+// Greeter is an optional Driver ability: the server speaks first on every new connection
+// (the gateway's gateway.ready), and the runner records that frame before the first step.
+type Greeter interface {
+	Greets() bool
+}
+
 // Drivers are the transports the runner knows.
 var Drivers = map[string]Driver{
 	"gateway-stdio": stdioDriver{},
 	"gateway-ws":    wsDriver{},
+	"acp-stdio":     acpDriver{},
+}
+
+func (stdioDriver) Greets() bool { return true }
+func (wsDriver) Greets() bool    { return true }
+
+// acpDriver runs `hermes acp`: ACP v1, newline-delimited JSON-RPC on stdio, client speaks first.
+type acpDriver struct{}
+
+func (acpDriver) Name() string { return "acp-stdio" }
+
+func (acpDriver) Start(env Env) (Server, error) {
+	return &stdioServer{env: env, args: []string{"acp"}}, nil
 }
 
 // ErrOneConnection is returned by servers that serve a single connection (stdio).
@@ -56,10 +75,13 @@ type stdioDriver struct{}
 
 func (stdioDriver) Name() string { return "gateway-stdio" }
 
-func (stdioDriver) Start(env Env) (Server, error) { return &stdioServer{env: env}, nil }
+func (stdioDriver) Start(env Env) (Server, error) {
+	return &stdioServer{env: env, args: []string{"gateway"}}, nil
+}
 
 type stdioServer struct {
 	env  Env
+	args []string // default: gateway
 	used bool
 	cmd  *exec.Cmd
 }
@@ -69,7 +91,11 @@ func (s *stdioServer) Connect() (Conn, error) {
 		return nil, ErrOneConnection
 	}
 	s.used = true
-	cmd := exec.Command(s.env.Binary, "gateway")
+	args := s.args
+	if len(args) == 0 {
+		args = []string{"gateway"}
+	}
+	cmd := exec.Command(s.env.Binary, args...)
 	cmd.Dir = s.env.Dir
 	cmd.Env = append(os.Environ(), s.env.Vars...)
 	cmd.Stderr = io.Discard

@@ -14,6 +14,7 @@ type placeholders struct {
 	byName  map[string]string // placeholder → actual
 	counts  map[string]int
 	seqBase map[string]float64 // session id → first seq seen
+	root    string             // the fixture's scratch directory, shown as $dir in any string
 }
 
 func newPlaceholders() *placeholders {
@@ -23,13 +24,13 @@ func newPlaceholders() *placeholders {
 // kindOf says which placeholder family a key's value belongs to ("" = keep as is).
 func kindOf(key string, v any) string {
 	switch key {
-	case "session_id", "child_session_id", "subagent_id":
+	case "session_id", "child_session_id", "subagent_id", "sessionId":
 		return "session"
 	case "stored_session_id", "session_key", "resumed", "parent":
 		return "stored"
 	case "request_id":
 		return "request"
-	case "tool_id", "call_id":
+	case "tool_id", "call_id", "toolCallId":
 		return "tool"
 	case "row_id", "user_row_id", "survivor_user_row_ids":
 		return "row"
@@ -43,11 +44,7 @@ func kindOf(key string, v any) string {
 		if s, ok := v.(string); ok && strings.HasPrefix(s, "srq-") {
 			return "request"
 		}
-	case "path":
-		if s, ok := v.(string); ok && strings.HasPrefix(s, "spawn_tree/") {
-			return "path"
-		}
-	case "cwd", "model", "provider":
+	case "cwd", "model", "provider", "currentModelId", "path":
 		return key
 	case "duration_s", "latest_seq", "api_calls":
 		return key
@@ -62,7 +59,7 @@ func (p *placeholders) name(kind string, v any) any {
 	switch kind {
 	case "time", "duration_s", "latest_seq":
 		return "$" + kind
-	case "cwd", "model", "provider":
+	case "cwd", "model", "provider", "currentModelId", "path":
 		return "$" + kind
 	}
 	key := kind + ":" + fmt.Sprint(v)
@@ -112,6 +109,9 @@ func (p *placeholders) walk(key string, v any) any {
 		}
 		return t
 	default:
+		if str, ok := v.(string); ok && p.root != "" && strings.Contains(str, p.root) {
+			v = strings.ReplaceAll(str, p.root, "$dir")
+		}
 		if kind := kindOf(key, v); kind != "" {
 			if s, ok := v.(string); ok && s == "" {
 				return v

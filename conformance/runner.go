@@ -18,7 +18,7 @@ type Fixture struct {
 	Path  string
 	Meta  Meta
 	arch  archive
-	steps []Step
+	steps map[string][]Step // by transport; "" is client.jsonl, the default
 }
 
 // Meta is meta.json.
@@ -35,6 +35,7 @@ type Step struct {
 	Until     string          `json:"until,omitempty"`
 	Answer    string          `json:"answer,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"`
+	Await     json.RawMessage `json:"await,omitempty"` // read until the response to this request id
 	Close     bool            `json:"close,omitempty"`
 	Reconnect bool            `json:"reconnect,omitempty"`
 }
@@ -59,19 +60,32 @@ func Parse(path string, data []byte) (*Fixture, error) {
 	if err := json.Unmarshal(meta, &f.Meta); err != nil {
 		return nil, fmt.Errorf("%s: meta.json: %w", path, err)
 	}
-	client, ok := a.get("client.jsonl")
-	if !ok {
-		return nil, fmt.Errorf("%s: no client.jsonl", path)
-	}
-	for i, line := range strings.Split(string(client), "\n") {
-		if strings.TrimSpace(line) == "" {
+	f.steps = map[string][]Step{}
+	for _, file := range a.Files {
+		tr, isClient := "", file.Name == "client.jsonl"
+		if name, ok := strings.CutPrefix(file.Name, "client/"); ok {
+			tr, isClient = strings.TrimSuffix(name, ".jsonl"), true
+		}
+		if !isClient {
 			continue
 		}
-		var s Step
-		if err := json.Unmarshal([]byte(line), &s); err != nil {
-			return nil, fmt.Errorf("%s: client.jsonl line %d: %w", path, i+1, err)
+		for i, line := range strings.Split(string(file.Data), "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			var s Step
+			if err := json.Unmarshal([]byte(line), &s); err != nil {
+				return nil, fmt.Errorf("%s: %s line %d: %w", path, file.Name, i+1, err)
+			}
+			f.steps[tr] = append(f.steps[tr], s)
 		}
-		f.steps = append(f.steps, s)
+	}
+	for _, tr := range f.Meta.Transports {
+		if _, ok := f.steps[tr]; !ok {
+			if _, ok := f.steps[""]; !ok {
+				return nil, fmt.Errorf("%s: no client.jsonl (or client/%s.jsonl)", path, tr)
+			}
+		}
 	}
 	if _, ok := a.get("cassette.json"); !ok {
 		return nil, fmt.Errorf("%s: no cassette.json", path)
@@ -110,8 +124,14 @@ func (f *Fixture) Prepare(binary, dir string) (Env, error) {
 
 // Run replays the fixture on srv and returns the normalised frames received, one line each,
 // prefixed with the step that received them.
-func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
+func (f *Fixture) Run(ctx context.Context, srv Server, transport, workdir string, greets bool) ([]string, error) {
+	steps, ok := f.steps[transport]
+	if !ok {
+		steps = f.steps[""]
+	}
 	ph := newPlaceholders()
+	ph.byName["$workdir"] = workdir // client frames may name the session working directory
+	ph.root = filepath.Dir(workdir)
 	var out []string
 	conn, err := srv.Connect()
 	if err != nil {
@@ -131,8 +151,10 @@ func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
 			}
 			done := stop(m)
 			if !f.ignored(m) {
-				if id, ok := m["id"].(string); ok && m["method"] != nil {
-					pending[id] = true
+				if id, ok := m["id"]; ok && id != nil && m["method"] != nil {
+					// a server→client request: its id is captured whatever its form
+					pending[fmt.Sprint(id)] = true
+					m["id"] = ph.name("request", id)
 				}
 				out = append(out, fmt.Sprintf("%d %s", step, canonical(ph.normalize(m))))
 			}
@@ -141,11 +163,12 @@ func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
 			}
 		}
 	}
-	// The connection's first frame.
-	if err := receive(0, func(map[string]any) bool { return true }); err != nil {
-		return out, err
+	if greets { // the connection's first frame
+		if err := receive(0, func(map[string]any) bool { return true }); err != nil {
+			return out, err
+		}
 	}
-	for i, s := range f.steps {
+	for i, s := range steps {
 		n := i + 1
 		switch {
 		case s.Close:
@@ -155,10 +178,20 @@ func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
 			if conn, err = srv.Connect(); err != nil {
 				return out, fmt.Errorf("step %d: %w", n, err)
 			}
-			if err := receive(n, func(map[string]any) bool { return true }); err != nil {
-				return out, err
+			if greets {
+				if err := receive(n, func(map[string]any) bool { return true }); err != nil {
+					return out, err
+				}
 			}
 			continue
+		case len(s.Await) > 0:
+			want := string(s.Await)
+			if err := receive(n, func(m map[string]any) bool {
+				id, _ := json.Marshal(m["id"])
+				return m["method"] == nil && string(id) == want
+			}); err != nil {
+				return out, err
+			}
 		case s.Raw != "":
 			if err := conn.Send([]byte(s.Raw)); err != nil {
 				return out, fmt.Errorf("step %d: %w", n, err)
@@ -171,7 +204,15 @@ func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
 			if !ok {
 				return out, fmt.Errorf("step %d: no request captured as %s", n, s.Answer)
 			}
-			frame, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": actual, "result": s.Result})
+			var id any = actual
+			if n, err := json.Number(actual).Int64(); err == nil { // numeric ids go back as numbers
+				id = n
+			}
+			res, err := ph.substitute(string(s.Result))
+			if err != nil {
+				return out, fmt.Errorf("step %d: %w", n, err)
+			}
+			frame, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": json.RawMessage(res)})
 			if err := conn.Send(frame); err != nil {
 				return out, fmt.Errorf("step %d: %w", n, err)
 			}
@@ -187,42 +228,58 @@ func (f *Fixture) Run(ctx context.Context, srv Server) ([]string, error) {
 				ID json.RawMessage `json:"id"`
 			}
 			_ = json.Unmarshal([]byte(frame), &probe)
-			if len(probe.ID) > 0 && string(probe.ID) != "null" {
+			hasID := len(probe.ID) > 0 && string(probe.ID) != "null"
+			switch {
+			case hasID && s.Until != "":
+				// read to the until frame; the response comes on the way, unless it failed
 				want := string(probe.ID)
-				failed := false
+				var failed error
 				if err := receive(n, func(m map[string]any) bool {
-					if m["method"] != nil {
-						return false
-					}
 					id, _ := json.Marshal(m["id"])
-					failed = m["error"] != nil
-					return string(id) == want
+					if m["method"] == nil && string(id) == want && m["error"] != nil {
+						failed = fmt.Errorf("step %d: the request failed, so %s will not come", n, s.Until)
+						return true
+					}
+					return isUntil(m, s.Until)
 				}); err != nil {
 					return out, err
 				}
-				if failed && s.Until != "" {
-					return out, fmt.Errorf("step %d: the request failed, so %s will not come", n, s.Until)
+				if failed != nil {
+					return out, failed
 				}
-			} else if s.Until == "" {
-				// a frame with no id (or a raw bad frame): its answer has a null id
+				continue
+			case hasID:
+				want := string(probe.ID)
+				if err := receive(n, func(m map[string]any) bool {
+					id, _ := json.Marshal(m["id"])
+					return m["method"] == nil && string(id) == want
+				}); err != nil {
+					return out, err
+				}
+			case s.Until == "":
+				// a frame with no id: its answer, if any, has a null id
 				if err := receive(n, func(m map[string]any) bool { return m["method"] == nil }); err != nil {
 					return out, err
 				}
 			}
 		}
 		if s.Until != "" {
-			if err := receive(n, func(m map[string]any) bool {
-				if m["method"] == s.Until { // a server→client request
-					return true
-				}
-				p, _ := m["params"].(map[string]any)
-				return m["method"] == "event" && p != nil && p["type"] == s.Until
-			}); err != nil {
+			if err := receive(n, func(m map[string]any) bool { return isUntil(m, s.Until) }); err != nil {
 				return out, err
 			}
 		}
 	}
 	return out, nil
+}
+
+// isUntil reports whether m is the frame an until step waits for: a server→client request of
+// that method, or an event of that type.
+func isUntil(m map[string]any, until string) bool {
+	if m["method"] == until {
+		return true
+	}
+	p, _ := m["params"].(map[string]any)
+	return m["method"] == "event" && p != nil && p["type"] == until
 }
 
 // alwaysIgnored events carry timing, not contract: tool.progress is rate-limited output.
@@ -299,7 +356,8 @@ func Check(ctx context.Context, f *Fixture, d Driver, binary, dir string, update
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	got, err := f.Run(ctx, srv)
+	g, _ := d.(Greeter)
+	got, err := f.Run(ctx, srv, d.Name(), env.Dir, g != nil && g.Greets())
 	want, ok := f.Want(d.Name())
 	if err != nil {
 		if ok && !update { // the first drift explains a run that went off the rails
