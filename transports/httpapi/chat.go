@@ -374,7 +374,11 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 		case engine.EvToolComplete:
 			if tc, ok := ev.Data.(engine.ToolComplete); ok && running[tc.CallID] {
 				delete(running, tc.CallID)
-				sse.event("hermes.tool.progress", fiber.Map{"tool": tc.Name, "emoji": emoji(tc.Name), "toolCallId": tc.CallID, "status": "completed"})
+				m := fiber.Map{"tool": tc.Name, "emoji": emoji(tc.Name), "toolCallId": tc.CallID, "status": "completed"}
+				if tc.Blocked {
+					m["blocked"] = true // denied or hard-blocked: it never ran
+				}
+				sse.event("hermes.tool.progress", m)
 			}
 		case engine.EvMessageComplete:
 			continue // handled below, after the loop
