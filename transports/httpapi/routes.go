@@ -107,7 +107,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"responses_api": true, "responses_streaming": true,
 			"run_submission": true, "run_status": true, "run_events_sse": true, "run_stop": true, "run_steer": true,
 			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
-			"run_unknown_resolution": false, "run_idempotency": false,
+			"run_unknown_resolution": false, "run_idempotency": fiber.Map{"supported": true, "durable": false, "retention_seconds": int(runRetention.Seconds())},
 			"session_continuity_header": HeaderSessionID,
 			"session_key_header":        HeaderSessionKey,
 			"cors":                      len(s.cors) > 0,

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -131,8 +133,58 @@ func approvalFields(q engine.Request) map[string]any {
 
 // runs is the registry of this server's runs.
 type runs struct {
-	mu sync.Mutex
-	m  map[string]*run
+	mu   sync.Mutex
+	m    map[string]*run
+	idem map[string]idemEntry // Idempotency-Key → the run it admitted
+
+	admit sync.Mutex // serialises keyed admissions: check, start and record as one step
+}
+
+// idemEntry remembers a keyed admission for runRetention.
+type idemEntry struct {
+	fingerprint string
+	runID       string
+	at          time.Time
+}
+
+// lookup returns the run a key admitted; conflict when the key came with another body.
+func (rs *runs) lookup(key, fp string) (r *run, conflict bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	e, ok := rs.idem[key]
+	if !ok || time.Since(e.at) > runRetention {
+		return nil, false
+	}
+	if e.fingerprint != fp {
+		return nil, true
+	}
+	return rs.m[e.runID], false
+}
+
+func (rs *runs) remember(key, fp, runID string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.idem == nil {
+		rs.idem = map[string]idemEntry{}
+	}
+	for k, e := range rs.idem {
+		if time.Since(e.at) > runRetention {
+			delete(rs.idem, k)
+		}
+	}
+	rs.idem[key] = idemEntry{fingerprint: fp, runID: runID, at: time.Now()}
+}
+
+func validIdempotencyKey(k string) error {
+	if len(k) > 255 {
+		return badRequest("Idempotency-Key", "invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= 0x20 || k[i] >= 0x7f {
+			return badRequest("Idempotency-Key", "invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters")
+		}
+	}
+	return nil
 }
 
 func (rs *runs) get(id string) (*run, error) {
@@ -169,7 +221,37 @@ type runRequest struct {
 	Model        string          `json:"model"`
 }
 
+// createRun admits a run. With an Idempotency-Key, a retry of the same request (same body and
+// session key) gets the original run back (replayed:true) instead of starting another; the
+// same key with a different body is a 409. Keys are remembered in memory for an hour.
 func (s *Server) createRun(c *fiber.Ctx) error {
+	ikey := c.Get("Idempotency-Key")
+	if ikey == "" {
+		return s.admitRun(c, "", "")
+	}
+	if err := validIdempotencyKey(ikey); err != nil {
+		return err
+	}
+	h := sha256.Sum256([]byte(string(c.Body()) + "\n" + c.Get(HeaderSessionKey)))
+	fp := hex.EncodeToString(h[:])
+	s.runs.admit.Lock()
+	defer s.runs.admit.Unlock()
+	r, conflict := s.runs.lookup(ikey, fp)
+	if conflict {
+		return &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
+	}
+	if r != nil {
+		r.mu.Lock()
+		status := r.status
+		r.mu.Unlock()
+		c.Set("Idempotency-Replayed", "true")
+		c.Set(HeaderSessionID, r.sess.ID())
+		return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": r.id, "status": status, "session_id": r.sess.ID(), "replayed": true})
+	}
+	return s.admitRun(c, ikey, fp)
+}
+
+func (s *Server) admitRun(c *fiber.Ctx, ikey, fp string) error {
 	var req runRequest
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
@@ -217,6 +299,9 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 	tr.keep = true
 	r := &run{id: id, sess: sess, turn: tr, model: sess.Record().Model, created: now, updated: now, status: runRunning, changed: make(chan struct{})}
 	s.runs.add(r)
+	if ikey != "" {
+		s.runs.remember(ikey, fp, id)
+	}
 	r.emit("run.started", "", map[string]any{"session_id": sess.ID()})
 	s.reqs.Add(1)
 	go func() {
@@ -227,7 +312,7 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 		c.Set(HeaderSessionKey, key)
 	}
 	c.Set(HeaderSessionID, sess.ID())
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID()})
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "replayed": false})
 }
 
 // follow turns the turn's engine events into run events until the turn ends or the server

@@ -238,3 +238,22 @@ func TestConcurrencyCap(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 }
+
+func TestRunIdempotencyKey(t *testing.T) {
+	tg := newTarget(t, nil)
+	tg.fake.Enqueue(openaitest.Text("once"))
+	body := `{"input":"do it once"}`
+	k := map[string]string{"Idempotency-Key": "key-1"}
+	r1 := tg.do(t, "POST", "/v1/runs", body, k)
+	r2 := tg.do(t, "POST", "/v1/runs", body, k)
+	a, b := decode(t, r1), decode(t, r2)
+	if r1.status != 202 || r2.status != 202 || a["run_id"] != b["run_id"] || a["replayed"] != false || b["replayed"] != true || r2.header.Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("%s / %s %v", r1.body, r2.body, r2.header)
+	}
+	tg.events(t, a["run_id"].(string), "").until("run.completed")
+	if n := len(tg.fake.Requests()); n != 1 {
+		t.Fatalf("%d model calls, want 1", n)
+	}
+	envelope(t, tg.do(t, "POST", "/v1/runs", `{"input":"something else"}`, k), 409, "idempotency_key_conflict")
+	envelope(t, tg.do(t, "POST", "/v1/runs", body, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}), 400, "invalid_idempotency_key")
+}
