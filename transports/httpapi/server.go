@@ -93,7 +93,11 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	s.app = fiber.New(fiber.Config{
 		DisableStartupMessage: true,
 		BodyLimit:             10 << 20,
-		ErrorHandler:          s.errorHandler,
+		// Header, parameter and body strings outlive the request here (session ids become
+		// map keys, session keys go into metadata, idempotency keys are remembered); fiber
+		// would otherwise hand out views of buffers it reuses.
+		Immutable:    true,
+		ErrorHandler: s.errorHandler,
 	})
 	s.app.Use(s.common)
 	s.app.Get("/health", func(c *fiber.Ctx) error {
