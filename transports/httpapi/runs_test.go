@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/transports/httpapi"
 )
@@ -256,4 +257,34 @@ func TestRunIdempotencyKey(t *testing.T) {
 	}
 	envelope(t, tg.do(t, "POST", "/v1/runs", `{"input":"something else"}`, k), 409, "idempotency_key_conflict")
 	envelope(t, tg.do(t, "POST", "/v1/runs", body, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}), 400, "invalid_idempotency_key")
+}
+
+// Shutdown interrupts a running run and an open event stream instead of waiting for them.
+func TestShutdownInterruptsRuns(t *testing.T) {
+	tg := newTarget(t, nil)
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	tg.fake.Enqueue(openaitest.Response{Text: []string{"a", "b"}, FaultAt: 2, Gate: gate})
+	id := startRun(t, tg, `{"input":"hold"}`)
+	<-gate.Reached()
+	rs := tg.events(t, id, "")
+	rs.until("run.started")
+	sess, ok := tg.eng.Live(id)
+	if !ok {
+		t.Fatal("run session not live")
+	}
+	if err := tg.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range sess.Events(t.Context(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "message.complete" {
+			if o := ev.Data.(engine.Outcome); !o.Interrupted {
+				t.Fatalf("outcome %+v", o)
+			}
+			break
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type target struct {
 	fake *openaitest.Server
 	eng  *engine.Engine
 	cwd  string
+	srv  *httpapi.Server
+	// shutdown stops the server once (the test's own call and the cleanup share it).
+	shutdown func() error
 }
 
 func dangerCheck(cmd string) tool.Verdict {
@@ -86,18 +90,22 @@ func newTargetWith(t testing.TB, prov model.Provider, mut func(*httpapi.Options)
 	}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
+	shutdown := sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
+		err := srv.Shutdown(ctx)
+		<-served
+		return err
+	})
+	t.Cleanup(func() {
+		if err := shutdown(); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		<-served
 		gw.Close()
 		eng.Close()
 		st.Close()
 	})
-	tg := &target{base: "http://" + ln.Addr().String(), fake: fake, eng: eng, cwd: cwd}
+	tg := &target{base: "http://" + ln.Addr().String(), fake: fake, eng: eng, cwd: cwd, srv: srv, shutdown: shutdown}
 	if tt, ok := t.(*testing.T); ok {
 		tg.t = tt
 	}
