@@ -78,6 +78,11 @@ func classify(err error) *apiError {
 		if fe.Code >= 500 {
 			typ = "server_error"
 		}
+		// The HTTP parser's messages quote the raw request, credentials included: keep only
+		// what went wrong.
+		if msg, _, cut := strings.Cut(fe.Message, ": buffer size="); cut {
+			return &apiError{Status: fe.Code, Message: msg, Type: typ, Code: "malformed_request"}
+		}
 		return &apiError{Status: fe.Code, Message: fe.Message, Type: typ}
 	}
 	msg := err.Error()

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -250,8 +251,12 @@ func TestErrorsAndHeaders(t *testing.T) {
 		envelope(t, tg.do(t, "POST", chat, body, map[string]string{"X-Hermes-Session-Key": strings.Repeat("k", 300)}), 400, "invalid_session_key")
 		// net/http refuses to send control characters in a header, so speak HTTP by hand.
 		for _, h := range []string{"X-Hermes-Session-Id: a\rb", "X-Hermes-Session-Id: a\x00b", "X-Hermes-Session-Key: a\x01b", "X-Hermes-Session-Id: a\x7fb"} {
-			if st := rawStatus(t, tg, h, body); st != 400 {
-				t.Errorf("%q: status %d, want 400", h, st)
+			r := rawRequest(t, tg, h, body)
+			if r.status != 400 || (!bytes.Contains(r.body, []byte("malformed_request")) && !bytes.Contains(r.body, []byte("invalid_session"))) {
+				t.Errorf("%q: %d %s", h, r.status, r.body)
+			}
+			if bytes.Contains(r.body, []byte(testKey)) {
+				t.Errorf("the error echoes the API key: %s", r.body)
 			}
 		}
 		if n := tg.fake.Pending(); n != 0 || len(tg.fake.Requests()) != 0 {
@@ -260,11 +265,11 @@ func TestErrorsAndHeaders(t *testing.T) {
 	})
 }
 
-// rawStatus sends a chat request with one hand-written header line and returns the status.
-func rawStatus(t *testing.T, tg *target, line, body string) int {
+// rawRequest sends a chat request with one hand-written header line.
+func rawRequest(t *testing.T, tg *target, line, body string) resp {
 	t.Helper()
 	return raw(t, tg, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testKey+"\r\nContent-Type: application/json\r\n"+
-		line+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body).status
+		line+"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n\r\n"+body)
 }
 
 // raw writes a hand-made request and reads the response.
