@@ -100,9 +100,9 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 		ErrorHandler: s.errorHandler,
 	})
 	s.app.Use(s.common)
-	s.app.Get("/health", func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"status": "ok"})
-	})
+	health := func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) }
+	s.app.Get("/health", health)
+	s.app.Get("/v1/health", health) // where OpenAI-style clients look, relative to their base URL
 	s.app.Get("/api/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}))
 	s.app.Use(s.auth)
 	s.app.Get("/health/detailed", func(c *fiber.Ctx) error {

@@ -227,6 +227,9 @@ func TestErrorsAndHeaders(t *testing.T) {
 				t.Errorf("%s = %q", k, r.header.Get(k))
 			}
 		}
+		if h := tg.do(t, "GET", "/v1/health", "", map[string]string{"Authorization": ""}); h.status != 200 || !strings.Contains(string(h.body), `"ok"`) {
+			t.Errorf("/v1/health %d %s", h.status, h.body)
+		}
 		if !strings.HasPrefix(r.header.Get("X-Request-Id"), "req_") {
 			t.Errorf("x-request-id %q", r.header.Get("X-Request-Id"))
 		}
