@@ -20,7 +20,7 @@ import (
 
 // Options configure the HTTP server.
 type Options struct {
-	APIKey   string // required: every route but /health needs "Authorization: Bearer <key>"
+	APIKey   string // required: every route but /health and /v1/health needs "Authorization: Bearer <key>"
 	Version  string
 	MaxFrame int // WebSocket message limit (default jsonrpc.DefaultMaxFrame)
 	Logger   *slog.Logger
