@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"iter"
@@ -299,4 +301,42 @@ func BenchmarkConnectionMemory(b *testing.B) {
 		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/n, "B/conn")
 		runtime.KeepAlive(keep)
 	}
+}
+
+// BenchmarkEventThroughputRaw measures the server side alone: events/s written to one pipe
+// connection whose reader only splits lines (no JSON decoding on the client side).
+func BenchmarkEventThroughputRaw(b *testing.B) {
+	eng, gw := benchGateway(b, false)
+	sr, cw, _ := os.Pipe()
+	cr, sw, _ := os.Pipe()
+	go gw.Serve(context.Background(), jsonrpc.NewLineFramer(sr, sw, closers{sr, sw}, 0), false, nil)
+	b.Cleanup(func() { cw.Close(); cr.Close() })
+	br := bufio.NewReaderSize(cr, 1<<20)
+	if _, err := br.ReadBytes('\n'); err != nil { // gateway.ready
+		b.Fatal(err)
+	}
+	cw.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}` + "\n"))
+	if _, err := br.ReadBytes('\n'); err != nil {
+		b.Fatal(err)
+	}
+	s := findSession(b, eng)
+	tick := []byte(`"bench.tick"`)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i += burst {
+		n := min(burst, b.N-i)
+		for k := 0; k < n; k++ {
+			s.Emit("bench.tick", map[string]int{"i": i + k})
+		}
+		for got := 0; got < n; {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(line, tick) {
+				got++
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 }
