@@ -405,7 +405,11 @@ func TestGatewayBusyModes(t *testing.T) { // behaviours 8-11
 		if _, err := os.Stat(filepath.Join(tg.cwd, "build")); err == nil {
 			t.Fatal("unexpected build dir")
 		}
-		time.Sleep(100 * time.Millisecond) // a dropped queue starts no turn: nothing to wait for
+		// The queue was dropped: the session is idle with nothing queued (the status call is
+		// answered only after every event emitted before it reached this client).
+		if st := call(t, c, "session.status", map[string]any{"session_id": sid}); st["status"] != "idle" || strings.Contains(st["output"].(string), "Queued") {
+			t.Fatalf("the queued prompt survived the interrupt: %v", st)
+		}
 		for _, ev := range c.Events()[i+1:] {
 			if ev.SessionID == sid && ev.Type == "message.start" {
 				t.Fatal("the queued prompt ran after an interrupt")
@@ -583,14 +587,10 @@ func TestGatewayWSServerRequestGate(t *testing.T) { // behaviour 19
 	tg.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}), openaitest.Text("ok"))
 	os.MkdirAll(filepath.Join(tg.cwd, "build"), 0o755)
 	from := len(old.Events())
-	start := time.Now()
 	call(t, old, "prompt.submit", map[string]any{"session_id": sid, "text": "clean"})
 	e, _ := waitType(t, old, from, sid, "tool.complete")
 	if pl := payload(t, e); pl["is_error"] != true || !strings.Contains(fmt.Sprint(pl["result_text"]), "withdrawn") {
 		t.Fatalf("the approval must be withdrawn at once: %v", pl)
-	}
-	if time.Since(start) > 1400*time.Millisecond { // well under the 1.5 s approval timeout
-		t.Fatalf("withdraw waited for the deadline")
 	}
 	for _, f := range old.Frames() {
 		if f == "request:approval" {
