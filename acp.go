@@ -47,15 +47,10 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 	if *check {
 		return acpCheck(cfg, io)
 	}
-	st, err := openStore(cfg)
-	if err != nil {
-		return fail(io, err)
-	}
 	// stdout carries protocol frames only; every diagnostic goes to stderr.
 	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	a, err := assemble(cfg, logger)
 	if err != nil {
-		st.Close()
 		return fail(io, err)
 	}
 	defer a.Close()

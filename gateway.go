@@ -39,6 +39,21 @@ var knownModels = map[string][]string{
 	"openai": {"gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o", "gpt-4o-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "gpt-5-nano"},
 }
 
+// assemble opens the store and builds the engine for a long-running surface. Diagnostics go to
+// the logger on stderr; stdout stays free for protocol frames.
+func assemble(cfg *config.Config, logger *slog.Logger) (*assembled, error) {
+	st, err := openStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
 // gatewayOptions wires the gateway to the assembled engine.
 func gatewayOptions(cfg *config.Config, a *assembled, logger *slog.Logger) gateway.Options {
 	return gateway.Options{
@@ -125,14 +140,9 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	st, err := openStore(cfg)
-	if err != nil {
-		return fail(io, err)
-	}
 	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	a, err := assemble(cfg, logger)
 	if err != nil {
-		st.Close()
 		return fail(io, err)
 	}
 	defer a.Close()
@@ -219,14 +229,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	if len(key) < 16 {
 		return fail(io, errors.New("the API key must be at least 16 characters (HERMES_API_KEY)"))
 	}
-	st, err := openStore(cfg)
-	if err != nil {
-		return fail(io, err)
-	}
 	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	a, err := assemble(cfg, logger)
 	if err != nil {
-		st.Close()
 		return fail(io, err)
 	}
 	defer a.Close()
