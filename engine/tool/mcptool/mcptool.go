@@ -1,0 +1,530 @@
+// Package mcptool offers the tools of Model Context Protocol servers as ordinary engine tools.
+//
+// A Manager owns one connection per configured server (a stdio child process, or a streamable
+// HTTP endpoint). Servers are connected when the registry is built (Manager.Tools), because the
+// model must see the tool list before its first turn; a server that fails to start is logged
+// and contributes no tools, and the engine runs without it. Each remote tool is offered as
+// "server__tool" with the server's JSON schema. Because they are plain tools, MCP calls go
+// through the engine's approval policy like any other (the policy sees Tool = "server__tool").
+//
+// A connection that dies (the child exits, the pipe breaks) is dropped and restarted on the
+// next call to one of its tools; consecutive failed starts back off exponentially so a broken
+// server is not respawned on every call. Close stops every child process.
+package mcptool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/tool"
+)
+
+// Separator joins the server name and the remote tool name in the engine tool name.
+const Separator = "__"
+
+// Defaults for zero option values.
+const (
+	DefaultCallTimeout    = 60 * time.Second
+	DefaultStartTimeout   = 30 * time.Second
+	DefaultMaxResultBytes = 64 << 10
+	maxBackoff            = 30 * time.Second
+	firstBackoff          = time.Second
+	stderrTail            = 2 << 10
+)
+
+var (
+	// ErrUnavailable: the server is not running and could not be (re)started.
+	ErrUnavailable = errors.New("mcp server unavailable")
+	// ErrTimeout: the server did not answer a call within its timeout.
+	ErrTimeout = errors.New("mcp call timed out")
+	// ErrClosed: the Manager was closed.
+	ErrClosed = errors.New("mcp manager closed")
+	// ErrConfig: a server's configuration is unusable (neither or both of command and url).
+	ErrConfig = errors.New("invalid mcp server config")
+)
+
+// ServerConfig describes one MCP server: either a stdio child (Command, Args, Env) or a
+// streamable HTTP endpoint (URL, Headers).
+type ServerConfig struct {
+	Command string
+	Args    []string
+	Env     map[string]string // added to the inherited environment
+	URL     string
+	Headers map[string]string
+	Timeout time.Duration // per call; DefaultCallTimeout when zero
+}
+
+// Options tune a Manager.
+type Options struct {
+	Logger         *slog.Logger
+	StartTimeout   time.Duration // start and initialize one server; DefaultStartTimeout when zero
+	MaxResultBytes int           // cap on the text handed to the model; DefaultMaxResultBytes when zero
+	ClientName     string        // reported to servers; "hermes" when empty
+	ClientVersion  string
+}
+
+// Status is one server's state, for surfaces (reload.mcp, status).
+type Status struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"` // stdio | http
+	Connected bool   `json:"connected"`
+	Tools     int    `json:"tools"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Manager owns the connections to the configured servers. It is safe for concurrent use.
+type Manager struct {
+	opts    Options
+	servers []*server // sorted by name
+}
+
+// New returns a Manager for servers. Nothing is started until Tools or a call.
+func New(servers map[string]ServerConfig, o Options) *Manager {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.ClientName == "" {
+		o.ClientName = "hermes"
+	}
+	m := &Manager{opts: o}
+	names := make([]string, 0, len(servers))
+	for n := range servers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		m.servers = append(m.servers, &server{name: n, cfg: servers[n], opts: &m.opts})
+	}
+	return m
+}
+
+// Tools connects every server (concurrently), lists its tools and returns them as engine
+// tools, in server then remote order. Servers that fail are logged and skipped; so is a tool
+// whose input schema is not a JSON object schema.
+func (m *Manager) Tools(ctx context.Context) []tool.Tool {
+	lists := make([][]tool.Tool, len(m.servers))
+	var wg sync.WaitGroup
+	for i, s := range m.servers {
+		wg.Go(func() {
+			ts, err := s.list(ctx)
+			if err != nil {
+				m.opts.Logger.Error("mcp server skipped", "server", s.name, "err", err)
+				return
+			}
+			lists[i] = ts
+		})
+	}
+	wg.Wait()
+	return slices.Concat(lists...)
+}
+
+// Status reports every server.
+func (m *Manager) Status() []Status {
+	out := make([]Status, 0, len(m.servers))
+	for _, s := range m.servers {
+		out = append(out, s.status())
+	}
+	return out
+}
+
+// Close stops every server; later calls fail with ErrClosed.
+func (m *Manager) Close() error {
+	var errs []error
+	for _, s := range m.servers {
+		errs = append(errs, s.close())
+	}
+	return errors.Join(errs...)
+}
+
+// server is one configured server and its current connection.
+type server struct {
+	name string
+	cfg  ServerConfig
+	opts *Options
+
+	mu       sync.Mutex // serialises starts; guards the fields below
+	cli      *client.Client
+	stderr   *tailBuffer
+	failures int       // consecutive failed starts
+	retryAt  time.Time // no start attempt before this
+	lastErr  error
+	tools    int
+	closed   bool
+}
+
+func (s *server) transportName() string {
+	if s.cfg.URL != "" {
+		return "http"
+	}
+	return "stdio"
+}
+
+func (s *server) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Name: s.name, Transport: s.transportName(), Connected: s.cli != nil, Tools: s.tools}
+	if s.cli == nil && s.lastErr != nil {
+		st.Error = s.lastErr.Error()
+	}
+	return st
+}
+
+// connect returns the live client, starting the server if needed.
+func (s *server) connect(ctx context.Context) (*client.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.cli != nil {
+		return s.cli, nil
+	}
+	if wait := time.Until(s.retryAt); wait > 0 {
+		return nil, fmt.Errorf("%w: %q: %v (next start attempt in %s)", ErrUnavailable, s.name, s.lastErr, wait.Round(time.Second))
+	}
+	cli, err := s.start(ctx)
+	if err != nil {
+		s.failures++
+		s.retryAt = time.Now().Add(backoff(s.failures))
+		s.lastErr = err
+		return nil, fmt.Errorf("%w: %q: %v", ErrUnavailable, s.name, err)
+	}
+	s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+	s.cli = cli
+	return cli, nil
+}
+
+// backoff is the pause after n consecutive failed starts: 1s, 2s, 4s … capped at 30s. The
+// first start after a crash is immediate; only repeated failures wait.
+func backoff(n int) time.Duration {
+	d := firstBackoff << min(n-1, 10)
+	return min(d, maxBackoff)
+}
+
+// start launches and initializes the server. Called with s.mu held.
+func (s *server) start(ctx context.Context) (*client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	var cli *client.Client
+	switch {
+	case (s.cfg.Command == "") == (s.cfg.URL == ""):
+		return nil, fmt.Errorf("%w: set exactly one of command and url", ErrConfig)
+	case s.cfg.Command != "":
+		env := make([]string, 0, len(s.cfg.Env))
+		for k, v := range s.cfg.Env {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		s.stderr = &tailBuffer{max: stderrTail}
+		// The child's lifetime is the connection's, not this call's: the transport ties the
+		// process to the context given to Start, so it gets Background and Close ends it.
+		tr := transport.NewStdioWithOptions(s.cfg.Command, env, s.cfg.Args,
+			transport.WithCommandStderrWriter(s.stderr),
+			transport.WithCommandLogger(s.opts.Logger))
+		if err := tr.Start(context.Background()); err != nil {
+			return nil, err
+		}
+		cli = client.NewClient(tr)
+	default:
+		var err error
+		cli, err = client.NewStreamableHttpClient(s.cfg.URL, transport.WithHTTPHeaders(s.cfg.Headers))
+		if err != nil {
+			return nil, err
+		}
+		if err := cli.Start(context.Background()); err != nil {
+			cli.Close()
+			return nil, err
+		}
+	}
+	req := mcp.InitializeRequest{}
+	req.Params.ClientInfo = mcp.Implementation{Name: s.opts.ClientName, Version: s.opts.ClientVersion}
+	if _, err := cli.Initialize(ctx, req); err != nil {
+		cli.Close()
+		if tail := s.stderrTail(); tail != "" {
+			return nil, fmt.Errorf("initialize: %w; stderr: %s", err, tail)
+		}
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return cli, nil
+}
+
+func (s *server) stderrTail() string {
+	if s.stderr == nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(s.stderr.String(), "\uFFFD"))
+}
+
+// drop forgets cli after it failed, so the next call starts a fresh server.
+func (s *server) drop(cli *client.Client, cause error) {
+	s.mu.Lock()
+	if s.cli != cli {
+		s.mu.Unlock()
+		return
+	}
+	s.cli = nil
+	s.lastErr = cause
+	s.mu.Unlock()
+	cli.Close()
+}
+
+func (s *server) close() error {
+	s.mu.Lock()
+	cli := s.cli
+	s.cli, s.closed = nil, true
+	s.mu.Unlock()
+	if cli == nil {
+		return nil
+	}
+	if err := cli.Close(); err != nil {
+		return fmt.Errorf("mcp server %q: close: %w", s.name, err)
+	}
+	return nil
+}
+
+// list connects and returns the server's tools as engine tools.
+func (s *server) list(ctx context.Context) ([]tool.Tool, error) {
+	cli, err := s.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	res, err := cli.ListTools(lctx, mcp.ListToolsRequest{})
+	if err != nil {
+		if dead(err) {
+			s.drop(cli, err)
+		}
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	var out []tool.Tool
+	for _, rt := range res.Tools {
+		schema, err := inputSchema(rt)
+		if err != nil {
+			s.opts.Logger.Error("mcp tool skipped: malformed input schema", "server", s.name, "tool", rt.Name, "err", err)
+			continue
+		}
+		desc := rt.Description
+		if desc == "" {
+			desc = fmt.Sprintf("Tool %q of the MCP server %q.", rt.Name, s.name)
+		}
+		out = append(out, &remoteTool{srv: s, remote: rt.Name, spec: model.ToolSpec{
+			Name: ToolName(s.name, rt.Name), Description: desc, Parameters: schema,
+		}})
+	}
+	s.mu.Lock()
+	s.tools = len(out)
+	s.mu.Unlock()
+	return out, nil
+}
+
+// inputSchema returns the tool's input schema if it is a JSON object schema (type "object"),
+// which is what model providers accept for function parameters.
+func inputSchema(t mcp.Tool) (json.RawMessage, error) {
+	raw := t.RawInputSchema
+	if raw == nil {
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil, err
+		}
+		raw = b
+	}
+	var probe map[string]any
+	if err := json.Unmarshal(raw, &probe); err != nil || probe == nil {
+		return nil, fmt.Errorf("input schema is not a JSON object: %.100s", raw)
+	}
+	if typ, _ := probe["type"].(string); typ != "object" {
+		return nil, fmt.Errorf(`input schema type is %v, want "object"`, probe["type"])
+	}
+	if p, ok := probe["properties"]; ok {
+		if _, isObj := p.(map[string]any); !isObj {
+			return nil, errors.New("input schema properties is not an object")
+		}
+	}
+	return raw, nil
+}
+
+// ToolName is the engine name of a remote tool: server__tool, restricted to the characters
+// model providers accept in function names ([A-Za-z0-9_-], at most 64).
+func ToolName(serverName, toolName string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	n := clean(serverName) + Separator + clean(toolName)
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	return n
+}
+
+// dead reports whether err means the connection is gone (the child exited, the pipe broke),
+// as opposed to a protocol error or a timeout on a live connection.
+func dead(err error) bool {
+	return errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// remoteTool is one server tool offered to the model.
+type remoteTool struct {
+	srv    *server
+	remote string
+	spec   model.ToolSpec
+}
+
+func (t *remoteTool) Spec() model.ToolSpec { return t.spec }
+
+func (t *remoteTool) Call(ctx context.Context, c tool.Call, _ *tool.Env) (tool.Result, error) {
+	// Always send an object: servers validating with zod reject "arguments": null.
+	args := map[string]any{}
+	if trimmed := bytes.TrimSpace(c.Args); len(trimmed) > 0 {
+		if err := json.Unmarshal(trimmed, &args); err != nil {
+			return tool.Errorf("Invalid arguments for %s: %v. Send a JSON object matching the tool's schema.", t.spec.Name, err), nil
+		}
+		if args == nil {
+			args = map[string]any{}
+		}
+	}
+	return t.srv.call(ctx, t.remote, args)
+}
+
+func (s *server) call(ctx context.Context, name string, args map[string]any) (tool.Result, error) {
+	cli, err := s.connect(ctx)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	timeout := s.cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := cli.CallTool(cctx, req)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return tool.Result{}, ctx.Err()
+	case cctx.Err() != nil:
+		return tool.Result{}, fmt.Errorf("%w: %q tool %q: no answer within %s", ErrTimeout, s.name, name, timeout)
+	case dead(err):
+		s.drop(cli, err)
+		return tool.Result{}, fmt.Errorf("%w: %q stopped during the call (%v); it is restarted on the next call", ErrUnavailable, s.name, err)
+	default:
+		return tool.Result{}, fmt.Errorf("mcp server %q tool %q: %w", s.name, name, err)
+	}
+	r := Convert(res, s.opts.MaxResultBytes)
+	r.Meta = map[string]any{"mcp_server": s.name, "mcp_tool": name}
+	return r, nil
+}
+
+// Convert maps an MCP call result to what the model sees: text parts joined by newlines,
+// images, audio and resources summarised with their mime type and uri, structured content as
+// JSON when there is no other content, invalid UTF-8 replaced, and the whole capped at max
+// bytes. isError becomes Result.IsError.
+func Convert(res *mcp.CallToolResult, max int) tool.Result {
+	var parts []string
+	for _, c := range res.Content {
+		parts = append(parts, describe(c))
+	}
+	if len(parts) == 0 && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			parts = append(parts, string(b))
+		}
+	}
+	text := strings.ToValidUTF8(strings.Join(parts, "\n"), "\uFFFD")
+	return tool.Result{Content: capText(text, max), IsError: res.IsError}
+}
+
+func describe(c mcp.Content) string {
+	if v, ok := mcp.AsTextContent(c); ok {
+		return v.Text
+	}
+	if v, ok := mcp.AsImageContent(c); ok {
+		return fmt.Sprintf("[image %s, %d bytes base64]", v.MIMEType, len(v.Data))
+	}
+	if v, ok := mcp.AsAudioContent(c); ok {
+		return fmt.Sprintf("[audio %s, %d bytes base64]", v.MIMEType, len(v.Data))
+	}
+	switch v := c.(type) {
+	case mcp.ResourceLink:
+		return fmt.Sprintf("[resource link %s %q %s]", v.URI, v.Name, v.MIMEType)
+	case *mcp.ResourceLink:
+		return fmt.Sprintf("[resource link %s %q %s]", v.URI, v.Name, v.MIMEType)
+	}
+	if v, ok := mcp.AsEmbeddedResource(c); ok {
+		if t, ok := mcp.AsTextResourceContents(v.Resource); ok {
+			return fmt.Sprintf("[resource %s %s]\n%s", t.URI, t.MIMEType, t.Text)
+		}
+		if b, ok := mcp.AsBlobResourceContents(v.Resource); ok {
+			return fmt.Sprintf("[resource %s %s, %d bytes base64]", b.URI, b.MIMEType, len(b.Blob))
+		}
+		return "[resource]"
+	}
+	return fmt.Sprintf("[unsupported content %T]", c)
+}
+
+// capText cuts s to at most max bytes on a rune boundary and says how much was dropped.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", cut, len(s))
+}
+
+// tailBuffer keeps the last max bytes written (a child's stderr, for start errors).
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

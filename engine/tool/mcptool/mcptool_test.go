@@ -1,0 +1,418 @@
+package mcptool_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
+)
+
+// TestMain lets the test binary act as an MCP server in a child process, so the client is
+// tested against a real subprocess speaking stdio.
+func TestMain(m *testing.M) {
+	switch os.Getenv("MCPTOOL_TEST_SERVER") {
+	case "":
+		os.Exit(m.Run())
+	case "never":
+		fmt.Fprintln(os.Stderr, "fatal: cannot open the database")
+		os.Exit(1)
+	default:
+		if err := server.ServeStdio(testServer()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}
+
+func text(s string) *mcp.CallToolResult { return mcp.NewToolResultText(s) }
+
+// testServer offers one tool per behaviour under test.
+func testServer() *server.MCPServer {
+	s := server.NewMCPServer("testsrv", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("echo", mcp.WithDescription("Echo the text."), mcp.WithString("text", mcp.Required())),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			t, err := req.RequireString("text")
+			if err != nil {
+				return mcp.NewToolResultError(err.Error()), nil
+			}
+			return text("echo: " + t), nil
+		})
+	s.AddTool(mcp.NewTool("args", mcp.WithDescription("Report the raw arguments received.")),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			raw := string(req.Params.RawArguments)
+			if raw == "" {
+				b, _ := json.Marshal(req.Params.Arguments)
+				raw = string(b)
+			}
+			return text(raw), nil
+		})
+	s.AddTool(mcp.NewTool("fail"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultError("disk full"), nil
+	})
+	s.AddTool(mcp.NewTool("crash"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		os.Exit(3)
+		return nil, nil
+	})
+	s.AddTool(mcp.NewTool("pid"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text(strconv.Itoa(os.Getpid())), nil
+	})
+	s.AddTool(mcp.NewTool("big"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text(strings.Repeat("é", 1<<19)), nil // 1 MiB of two-byte runes
+	})
+	s.AddTool(mcp.NewTool("binary"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// A stray non-JSON, non-UTF-8 line on the protocol stream, then a result whose text
+		// holds invalid bytes.
+		os.Stdout.Write([]byte("\xff\xfe stray output\n"))
+		return text("before \xff\xfe after"), nil
+	})
+	s.AddTool(mcp.NewTool("media"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{
+			mcp.NewTextContent("a chart:"),
+			mcp.NewImageContent("aGVsbG8=", "image/png"),
+			mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: "file:///notes.txt", MIMEType: "text/plain", Text: "note body"}),
+			mcp.NewEmbeddedResource(mcp.BlobResourceContents{URI: "file:///a.bin", MIMEType: "application/octet-stream", Blob: "AAAA"}),
+		}}, nil
+	})
+	s.AddTool(mcp.NewTool("slow"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return text("late"), nil
+	})
+	s.AddTool(mcp.NewToolWithRawSchema("badschema", "A tool whose schema is not an object.", json.RawMessage(`{"type":"string"}`)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("unreachable"), nil
+		})
+	return s
+}
+
+// logBuffer collects log output for assertions.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func stdioServer(mode string) mcptool.ServerConfig {
+	return mcptool.ServerConfig{
+		Command: os.Args[0],
+		Args:    []string{"-test.run=^$"},
+		Env:     map[string]string{"MCPTOOL_TEST_SERVER": mode},
+	}
+}
+
+func newManager(t *testing.T, servers map[string]mcptool.ServerConfig, maxBytes int) (*mcptool.Manager, map[string]tool.Tool, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	m := mcptool.New(servers, mcptool.Options{
+		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
+		MaxResultBytes: maxBytes,
+		StartTimeout:   20 * time.Second,
+	})
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	tools := map[string]tool.Tool{}
+	for _, tl := range m.Tools(context.Background()) {
+		tools[tl.Spec().Name] = tl
+	}
+	return m, tools, logs
+}
+
+func call(t *testing.T, tools map[string]tool.Tool, name, args string) (tool.Result, error) {
+	t.Helper()
+	tl, ok := tools[name]
+	if !ok {
+		t.Fatalf("tool %q not offered; have %v", name, keys(tools))
+	}
+	return tl.Call(context.Background(), tool.Call{ID: "c1", Name: name, Args: json.RawMessage(args)}, &tool.Env{})
+}
+
+func keys(m map[string]tool.Tool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestListAndCall(t *testing.T) {
+	_, tools, logs := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, 0)
+	for _, n := range []string{"t__echo", "t__args", "t__fail", "t__crash", "t__pid", "t__big", "t__binary", "t__media", "t__slow"} {
+		if _, ok := tools[n]; !ok {
+			t.Errorf("missing %s", n)
+		}
+	}
+	if _, ok := tools["t__badschema"]; ok {
+		t.Error("a tool with a non-object schema was offered")
+	}
+	if !strings.Contains(logs.String(), "badschema") || !strings.Contains(logs.String(), "malformed input schema") {
+		t.Errorf("no clear log for the skipped tool: %s", logs)
+	}
+	spec := tools["t__echo"].Spec()
+	var schema struct {
+		Type       string         `json:"type"`
+		Properties map[string]any `json:"properties"`
+		Required   []string       `json:"required"`
+	}
+	if err := json.Unmarshal(spec.Parameters, &schema); err != nil || schema.Type != "object" || schema.Properties["text"] == nil || len(schema.Required) != 1 {
+		t.Fatalf("schema %s (%v)", spec.Parameters, err)
+	}
+	if spec.Description != "Echo the text." {
+		t.Errorf("description %q", spec.Description)
+	}
+
+	r, err := call(t, tools, "t__echo", `{"text":"hi"}`)
+	if err != nil || r.IsError || r.Content != "echo: hi" {
+		t.Fatalf("echo: %+v %v", r, err)
+	}
+	if r.Meta["mcp_server"] != "t" || r.Meta["mcp_tool"] != "echo" {
+		t.Errorf("meta %v", r.Meta)
+	}
+	// No arguments, and explicit null, go on the wire as an empty object.
+	for _, a := range []string{``, `null`, `{}`} {
+		r, err = call(t, tools, "t__args", a)
+		if err != nil || r.Content != "{}" {
+			t.Fatalf("args %q: server saw %q (%v)", a, r.Content, err)
+		}
+	}
+	r, err = call(t, tools, "t__args", `[1]`)
+	if err != nil || !r.IsError || !strings.Contains(r.Content, "Invalid arguments") {
+		t.Fatalf("non-object arguments: %+v %v", r, err)
+	}
+}
+
+func TestErrorResultAndMedia(t *testing.T) {
+	_, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, 0)
+	r, err := call(t, tools, "t__fail", `{}`)
+	if err != nil || !r.IsError || r.Content != "disk full" {
+		t.Fatalf("fail: %+v %v", r, err)
+	}
+	r, err = call(t, tools, "t__media", `{}`)
+	if err != nil || r.IsError {
+		t.Fatalf("media: %+v %v", r, err)
+	}
+	for _, want := range []string{"a chart:", "[image image/png, 8 bytes base64]", "[resource file:///notes.txt text/plain]\nnote body", "[resource file:///a.bin application/octet-stream, 4 bytes base64]"} {
+		if !strings.Contains(r.Content, want) {
+			t.Errorf("media content lacks %q:\n%s", want, r.Content)
+		}
+	}
+}
+
+func TestCrashedServerRestartsOnNextCall(t *testing.T) {
+	m, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, 0)
+	r, err := call(t, tools, "t__pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid1 := r.Content
+	_, err = call(t, tools, "t__crash", `{}`)
+	if !errors.Is(err, mcptool.ErrUnavailable) {
+		t.Fatalf("crash mid-call: want ErrUnavailable, got %v", err)
+	}
+	if st := m.Status(); st[0].Connected {
+		t.Errorf("status after crash: %+v", st)
+	}
+	r, err = call(t, tools, "t__pid", `{}`)
+	if err != nil {
+		t.Fatalf("call after crash: %v", err)
+	}
+	if r.Content == pid1 || r.Content == "" {
+		t.Fatalf("not restarted: pid %s then %s", pid1, r.Content)
+	}
+	if st := m.Status(); !st[0].Connected || st[0].Transport != "stdio" {
+		t.Errorf("status after restart: %+v", st)
+	}
+}
+
+func TestServerThatNeverStarts(t *testing.T) {
+	m, tools, logs := newManager(t, map[string]mcptool.ServerConfig{
+		"broken":  stdioServer("never"),
+		"missing": {Command: "/nonexistent/mcp-server"},
+		"both":    {Command: "x", URL: "http://127.0.0.1:1"},
+		"t":       stdioServer("ok"),
+	}, 0)
+	for name := range tools {
+		if !strings.HasPrefix(name, "t__") {
+			t.Errorf("tool %s from a server that never started", name)
+		}
+	}
+	if r, err := call(t, tools, "t__echo", `{"text":"still here"}`); err != nil || r.Content != "echo: still here" {
+		t.Fatalf("working server: %+v %v", r, err)
+	}
+	out := logs.String()
+	for _, want := range []string{"broken", "cannot open the database", "missing", "both", "exactly one of command and url"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	for _, st := range m.Status() {
+		if st.Name != "t" && (st.Connected || st.Error == "") {
+			t.Errorf("status %+v", st)
+		}
+	}
+}
+
+func TestHugeAndNonUTF8Results(t *testing.T) {
+	const max = 10_001 // odd, so the cut lands inside a two-byte rune
+	_, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, max)
+	r, err := call(t, tools, "t__big", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(r.Content) || !strings.Contains(r.Content, "[output truncated: 10000 of 1048576 bytes shown]") {
+		t.Fatalf("big result not capped cleanly: %d bytes, tail %q", len(r.Content), r.Content[len(r.Content)-60:])
+	}
+	if len(r.Content) > max+100 {
+		t.Fatalf("big result is %d bytes", len(r.Content))
+	}
+	r, err = call(t, tools, "t__binary", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(r.Content) || !strings.HasPrefix(r.Content, "before ") || !strings.HasSuffix(r.Content, " after") {
+		t.Fatalf("binary: %q", r.Content)
+	}
+	// The stray line did not break the connection.
+	if r, err := call(t, tools, "t__echo", `{"text":"ok"}`); err != nil || r.Content != "echo: ok" {
+		t.Fatalf("after stray output: %+v %v", r, err)
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	cfg := stdioServer("ok")
+	cfg.Timeout = 200 * time.Millisecond
+	_, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": cfg}, 0)
+	if _, err := call(t, tools, "t__slow", `{}`); !errors.Is(err, mcptool.ErrTimeout) {
+		t.Fatalf("want ErrTimeout, got %v", err)
+	}
+	if r, err := call(t, tools, "t__echo", `{"text":"alive"}`); err != nil || r.Content != "echo: alive" {
+		t.Fatalf("server unusable after a timeout: %+v %v", r, err)
+	}
+}
+
+func TestCloseStopsChildAndRefusesCalls(t *testing.T) {
+	m := mcptool.New(map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, mcptool.Options{})
+	tools := map[string]tool.Tool{}
+	for _, tl := range m.Tools(context.Background()) {
+		tools[tl.Spec().Name] = tl
+	}
+	r, err := call(t, tools, "t__pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(r.Content)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waited for the child: signal 0 to its pid fails once it is reaped.
+	if p, err := os.FindProcess(pid); err == nil {
+		if err := p.Signal(syscall.Signal(0)); err == nil {
+			t.Fatalf("child %d still running after Close", pid)
+		}
+	}
+	if _, err := call(t, tools, "t__pid", `{}`); !errors.Is(err, mcptool.ErrClosed) {
+		t.Fatalf("call after close: %v", err)
+	}
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	h := server.NewStreamableHTTPServer(testServer())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Token"))
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	m, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"web": {URL: srv.URL + "/mcp", Headers: map[string]string{"X-Token": "s3cret"}}}, 0)
+	r, err := call(t, tools, "web__echo", `{"text":"over http"}`)
+	if err != nil || r.Content != "echo: over http" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("no request reached the server")
+	}
+	for _, v := range seen {
+		if v != "s3cret" {
+			t.Fatalf("header missing on a request: %q", seen)
+		}
+	}
+	if st := m.Status(); st[0].Transport != "http" || !st[0].Connected || st[0].Tools == 0 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestToolName(t *testing.T) {
+	cases := map[[2]string]string{
+		{"fs", "read_file"}:            "fs__read_file",
+		{"my server", "get.sum"}:       "my_server__get_sum",
+		{"x", strings.Repeat("a", 80)}: "x__" + strings.Repeat("a", 61),
+	}
+	for in, want := range cases {
+		if got := mcptool.ToolName(in[0], in[1]); got != want {
+			t.Errorf("ToolName(%q, %q) = %q, want %q", in[0], in[1], got, want)
+		}
+	}
+}
+
+func TestConvert(t *testing.T) {
+	r := mcptool.Convert(&mcp.CallToolResult{StructuredContent: map[string]any{"n": 1}, IsError: true}, 100)
+	if r.Content != `{"n":1}` || !r.IsError {
+		t.Fatalf("%+v", r)
+	}
+	r = mcptool.Convert(&mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("a\xffb")}}, 100)
+	if r.Content != "a\uFFFDb" {
+		t.Fatalf("%q", r.Content)
+	}
+}
+
+func FuzzConvert(f *testing.F) {
+	f.Add("hello", 10)
+	f.Add("é\xff\xfe", 2)
+	f.Fuzz(func(t *testing.T, s string, max int) {
+		if max <= 0 || max > 1<<20 {
+			return
+		}
+		r := mcptool.Convert(&mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(s)}}, max)
+		if !utf8.ValidString(r.Content) {
+			t.Fatalf("invalid UTF-8 out of %q", s)
+		}
+		if len(s) <= max && r.Content != strings.ToValidUTF8(s, "\uFFFD") && len(strings.ToValidUTF8(s, "\uFFFD")) <= max {
+			t.Fatalf("short text changed: %q -> %q", s, r.Content)
+		}
+	})
+}
