@@ -86,6 +86,15 @@ type sessionParams struct {
 	SessionID string `json:"session_id"`
 }
 
+// sessionOf decodes params that name only a session and resolves it.
+func (c *client) sessionOf(method string, raw json.RawMessage) (*live, error) {
+	p, err := decode[sessionParams](method, raw)
+	if err != nil {
+		return nil, err
+	}
+	return c.sess(p.SessionID)
+}
+
 func ping(context.Context, *client, string, json.RawMessage) (any, error) {
 	return map[string]any{"pong": true}, nil
 }
@@ -482,11 +491,7 @@ func sessionSteer(_ context.Context, c *client, m string, raw json.RawMessage) (
 }
 
 func sessionHistory(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[sessionParams](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	l, err := c.sessionOf(m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -599,11 +604,7 @@ func sessionTitle(ctx context.Context, c *client, m string, raw json.RawMessage)
 }
 
 func sessionUsageM(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[sessionParams](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	l, err := c.sessionOf(m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -630,11 +631,7 @@ func statusText(l *live) string {
 }
 
 func sessionStatus(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[sessionParams](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	l, err := c.sessionOf(m, raw)
 	if err != nil {
 		return nil, err
 	}

@@ -348,11 +348,7 @@ func reloadEnv(_ context.Context, c *client, m string, raw json.RawMessage) (any
 }
 
 func processList(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[sessionParams](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	l, err := c.sessionOf(m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -405,11 +401,7 @@ func processStop(_ context.Context, c *client, m string, raw json.RawMessage) (a
 }
 
 func delegationStatus(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[sessionParams](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	l, err := c.sessionOf(m, raw)
 	if err != nil {
 		return nil, err
 	}
