@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/transports/mcpserver"
+)
+
+func init() {
+	extraCommands = append(extraCommands, command{"mcp", "serve Hermes sessions as MCP tools: mcp serve [--http ADDR]", runMCP})
+}
+
+func runMCP(ctx context.Context, args []string, io stdio) int {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprintln(io.err, "usage: hermes mcp serve [--http ADDR]")
+		return 2
+	}
+	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		return fail(io, err)
+	}
+	// On stdio, stdout carries protocol frames only; every diagnostic goes to stderr.
+	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	if err != nil {
+		st.Close()
+		return fail(io, err)
+	}
+	defer a.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := mcpserver.New(a.eng, mcpserver.Options{Version: version, Logger: logger})
+	if *httpAddr == "" {
+		if err := srv.ServeStdio(ctx, io.in, io.out); err != nil {
+			return fail(io, err)
+		}
+		return 0
+	}
+	return serveMCPHTTP(ctx, *httpAddr, srv, io)
+}
+
+func serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, io stdio) int {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fail(io, err)
+	}
+	hs := &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(io.err, "hermes mcp: streamable HTTP on http://%s/mcp\n", ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = hs.Shutdown(sctx)
+		cancel()
+		<-done
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fail(io, err)
+	}
+	return 0
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+)
+
+// mcpClient starts `hermes mcp serve` as a real subprocess and connects an MCP client to it.
+func mcpClient(t *testing.T, dir string, env []string) *client.Client {
+	t.Helper()
+	tr := transport.NewStdioWithOptions("hermes", nil, nil, transport.WithCommandFunc(
+		func(context.Context, string, []string, []string) (*exec.Cmd, error) {
+			return hermesCmd(t, dir, env, "mcp", "serve"), nil
+		}))
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.InitializeRequest{}
+	req.Params.ClientInfo = mcp.Implementation{Name: "test", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mcpCall(t *testing.T, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var structured map[string]any
+	raw := res.RawStructuredContent
+	if raw == nil && res.StructuredContent != nil {
+		raw, _ = json.Marshal(res.StructuredContent)
+	}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &structured); err != nil {
+			t.Fatalf("%s: structured content %s: %v", name, raw, err)
+		}
+	}
+	return res, structured
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := mcp.AsTextContent(c); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestMCPServeDrivesASession drives `hermes mcp serve` with an MCP client: a prompt whose turn
+// needs an approval (denied, since nobody can answer over MCP), then history and listing.
+func TestMCPServeDrivesASession(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := openaitest.New(t)
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}),
+		openaitest.Text("I did not delete build."),
+	)
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=test"}
+	c := mcpClient(t, work, env)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, ",") != "create_session,get_history,list_sessions,prompt" {
+		t.Fatalf("tools %v", names)
+	}
+
+	res, created := mcpCall(t, c, "create_session", map[string]any{"cwd": work})
+	id, _ := created["session_id"].(string)
+	if res.IsError || id == "" || created["model"] != "openai:fake-agent" {
+		t.Fatalf("create_session: %s %v", resultText(res), created)
+	}
+
+	res, out := mcpCall(t, c, "prompt", map[string]any{"session_id": id, "text": "clean the build"})
+	if res.IsError || resultText(res) != "I did not delete build." {
+		t.Fatalf("prompt: %q %v", resultText(res), out)
+	}
+	if out["status"] != "completed" || out["refused_requests"] != float64(1) {
+		t.Fatalf("prompt outcome %v", out)
+	}
+	if _, err := os.Stat(filepath.Join(work, "build")); err != nil {
+		t.Fatal("the unapproved command ran")
+	}
+
+	res, hist := mcpCall(t, c, "get_history", map[string]any{"session_id": id})
+	rows, _ := hist["rows"].([]any)
+	if res.IsError || len(rows) < 4 {
+		t.Fatalf("get_history: %s", resultText(res))
+	}
+	first, _ := rows[0].(map[string]any)
+	last, _ := rows[len(rows)-1].(map[string]any)
+	if first["role"] != "user" || first["content"] != "clean the build" || last["content"] != "I did not delete build." {
+		t.Fatalf("history rows %v", rows)
+	}
+	if !strings.Contains(resultText(res), "BLOCKED") {
+		t.Errorf("the tool row does not say the call was blocked: %s", resultText(res))
+	}
+
+	res, list := mcpCall(t, c, "list_sessions", map[string]any{})
+	sessions, _ := list["sessions"].([]any)
+	if res.IsError || len(sessions) != 1 || sessions[0].(map[string]any)["session_id"] != id || sessions[0].(map[string]any)["source"] != "mcp" {
+		t.Fatalf("list_sessions: %s", resultText(res))
+	}
+
+	res, _ = mcpCall(t, c, "prompt", map[string]any{"session_id": "nope", "text": "hi"})
+	if !res.IsError || !strings.Contains(resultText(res), "nope") {
+		t.Fatalf("unknown session: %s", resultText(res))
+	}
+}

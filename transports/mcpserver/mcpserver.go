@@ -1,0 +1,287 @@
+// Package mcpserver serves a Hermes engine as a Model Context Protocol server, so another
+// agent or editor can drive Hermes sessions as tools: create_session, prompt, list_sessions
+// and get_history.
+//
+// A prompt call submits the text and waits for the turn to end, returning the answer and the
+// outcome status. MCP has no channel for the engine's server-to-client requests, so nothing
+// can answer them during such a turn: an approval request is denied (a call the approval
+// policy allows outright still runs; one it would ask about does not), and clarify, sudo and
+// secret requests are withdrawn. The model sees those refusals like any other.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Source is the session source recorded for sessions created over MCP.
+const Source = "mcp"
+
+// Options configure the server.
+type Options struct {
+	Version string       // reported to clients
+	Logger  *slog.Logger // nil discards
+}
+
+// Server is the MCP face of one engine. Its handlers run on the MCP library's goroutines; the
+// goroutine a prompt starts to refuse requests is waited for before the call returns.
+type Server struct {
+	eng *engine.Engine
+	log *slog.Logger
+	mcp *server.MCPServer
+}
+
+// New builds the MCP server for eng.
+func New(eng *engine.Engine, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	s := &Server{eng: eng, log: o.Logger}
+	ms := server.NewMCPServer("hermes", o.Version, server.WithToolCapabilities(false), server.WithRecovery())
+	ms.AddTool(mcp.NewTool("create_session",
+		mcp.WithDescription("Create a Hermes agent session. Returns its session_id for prompt and get_history."),
+		mcp.WithString("model", mcp.Description("provider:model; the configured default when empty")),
+		mcp.WithString("cwd", mcp.Description("working directory of the session's tools; the server's default when empty")),
+		mcp.WithString("title", mcp.Description("optional title")),
+	), s.createSession)
+	ms.AddTool(mcp.NewTool("prompt",
+		mcp.WithDescription("Send a prompt to a session and wait for the agent's turn to finish. Returns the answer text; "+
+			"the structured result carries the outcome status (completed, failed, cancelled). Approvals the policy does not "+
+			"allow are denied, since no one can answer them over MCP."),
+		mcp.WithString("session_id", mcp.Required()),
+		mcp.WithString("text", mcp.Required()),
+	), s.prompt)
+	ms.AddTool(mcp.NewTool("list_sessions",
+		mcp.WithDescription("List stored sessions, newest first."),
+		mcp.WithNumber("limit", mcp.Description("at most this many (default 20)")),
+	), s.listSessions)
+	ms.AddTool(mcp.NewTool("get_history",
+		mcp.WithDescription("The transcript of a session: its active rows in order."),
+		mcp.WithString("session_id", mcp.Required()),
+		mcp.WithNumber("limit", mcp.Description("only the last this many rows (default all)")),
+	), s.getHistory)
+	s.mcp = ms
+	return s
+}
+
+// MCP returns the underlying protocol server (for other transports).
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// ServeStdio serves newline-delimited JSON-RPC on in/out until in ends or ctx is done.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	err := server.NewStdioServer(s.mcp).Listen(ctx, in, out)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// HTTPHandler serves the streamable HTTP transport.
+func (s *Server) HTTPHandler() http.Handler { return server.NewStreamableHTTPServer(s.mcp) }
+
+func toolError(format string, a ...any) *mcp.CallToolResult {
+	return mcp.NewToolResultError(fmt.Sprintf(format, a...))
+}
+
+func jsonResult(v any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return mcp.NewToolResultStructured(v, string(b)), nil
+}
+
+func (s *Server) createSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	sess, err := s.eng.Create(ctx, engine.CreateOptions{
+		Model:  req.GetString("model", ""),
+		Cwd:    req.GetString("cwd", ""),
+		Title:  req.GetString("title", ""),
+		Source: Source,
+	})
+	if err != nil {
+		return toolError("create_session: %v", err), nil
+	}
+	rec := sess.Record()
+	return jsonResult(map[string]any{"session_id": rec.ID, "model": rec.Model, "cwd": rec.Cwd})
+}
+
+// PromptResult is the structured result of the prompt tool.
+type PromptResult struct {
+	SessionID  string `json:"session_id"`
+	TurnID     string `json:"turn_id,omitempty"`
+	Status     string `json:"status"` // completed | failed | cancelled, or the admission status
+	ExitReason string `json:"exit_reason,omitempty"`
+	Text       string `json:"text"`
+	Error      string `json:"error,omitempty"`
+	Refused    int    `json:"refused_requests,omitempty"` // approvals denied and questions withdrawn
+}
+
+func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err := req.RequireString("session_id")
+	if err != nil {
+		return toolError("%v", err), nil
+	}
+	text, err := req.RequireString("text")
+	if err != nil {
+		return toolError("%v", err), nil
+	}
+	sess, err := s.eng.Open(ctx, id)
+	if err != nil {
+		return toolError("prompt: %v", err), nil
+	}
+	// Subscribe before submitting so no request of this turn is missed.
+	sub := sess.Subscribe(sess.LastSeq())
+	rctx, stop := context.WithCancel(ctx)
+	refused := make(chan int, 1)
+	go func() { refused <- s.refuseRequests(rctx, sess, sub) }()
+	finish := func() int {
+		stop()
+		n := <-refused
+		sub.Close()
+		return n
+	}
+	adm, err := sess.Submit(ctx, engine.Prompt{Text: text, Origin: Source})
+	if err != nil {
+		finish()
+		return toolError("prompt: %v", err), nil
+	}
+	res := PromptResult{SessionID: id, TurnID: adm.TurnID, Status: adm.Status}
+	switch adm.Status {
+	case engine.AdmitStarted, engine.AdmitQueued:
+	default: // rejected, steered into a running turn, or a command: nothing to wait for
+		res.Refused = finish()
+		res.Text = adm.Message
+		r, err := jsonResult(res)
+		if r != nil {
+			r.Content = []mcp.Content{mcp.NewTextContent(fmt.Sprintf("[%s] %s", adm.Status, adm.Message))}
+			r.IsError = adm.Status == engine.AdmitRejected
+		}
+		return r, err
+	}
+	out, err := sess.Wait(ctx, adm.TurnID)
+	res.Refused = finish()
+	if err != nil {
+		return toolError("prompt: waiting for the turn: %v", err), nil
+	}
+	res.Status, res.ExitReason, res.Text, res.Error = out.Status, out.ExitReason, out.Text, out.Error
+	answer := out.Text
+	if out.Status != engine.StatusCompleted {
+		answer = fmt.Sprintf("[%s: %s] %s", out.Status, firstNonEmpty(out.Error, out.ExitReason), out.Text)
+	}
+	r := mcp.NewToolResultStructured(res, answer)
+	r.IsError = out.Status == engine.StatusFailed
+	return r, nil
+}
+
+// refuseRequests answers every request the session opens while a prompt call waits: approvals
+// are denied, other questions withdrawn. It returns how many it refused.
+func (s *Server) refuseRequests(ctx context.Context, sess *engine.Session, sub *engine.Subscription) int {
+	n := 0
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return n
+		}
+		if ev.Type != engine.EvRequestOpen {
+			continue
+		}
+		r, ok := ev.Data.(engine.Request)
+		if !ok {
+			continue
+		}
+		if r.Kind == engine.KindApproval {
+			err = sess.Answer(r.ID, map[string]any{"choice": "deny"})
+		} else {
+			err = sess.Withdraw(r.ID, "no interactive client over MCP")
+		}
+		if err != nil {
+			s.log.Warn("mcp: could not refuse a request", "session", sess.Record().ID, "request", r.ID, "err", err)
+			continue
+		}
+		n++
+	}
+}
+
+func firstNonEmpty(a ...string) string {
+	for _, s := range a {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// SessionSummary is one entry of list_sessions.
+type SessionSummary struct {
+	ID        string `json:"session_id"`
+	Title     string `json:"title,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Source    string `json:"source,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+	Rows      int64  `json:"rows"`
+	UpdatedAt string `json:"updated_at"`
+}
+
+func (s *Server) listSessions(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	limit := req.GetInt("limit", 20)
+	if limit <= 0 {
+		limit = 20
+	}
+	list, err := s.eng.List(ctx, store.ListOptions{Limit: limit})
+	if err != nil {
+		return toolError("list_sessions: %v", err), nil
+	}
+	out := make([]SessionSummary, 0, len(list))
+	for _, r := range list {
+		out = append(out, SessionSummary{ID: r.ID, Title: r.Title, Model: r.Model, Source: r.Source, Cwd: r.Cwd, Rows: r.RowCount, UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05Z")})
+	}
+	return jsonResult(map[string]any{"sessions": out})
+}
+
+// HistoryRow is one transcript entry of get_history.
+type HistoryRow struct {
+	ID         uint64          `json:"id"`
+	Role       string          `json:"role"`
+	Content    string          `json:"content"`
+	ToolName   string          `json:"tool_name,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	Time       string          `json:"time"`
+}
+
+func (s *Server) getHistory(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, err := req.RequireString("session_id")
+	if err != nil {
+		return toolError("%v", err), nil
+	}
+	sess, err := s.eng.Open(ctx, id)
+	if err != nil {
+		return toolError("get_history: %v", err), nil
+	}
+	rows, err := sess.History(ctx, store.RowQuery{})
+	if err != nil {
+		return toolError("get_history: %v", err), nil
+	}
+	if limit := req.GetInt("limit", 0); limit > 0 && len(rows) > limit {
+		rows = rows[len(rows)-limit:]
+	}
+	out := make([]HistoryRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, HistoryRow{ID: r.ID, Role: r.Role, Content: r.Content, ToolName: r.ToolName, ToolCallID: r.ToolCallID, ToolCalls: r.ToolCalls, Time: r.Time.UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	return jsonResult(map[string]any{"session_id": id, "rows": out})
+}
