@@ -1,0 +1,148 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/openai"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
+	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/agent"
+	"github.com/hermes-go/hermes/transports/mcpserver"
+)
+
+// setup serves an engine (real badger store, fake OpenAI server on 127.0.0.1) over streamable
+// HTTP on a real socket and connects an MCP client to it.
+func setup(t *testing.T) (*openaitest.Server, *client.Client) {
+	t.Helper()
+	srv := openaitest.New(t)
+	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{
+		Store:        st,
+		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: srv.URL(), MaxRetries: -1})},
+		DefaultModel: "openai:fake-agent",
+		Tools:        tool.NewRegistry(agent.Clarify{}),
+		Cwd:          t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(mcpserver.New(eng, mcpserver.Options{Version: "test"}).HTTPHandler())
+	c, err := client.NewStreamableHttpClient(hs.URL + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		hs.Close()
+		eng.Close()
+		st.Close()
+	})
+	ctx := ctxT(t)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func callTool(t *testing.T, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(ctxT(t), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var out map[string]any
+	raw := res.RawStructuredContent
+	if raw == nil && res.StructuredContent != nil {
+		raw, _ = json.Marshal(res.StructuredContent)
+	}
+	if raw != nil {
+		_ = json.Unmarshal(raw, &out)
+	}
+	return res, out
+}
+
+func text(r *mcp.CallToolResult) string {
+	if len(r.Content) == 0 {
+		return ""
+	}
+	tc, _ := mcp.AsTextContent(r.Content[0])
+	if tc == nil {
+		return ""
+	}
+	return tc.Text
+}
+
+func TestPromptWithdrawsClarify(t *testing.T) {
+	srv, c := setup(t)
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "clarify", Args: []string{`{"question":"which one?"}`}}),
+		openaitest.Text("I will pick one myself."),
+	)
+	_, created := callTool(t, c, "create_session", map[string]any{"title": "t1"})
+	id, _ := created["session_id"].(string)
+	if id == "" {
+		t.Fatalf("create_session: %v", created)
+	}
+	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "do it"})
+	if res.IsError || text(res) != "I will pick one myself." || out["status"] != "completed" || out["refused_requests"] != float64(1) {
+		t.Fatalf("prompt: %q %v", text(res), out)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "over MCP") {
+		t.Fatalf("the model did not see the withdrawal: %d requests", len(reqs))
+	}
+}
+
+func TestPromptFailedTurnIsAnError(t *testing.T) {
+	srv, c := setup(t)
+	srv.Enqueue(openaitest.HTTPError(400, openaitest.APIError{Message: "bad model", Type: "invalid_request_error"}))
+	_, created := callTool(t, c, "create_session", map[string]any{})
+	res, out := callTool(t, c, "prompt", map[string]any{"session_id": created["session_id"], "text": "hi"})
+	if !res.IsError || out["status"] != "failed" || !strings.HasPrefix(text(res), "[failed") {
+		t.Fatalf("prompt: %q %v", text(res), out)
+	}
+}
+
+func TestArgumentErrors(t *testing.T) {
+	_, c := setup(t)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"prompt", map[string]any{"text": "hi"}, "session_id"},
+		{"prompt", map[string]any{"session_id": "missing", "text": "hi"}, "missing"},
+		{"get_history", map[string]any{"session_id": "missing"}, "missing"},
+		{"create_session", map[string]any{"model": "nosuch:model"}, "nosuch"},
+	} {
+		res, _ := callTool(t, c, tc.tool, tc.args)
+		if !res.IsError || !strings.Contains(text(res), tc.want) {
+			t.Errorf("%s %v: %q (error %v)", tc.tool, tc.args, text(res), res.IsError)
+		}
+	}
+}
