@@ -935,3 +935,24 @@ func TestGatewayWSOrphanReap(t *testing.T) {
 		t.Fatal(st)
 	}
 }
+
+func TestGatewayEventsSinceGeneration(t *testing.T) {
+	tg := wsTarget(t, "")
+	c := open(t, tg, true)
+	sid := create(t, c)
+	tg.srv.Enqueue(openaitest.Text("hi"))
+	turn(t, c, sid, "hello")
+	since := call(t, c, "session.events.since", map[string]any{"session_id": sid, "last_seen": 2})
+	gen, _ := since["replay_generation"].(string)
+	if gen == "" || since["truncated"] != false {
+		t.Fatalf("same generation: %v", since)
+	}
+	stale := call(t, c, "session.events.since", map[string]any{"session_id": sid, "last_seen": 2, "replay_generation": "000000000000"})
+	if stale["truncated"] != true || len(stale["events"].([]any)) == 0 {
+		t.Fatalf("a cursor from another generation must be reported truncated: %v", stale)
+	}
+	future := call(t, c, "session.events.since", map[string]any{"session_id": sid, "last_seen": 1 << 40})
+	if future["truncated"] != true {
+		t.Fatalf("a cursor past the end must be reported truncated: %v", future)
+	}
+}

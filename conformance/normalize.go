@@ -38,6 +38,8 @@ func kindOf(key string, v any) string {
 		return "task"
 	case "replay_epoch", "epoch":
 		return "epoch"
+	case "replay_generation":
+		return "generation"
 	case "time", "timestamp", "started_at", "created", "deadline", "last_active", "turn_started_at", "saved_at", "created_at", "updated_at":
 		return "time"
 	case "id":

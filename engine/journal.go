@@ -31,10 +31,11 @@ type journal struct {
 	subs   map[*Subscription]struct{}
 	closed bool
 	window int
+	gen    string // identifies this journal: seq restarts at 1 in a new one
 }
 
 func newJournal(sid string) *journal {
-	return &journal{sid: sid, window: journalWindow}
+	return &journal{sid: sid, window: journalWindow, gen: newID("")[:12]}
 }
 
 // append assigns the next seq and publishes the event.

@@ -174,6 +174,11 @@ func (s *Session) Events(ctx context.Context, since uint64) iter.Seq2[Event, err
 // is older than the journal window.
 func (s *Session) EventsSince(since uint64) ([]Event, bool) { return s.j.eventsSince(since) }
 
+// Generation identifies the session's journal. A session made live again (after a close or a
+// restart) starts a new journal whose seq restarts at 1: a client holding a cursor from another
+// generation must refetch instead of replaying.
+func (s *Session) Generation() string { return s.j.gen }
+
 // LastSeq is the seq of the newest event.
 func (s *Session) LastSeq() uint64 { return s.j.lastSeq() }
 

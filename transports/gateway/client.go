@@ -377,10 +377,11 @@ func (a *attachment) emit(ev engine.Event) error {
 
 // eventParams is the params object of an event notification.
 type eventParams struct {
-	Type      string `json:"type"`
-	SessionID string `json:"session_id"`
-	Payload   any    `json:"payload,omitempty"`
-	Seq       uint64 `json:"seq,omitempty"`
+	Type       string `json:"type"`
+	SessionID  string `json:"session_id"`
+	Payload    any    `json:"payload,omitempty"`
+	Seq        uint64 `json:"seq,omitempty"`
+	Generation string `json:"replay_generation,omitempty"`
 }
 
 func requestParams(l *live, req engine.Request) map[string]any {

@@ -641,8 +641,9 @@ func sessionStatus(_ context.Context, c *client, m string, raw json.RawMessage) 
 func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
 	p, err := decode[struct {
 		common
-		SessionID string `json:"session_id"`
-		LastSeen  uint64 `json:"last_seen"`
+		SessionID  string `json:"session_id"`
+		LastSeen   uint64 `json:"last_seen"`
+		Generation string `json:"replay_generation"`
 	}](m, raw)
 	if err != nil {
 		return nil, err
@@ -651,7 +652,14 @@ func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	evs, ok := l.s.EventsSince(p.LastSeen)
+	since := p.LastSeen
+	// A cursor from another journal generation, or past the end, cannot be replayed: send
+	// everything retained and say truncated so the client refetches history.
+	reset := (p.Generation != "" && p.Generation != l.s.Generation()) || since > l.s.LastSeq()
+	if reset {
+		since = 0
+	}
+	evs, ok := l.s.EventsSince(since)
 	out := make([]eventParams, 0, len(evs))
 	for _, ev := range evs {
 		if ev.Type == engine.EvRequestOpen {
@@ -669,12 +677,13 @@ func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMess
 		}
 		c.attach(l, &latest)
 	}
-	latest := p.LastSeen
+	latest := since
 	if n := len(evs); n > 0 {
 		latest = evs[n-1].Seq
 	}
 	if latest < l.s.LastSeq() && len(evs) == 0 {
 		latest = l.s.LastSeq()
 	}
-	return map[string]any{"events": out, "latest_seq": latest, "truncated": !ok, "count": len(out), "epoch": c.g.epoch, "open_requests": openRequests(l)}, nil
+	return map[string]any{"events": out, "latest_seq": latest, "truncated": !ok || reset, "count": len(out), "epoch": c.g.epoch,
+		"replay_generation": l.s.Generation(), "open_requests": openRequests(l)}, nil
 }

@@ -12,7 +12,7 @@ import (
 // render maps an engine event to the gateway's event params; ok is false for events the
 // gateway does not show.
 func render(l *live, ev engine.Event) (eventParams, bool) {
-	p := eventParams{Type: string(ev.Type), SessionID: l.rid, Seq: ev.Seq}
+	p := eventParams{Type: string(ev.Type), SessionID: l.rid, Seq: ev.Seq, Generation: l.s.Generation()}
 	switch ev.Type {
 	case engine.EvMessageStart:
 		// no payload, as in the reference
