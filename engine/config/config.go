@@ -48,6 +48,24 @@ type Config struct {
 	Server        Server              `yaml:"server"`
 	Store         Store               `yaml:"store"`
 	Scripts       Scripts             `yaml:"scripts"`
+	MCP           MCP                 `yaml:"mcp,omitempty"`
+}
+
+// MCP configures Model Context Protocol servers whose tools are offered to the model as
+// "server__tool".
+type MCP struct {
+	Servers map[string]MCPServer `yaml:"servers,omitempty"`
+}
+
+// MCPServer is one MCP server: a stdio child (command, args, env) or a streamable HTTP
+// endpoint (url, headers). Exactly one of command and url is set.
+type MCPServer struct {
+	Command string            `yaml:"command,omitempty"`
+	Args    []string          `yaml:"args,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty"` // added to the inherited environment
+	URL     string            `yaml:"url,omitempty"`
+	Headers map[string]string `yaml:"headers,omitempty"`
+	Timeout Duration          `yaml:"timeout,omitempty"` // per call; default 60s
 }
 
 // Approvals configures approval requests.
@@ -173,6 +191,11 @@ func Load(getenv func(string) string) (*Config, error) {
 		merged[name] = p
 	}
 	c.Providers = merged
+	for name, m := range c.MCP.Servers {
+		if (m.Command == "") == (m.URL == "") {
+			return nil, fmt.Errorf("config %s: mcp server %q: set exactly one of command and url", path, name)
+		}
+	}
 	if v := getenv("HERMES_MODEL"); v != "" {
 		c.Model = v
 	}
@@ -238,6 +261,12 @@ func (c *Config) Show() string {
 		masked.Providers[k] = p
 	}
 	masked.Server.APIKey = mask(c.Server.APIKey)
+	// MCP env values and headers often carry tokens.
+	masked.MCP.Servers = map[string]MCPServer{}
+	for k, m := range c.MCP.Servers {
+		m.Env, m.Headers = maskValues(m.Env), maskValues(m.Headers)
+		masked.MCP.Servers[k] = m
+	}
 	b, _ := yaml.Marshal(&masked)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# HERMES_HOME: %s\n", c.Home)
@@ -257,6 +286,17 @@ func (c *Config) ProviderNames() []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+func maskValues(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = mask(v)
+	}
 	return out
 }
 

@@ -89,3 +89,47 @@ func TestLoadErrors(t *testing.T) {
 		t.Fatalf("empty home: %v", err)
 	}
 }
+
+func TestLoadMCPServers(t *testing.T) {
+	home := t.TempDir()
+	yml := `mcp:
+  servers:
+    fs:
+      command: npx
+      args: ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+      env: {FS_TOKEN: "tok-123456789abc"}
+      timeout: 15s
+    web:
+      url: http://127.0.0.1:8765/mcp
+      headers: {Authorization: "Bearer abcdefghijkl"}
+`
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(env(map[string]string{"HERMES_HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, web := c.MCP.Servers["fs"], c.MCP.Servers["web"]
+	if fs.Command != "npx" || len(fs.Args) != 3 || fs.Env["FS_TOKEN"] != "tok-123456789abc" || time.Duration(fs.Timeout) != 15*time.Second {
+		t.Fatalf("fs: %+v", fs)
+	}
+	if web.URL != "http://127.0.0.1:8765/mcp" || web.Headers["Authorization"] != "Bearer abcdefghijkl" {
+		t.Fatalf("web: %+v", web)
+	}
+	out := c.Show()
+	if strings.Contains(out, "tok-123456789abc") || strings.Contains(out, "abcdefghijkl") || !strings.Contains(out, "command: npx") {
+		t.Fatalf("mcp secrets not masked:\n%s", out)
+	}
+	if c.MCP.Servers["fs"].Env["FS_TOKEN"] != "tok-123456789abc" {
+		t.Fatal("Show changed the configuration")
+	}
+
+	bad := "mcp:\n  servers:\n    x:\n      command: a\n      url: http://b\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(env(map[string]string{"HERMES_HOME": home})); err == nil || !strings.Contains(err.Error(), `mcp server "x"`) {
+		t.Fatalf("both command and url: %v", err)
+	}
+}
