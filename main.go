@@ -34,6 +34,7 @@ import (
 	"github.com/hermes-go/hermes/engine/tool/agent"
 	"github.com/hermes-go/hermes/engine/tool/builtin"
 	"github.com/hermes-go/hermes/engine/tool/danger"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -180,10 +181,12 @@ type assembled struct {
 	recPath  string
 	busy     *policy.BusySetting // the Go busy-input policy; config.set busy changes it
 	policy   io.Closer           // the policy script's VMs
+	mcp      *mcptool.Manager    // MCP server connections; nil when none are configured
 }
 
 func (a *assembled) Close() error {
 	err := a.eng.Close()
+	a.mcp.Close()
 	if a.policy != nil {
 		a.policy.Close()
 	}
@@ -239,8 +242,10 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	a.mcp = addMCPTools(cfg, reg, logger)
 	pol, polCloser, err := loadPolicy(cfg, reg, policy.Set{Approver: policy.Defaults{}, Busy: a.busy})
 	if err != nil {
+		a.mcp.Close()
 		return nil, err
 	}
 	a.policy = polCloser
@@ -261,6 +266,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	})
 	if err != nil {
 		polCloser.Close()
+		a.mcp.Close()
 		return nil, err
 	}
 	a.eng = eng

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 	"github.com/hermes-go/hermes/transports/mcpserver"
 )
 
@@ -81,4 +83,26 @@ func serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, io st
 		return fail(io, err)
 	}
 	return 0
+}
+
+// addMCPTools connects the configured MCP servers and adds their tools to reg. Servers start
+// here, not on first use, because the model must see their tools from the first turn; one that
+// fails is logged and left out. It returns nil when no server is configured.
+func addMCPTools(cfg *config.Config, reg *tool.Registry, logger *slog.Logger) *mcptool.Manager {
+	if len(cfg.MCP.Servers) == 0 {
+		return nil
+	}
+	servers := make(map[string]mcptool.ServerConfig, len(cfg.MCP.Servers))
+	for name, s := range cfg.MCP.Servers {
+		servers[name] = mcptool.ServerConfig{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers, Timeout: time.Duration(s.Timeout)}
+	}
+	m := mcptool.New(servers, mcptool.Options{Logger: logger, ClientName: "hermes", ClientVersion: version})
+	for _, t := range m.Tools(context.Background()) {
+		if _, err := reg.Get(t.Spec().Name); err == nil {
+			logger.Warn("mcp tool skipped: the name is taken", "tool", t.Spec().Name)
+			continue
+		}
+		reg.Add(t)
+	}
+	return m
 }

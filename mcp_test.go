@@ -143,3 +143,44 @@ func TestMCPServeDrivesASession(t *testing.T) {
 		t.Fatalf("unknown session: %s", resultText(res))
 	}
 }
+
+// TestChatUsesConfiguredMCPServer configures `hermes mcp serve` (another real subprocess, with
+// its own home) as an MCP server of `hermes chat`: the model calls inner__create_session and
+// the turn uses the result.
+func TestChatUsesConfiguredMCPServer(t *testing.T) {
+	home, innerHome, work := t.TempDir(), t.TempDir(), t.TempDir()
+	cfg := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
+		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + innerHome + "\"}\n" +
+		"    broken:\n      command: /nonexistent/mcp-server\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := openaitest.New(t)
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "inner__create_session", Args: []string{`{"title":"from outside"}`}}),
+		openaitest.Text("Created it."),
+	)
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=test"}
+	r := hermes(t, work, env, "chat", "-q", "make a session")
+	if r.code != 0 || !strings.Contains(r.stdout, "Created it.") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.err)
+	}
+	if !strings.Contains(r.err, "broken") {
+		t.Errorf("the server that never started was not reported: %s", r.err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	if !strings.Contains(string(reqs[0].Body), `"inner__prompt"`) {
+		t.Errorf("MCP tools not offered to the model")
+	}
+	if !strings.Contains(string(reqs[1].Body), `session_id`) {
+		t.Errorf("the model did not see the MCP result: %s", reqs[1].Body)
+	}
+	// The inner server stored the session in its own home.
+	list := hermes(t, work, []string{"HERMES_HOME=" + innerHome}, "sessions")
+	if list.code != 0 || !strings.Contains(list.stdout, "from outside") {
+		t.Fatalf("inner sessions: %+v", list)
+	}
+}

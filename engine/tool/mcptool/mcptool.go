@@ -151,8 +151,11 @@ func (m *Manager) Status() []Status {
 	return out
 }
 
-// Close stops every server; later calls fail with ErrClosed.
+// Close stops every server; later calls fail with ErrClosed. A nil Manager is closed already.
 func (m *Manager) Close() error {
+	if m == nil {
+		return nil
+	}
 	var errs []error
 	for _, s := range m.servers {
 		errs = append(errs, s.close())
