@@ -151,6 +151,27 @@ func (m *Manager) Status() []Status {
 	return out
 }
 
+// Reload restarts every server (clearing any start backoff), lists its tools again and
+// returns the resulting status. The tools already in a registry keep working against the new
+// connections; tools a server added or removed since Tools was called show in Status.Tools but
+// do not change the registry until the next build.
+func (m *Manager) Reload(ctx context.Context) []Status {
+	if m == nil {
+		return []Status{}
+	}
+	var wg sync.WaitGroup
+	for _, s := range m.servers {
+		wg.Go(func() {
+			s.reset()
+			if _, err := s.list(ctx); err != nil {
+				m.opts.Logger.Error("mcp server reload failed", "server", s.name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return m.Status()
+}
+
 // Close stops every server; later calls fail with ErrClosed. A nil Manager is closed already.
 func (m *Manager) Close() error {
 	if m == nil {
@@ -293,6 +314,17 @@ func (s *server) drop(cli *client.Client, cause error) {
 	s.lastErr = cause
 	s.mu.Unlock()
 	cli.Close()
+}
+
+// reset drops the connection and forgets past start failures, so the next use starts afresh.
+func (s *server) reset() {
+	s.mu.Lock()
+	cli := s.cli
+	s.cli, s.failures, s.retryAt, s.lastErr, s.tools = nil, 0, time.Time{}, nil, 0
+	s.mu.Unlock()
+	if cli != nil {
+		cli.Close()
+	}
 }
 
 func (s *server) close() error {

@@ -416,3 +416,46 @@ func FuzzConvert(f *testing.F) {
 		}
 	})
 }
+
+func TestReloadRestartsAndClearsBackoff(t *testing.T) {
+	m, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok"), "broken": stdioServer("never")}, 0)
+	// The broken server is in backoff after its failed start: a second attempt is refused
+	// without spawning it again.
+	if st := m.Status(); st[0].Name != "broken" || st[0].Error == "" {
+		t.Fatalf("status %+v", st)
+	}
+	r, err := call(t, tools, "t__pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.Reload(context.Background())
+	if len(st) != 2 || st[0].Connected || !strings.Contains(st[0].Error, "cannot open the database") || !st[1].Connected || st[1].Tools != 9 {
+		t.Fatalf("reload status %+v", st)
+	}
+	r2, err := call(t, tools, "t__pid", `{}`)
+	if err != nil || r2.Content == r.Content {
+		t.Fatalf("not restarted by reload: %s then %s (%v)", r.Content, r2.Content, err)
+	}
+}
+
+// BenchmarkCallStdio measures one tool call round trip to a stdio child.
+func BenchmarkCallStdio(b *testing.B) {
+	m := mcptool.New(map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, mcptool.Options{})
+	defer m.Close()
+	var echo tool.Tool
+	for _, tl := range m.Tools(context.Background()) {
+		if tl.Spec().Name == "t__echo" {
+			echo = tl
+		}
+	}
+	if echo == nil {
+		b.Fatal("no echo tool")
+	}
+	c := tool.Call{Name: "t__echo", Args: json.RawMessage(`{"text":"x"}`)}
+	b.ResetTimer()
+	for b.Loop() {
+		if r, err := echo.Call(context.Background(), c, &tool.Env{}); err != nil || r.Content != "echo: x" {
+			b.Fatal(r, err)
+		}
+	}
+}
