@@ -77,6 +77,7 @@ func gatewayOptions(cfg *config.Config, a *assembled, logger *slog.Logger) gatew
 		CLI:         runSelf,
 		Home:        cfg.Home,
 		ReloadEnv:   func() ([]string, error) { return loadDotEnv(filepath.Join(cfg.Home, ".env")) },
+		ReloadMCP:   func(ctx context.Context) (any, error) { return a.mcp.Reload(ctx), nil },
 		Logger:      logger,
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +16,9 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
 
 // mcpClient starts `hermes mcp serve` as a real subprocess and connects an MCP client to it.
@@ -182,5 +186,44 @@ func TestChatUsesConfiguredMCPServer(t *testing.T) {
 	list := hermes(t, work, []string{"HERMES_HOME=" + innerHome}, "sessions")
 	if list.code != 0 || !strings.Contains(list.stdout, "from outside") {
 		t.Fatalf("inner sessions: %+v", list)
+	}
+}
+
+// TestGatewayReloadMCP checks the gateway's reload.mcp hook restarts the configured servers
+// and reports each one.
+func TestGatewayReloadMCP(t *testing.T) {
+	home, innerHome := t.TempDir(), t.TempDir()
+	cfgText := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
+		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + innerHome + "\"}\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(func(k string) string {
+		if k == "HERMES_HOME" {
+			return home
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := build(cfg, st, runtimeOpts{logger: logger, cwd: t.TempDir()})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	defer a.Close()
+	got, err := gatewayOptions(cfg, a, logger).ReloadMCP(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, ok := got.([]mcptool.Status)
+	if !ok || len(status) != 1 || status[0].Name != "inner" || !status[0].Connected || status[0].Tools != 4 {
+		t.Fatalf("reload.mcp: %#v", got)
 	}
 }
