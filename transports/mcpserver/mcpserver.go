@@ -160,14 +160,17 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return toolError("prompt: %v", err), nil
 	}
 	res := PromptResult{SessionID: id, TurnID: adm.TurnID, Status: adm.Status}
-	switch adm.Status {
-	case engine.AdmitStarted, engine.AdmitQueued:
-	default: // rejected, steered into a running turn, or a command: nothing to wait for
+	if adm.Status != engine.AdmitStarted {
+		// Queued behind, or steered into, a running turn; rejected; or a command. There is no
+		// turn of this call's own to wait for: report the admission and return.
 		res.Refused = finish()
 		res.Text = adm.Message
+		if adm.Message == "" {
+			res.Text = "the session is busy; the prompt was " + adm.Status + " (read the result later with get_history)"
+		}
 		r, err := jsonResult(res)
 		if r != nil {
-			r.Content = []mcp.Content{mcp.NewTextContent(fmt.Sprintf("[%s] %s", adm.Status, adm.Message))}
+			r.Content = []mcp.Content{mcp.NewTextContent(fmt.Sprintf("[%s] %s", adm.Status, res.Text))}
 			r.IsError = adm.Status == engine.AdmitRejected
 		}
 		return r, err

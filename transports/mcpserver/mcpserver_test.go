@@ -146,3 +146,38 @@ func TestArgumentErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPromptOnABusySessionReturnsTheAdmission(t *testing.T) {
+	srv, c := setup(t)
+	gate := openaitest.NewGate()
+	first := openaitest.Text("first answer")
+	first.Gate = gate
+	srv.Enqueue(first, openaitest.Text("second answer"))
+	_, created := callTool(t, c, "create_session", map[string]any{})
+	id := created["session_id"]
+	type result struct{ res *mcp.CallToolResult }
+	done := make(chan result, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "prompt", map[string]any{"session_id": id, "text": "one"}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			done <- result{}
+			return
+		}
+		done <- result{res: res}
+	}()
+	select {
+	case <-gate.Reached():
+	case <-ctxT(t).Done():
+		t.Fatal("the first turn never reached the model")
+	}
+	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "two"})
+	gate.Release()
+	if res.IsError || out["status"] != "queued" || out["turn_id"] != nil || !strings.HasPrefix(text(res), "[queued]") {
+		t.Fatalf("busy prompt: %q %v", text(res), out)
+	}
+	if r := <-done; r.res == nil {
+		t.Fatal("the first prompt call failed")
+	}
+}
