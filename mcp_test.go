@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -225,5 +227,63 @@ func TestGatewayReloadMCP(t *testing.T) {
 	status, ok := got.([]mcptool.Status)
 	if !ok || len(status) != 1 || status[0].Name != "inner" || !status[0].Connected || status[0].Tools != 4 {
 		t.Fatalf("reload.mcp: %#v", got)
+	}
+}
+
+// TestMCPServeHTTP runs `hermes mcp serve --http` as a subprocess, drives it over streamable
+// HTTP, and stops it with SIGTERM.
+func TestMCPServeHTTP(t *testing.T) {
+	home := t.TempDir()
+	cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_API_KEY=test"}, "mcp", "serve", "--http", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := false
+	t.Cleanup(func() {
+		if !exited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no start-up line: %v", err)
+	}
+	_, url, ok := strings.Cut(strings.TrimSpace(line), "streamable HTTP on ")
+	if !ok {
+		t.Fatalf("start-up line %q", line)
+	}
+	c, err := client.NewStreamableHttpClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	res, created := mcpCall(t, c, "create_session", map[string]any{"title": "over http"})
+	if res.IsError || created["session_id"] == "" {
+		t.Fatalf("create_session: %s", resultText(res))
+	}
+	res, list := mcpCall(t, c, "list_sessions", map[string]any{"limit": 5})
+	if sessions, _ := list["sessions"].([]any); res.IsError || len(sessions) != 1 {
+		t.Fatalf("list_sessions: %s", resultText(res))
+	}
+	c.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	exited = true
+	if err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
