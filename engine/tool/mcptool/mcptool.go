@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -197,6 +198,7 @@ type server struct {
 	retryAt  time.Time // no start attempt before this
 	lastErr  error
 	tools    int
+	pid      int // process group of the stdio child; 0 for HTTP or when not running
 	closed   bool
 }
 
@@ -266,12 +268,20 @@ func (s *server) start(ctx context.Context) (*client.Client, error) {
 		s.stderr = &tailBuffer{max: stderrTail}
 		// The child's lifetime is the connection's, not this call's: the transport ties the
 		// process to the context given to Start, so it gets Background and Close ends it.
+		var cmd *exec.Cmd
 		tr := transport.NewStdioWithOptions(s.cfg.Command, env, s.cfg.Args,
 			transport.WithCommandStderrWriter(s.stderr),
-			transport.WithCommandLogger(s.opts.Logger))
+			transport.WithCommandLogger(s.opts.Logger),
+			transport.WithCommandFunc(func(_ context.Context, name string, env, args []string) (*exec.Cmd, error) {
+				cmd = exec.Command(name, args...)
+				cmd.Env = append(os.Environ(), env...)
+				ownGroup(cmd)
+				return cmd, nil
+			}))
 		if err := tr.Start(context.Background()); err != nil {
 			return nil, err
 		}
+		s.pid = cmd.Process.Pid
 		cli = client.NewClient(tr)
 	default:
 		var err error
@@ -287,7 +297,8 @@ func (s *server) start(ctx context.Context) (*client.Client, error) {
 	req := mcp.InitializeRequest{}
 	req.Params.ClientInfo = mcp.Implementation{Name: s.opts.ClientName, Version: s.opts.ClientVersion}
 	if _, err := cli.Initialize(ctx, req); err != nil {
-		cli.Close()
+		shutdown(cli, s.pid)
+		s.pid = 0
 		if tail := s.stderrTail(); tail != "" {
 			return nil, fmt.Errorf("initialize: %w; stderr: %s", err, tail)
 		}
@@ -312,30 +323,39 @@ func (s *server) drop(cli *client.Client, cause error) {
 	}
 	s.cli = nil
 	s.lastErr = cause
+	pid := s.pid
+	s.pid = 0
 	s.mu.Unlock()
-	cli.Close()
+	shutdown(cli, pid)
+}
+
+// shutdown closes a connection (a stdio child gets EOF on stdin, then a kill if it lingers)
+// and kills whatever the child left in its process group.
+func shutdown(cli *client.Client, pid int) error {
+	err := cli.Close()
+	return errors.Join(err, killGroup(pid))
 }
 
 // reset drops the connection and forgets past start failures, so the next use starts afresh.
 func (s *server) reset() {
 	s.mu.Lock()
-	cli := s.cli
-	s.cli, s.failures, s.retryAt, s.lastErr, s.tools = nil, 0, time.Time{}, nil, 0
+	cli, pid := s.cli, s.pid
+	s.cli, s.pid, s.failures, s.retryAt, s.lastErr, s.tools = nil, 0, 0, time.Time{}, nil, 0
 	s.mu.Unlock()
 	if cli != nil {
-		cli.Close()
+		shutdown(cli, pid)
 	}
 }
 
 func (s *server) close() error {
 	s.mu.Lock()
-	cli := s.cli
-	s.cli, s.closed = nil, true
+	cli, pid := s.cli, s.pid
+	s.cli, s.pid, s.closed = nil, 0, true
 	s.mu.Unlock()
 	if cli == nil {
 		return nil
 	}
-	if err := cli.Close(); err != nil {
+	if err := shutdown(cli, pid); err != nil {
 		return fmt.Errorf("mcp server %q: close: %w", s.name, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ func TestMain(m *testing.M) {
 	case "never":
 		fmt.Fprintln(os.Stderr, "fatal: cannot open the database")
 		os.Exit(1)
+	case "sleep": // a grandchild that outlives its parent unless its group is killed
+		time.Sleep(time.Hour)
+		os.Exit(0)
 	default:
 		if err := server.ServeStdio(testServer()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -73,6 +77,14 @@ func testServer() *server.MCPServer {
 	})
 	s.AddTool(mcp.NewTool("pid"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text(strconv.Itoa(os.Getpid())), nil
+	})
+	s.AddTool(mcp.NewTool("spawn"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "MCPTOOL_TEST_SERVER=sleep")
+		if err := cmd.Start(); err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		return text(strconv.Itoa(cmd.Process.Pid)), nil
 	})
 	s.AddTool(mcp.NewTool("big"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text(strings.Repeat("é", 1<<19)), nil // 1 MiB of two-byte runes
@@ -167,7 +179,7 @@ func keys(m map[string]tool.Tool) []string {
 
 func TestListAndCall(t *testing.T) {
 	_, tools, logs := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, 0)
-	for _, n := range []string{"t__echo", "t__args", "t__fail", "t__crash", "t__pid", "t__big", "t__binary", "t__media", "t__slow"} {
+	for _, n := range []string{"t__echo", "t__args", "t__fail", "t__crash", "t__pid", "t__spawn", "t__big", "t__binary", "t__media", "t__slow"} {
 		if _, ok := tools[n]; !ok {
 			t.Errorf("missing %s", n)
 		}
@@ -429,7 +441,7 @@ func TestReloadRestartsAndClearsBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := m.Reload(context.Background())
-	if len(st) != 2 || st[0].Connected || !strings.Contains(st[0].Error, "cannot open the database") || !st[1].Connected || st[1].Tools != 9 {
+	if len(st) != 2 || st[0].Connected || !strings.Contains(st[0].Error, "cannot open the database") || !st[1].Connected || st[1].Tools != 10 {
 		t.Fatalf("reload status %+v", st)
 	}
 	r2, err := call(t, tools, "t__pid", `{}`)
@@ -457,5 +469,47 @@ func BenchmarkCallStdio(b *testing.B) {
 		if r, err := echo.Call(context.Background(), c, &tool.Env{}); err != nil || r.Content != "echo: x" {
 			b.Fatal(r, err)
 		}
+	}
+}
+
+// running reports whether pid is a live (not zombie) process, from /proc.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+func TestCloseKillsWhatTheServerSpawned(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	m := mcptool.New(map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, mcptool.Options{})
+	tools := map[string]tool.Tool{}
+	for _, tl := range m.Tools(context.Background()) {
+		tools[tl.Spec().Name] = tl
+	}
+	r, err := call(t, tools, "t__spawn", `{}`)
+	if err != nil || r.IsError {
+		t.Fatal(r, err)
+	}
+	gpid, _ := strconv.Atoi(r.Content)
+	if !running(gpid) {
+		t.Fatalf("grandchild %d not running", gpid)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL is delivered asynchronously and the orphan is reaped by init: poll for it (no
+	// channel can report another parent's child), bounded so a leak fails the test.
+	deadline := time.Now().Add(20 * time.Second)
+	for running(gpid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(gpid, syscall.SIGKILL)
+			t.Fatalf("grandchild %d survived Close", gpid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
