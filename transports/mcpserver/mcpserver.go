@@ -176,6 +176,10 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return r, err
 	}
 	out, err := sess.Wait(ctx, adm.TurnID)
+	if err != nil && ctx.Err() != nil {
+		// The client cancelled the call or went away: nobody will read this turn's answer.
+		sess.Interrupt("the MCP client cancelled the prompt")
+	}
 	res.Refused = finish()
 	if err != nil {
 		return toolError("prompt: waiting for the turn: %v", err), nil

@@ -25,6 +25,12 @@ import (
 // HTTP on a real socket and connects an MCP client to it.
 func setup(t *testing.T) (*openaitest.Server, *client.Client) {
 	t.Helper()
+	srv, c, _ := setupEngine(t)
+	return srv, c
+}
+
+func setupEngine(t *testing.T) (*openaitest.Server, *client.Client, *engine.Engine) {
+	t.Helper()
 	srv := openaitest.New(t)
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
 	if err != nil {
@@ -58,7 +64,7 @@ func setup(t *testing.T) (*openaitest.Server, *client.Client) {
 	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	return srv, c
+	return srv, c, eng
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -179,5 +185,41 @@ func TestPromptOnABusySessionReturnsTheAdmission(t *testing.T) {
 	}
 	if r := <-done; r.res == nil {
 		t.Fatal("the first prompt call failed")
+	}
+}
+
+func TestCancelledPromptInterruptsTheTurn(t *testing.T) {
+	srv, c, eng := setupEngine(t)
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	blocked := openaitest.Text("never read")
+	blocked.Gate = gate
+	srv.Enqueue(blocked)
+	_, created := callTool(t, c, "create_session", map[string]any{})
+	id, _ := created["session_id"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "prompt", map[string]any{"session_id": id, "text": "long job"}
+		_, err := c.CallTool(ctx, req)
+		done <- err
+	}()
+	select {
+	case <-gate.Reached():
+	case <-ctxT(t).Done():
+		t.Fatal("the turn never reached the model")
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	sess, ok := eng.Live(id)
+	if !ok {
+		t.Fatal("session not live")
+	}
+	// The model is still held at the gate: only an interrupt ends the turn.
+	if err := sess.WaitIdle(ctxT(t)); err != nil {
+		t.Fatalf("the turn kept running after the client cancelled: %v", err)
 	}
 }
