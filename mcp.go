@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,12 +21,15 @@ import (
 )
 
 func init() {
-	extraCommands = append(extraCommands, command{"mcp", "serve Hermes sessions as MCP tools: mcp serve [--http ADDR]", runMCP})
+	extraCommands = append(extraCommands, command{"mcp", "serve Hermes sessions as MCP tools (mcp serve [--http ADDR]); check MCP servers (mcp status)", runMCP})
 }
 
 func runMCP(ctx context.Context, args []string, io stdio) int {
+	if len(args) == 1 && args[0] == "status" {
+		return mcpStatus(ctx, io)
+	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(io.err, "usage: hermes mcp serve [--http ADDR]")
+		fmt.Fprintln(io.err, "usage: hermes mcp serve [--http ADDR] | hermes mcp status")
 		return 2
 	}
 	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
@@ -92,11 +96,7 @@ func addMCPTools(cfg *config.Config, reg *tool.Registry, logger *slog.Logger) *m
 	if len(cfg.MCP.Servers) == 0 {
 		return nil
 	}
-	servers := make(map[string]mcptool.ServerConfig, len(cfg.MCP.Servers))
-	for name, s := range cfg.MCP.Servers {
-		servers[name] = mcptool.ServerConfig{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers, Timeout: time.Duration(s.Timeout)}
-	}
-	m := mcptool.New(servers, mcptool.Options{Logger: logger, ClientName: "hermes", ClientVersion: version})
+	m := newMCPManager(cfg, logger)
 	for _, t := range m.Tools(context.Background()) {
 		if _, err := reg.Get(t.Spec().Name); err == nil {
 			logger.Warn("mcp tool skipped: the name is taken", "tool", t.Spec().Name)
@@ -105,4 +105,45 @@ func addMCPTools(cfg *config.Config, reg *tool.Registry, logger *slog.Logger) *m
 		reg.Add(t)
 	}
 	return m
+}
+
+func newMCPManager(cfg *config.Config, logger *slog.Logger) *mcptool.Manager {
+	servers := make(map[string]mcptool.ServerConfig, len(cfg.MCP.Servers))
+	for name, s := range cfg.MCP.Servers {
+		servers[name] = mcptool.ServerConfig{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers, Timeout: time.Duration(s.Timeout)}
+	}
+	return mcptool.New(servers, mcptool.Options{Logger: logger, ClientName: "hermes", ClientVersion: version})
+}
+
+// mcpStatus connects every configured MCP server once and prints its state and tools. It
+// exits 1 when a server is unusable.
+func mcpStatus(ctx context.Context, io stdio) int {
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	if len(cfg.MCP.Servers) == 0 {
+		fmt.Fprintln(io.out, "no MCP servers configured (mcp.servers in config.yaml)")
+		return 0
+	}
+	// Start errors are in the status lines; the log would only repeat them.
+	m := newMCPManager(cfg, slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelError + 1})))
+	defer m.Close()
+	tools := m.Tools(ctx)
+	code := 0
+	for _, st := range m.Status() {
+		if !st.Connected {
+			code = 1
+			fmt.Fprintf(io.out, "%s (%s): FAIL %s\n", st.Name, st.Transport, st.Error)
+			continue
+		}
+		prefix := mcptool.ToolName(st.Name, "")
+		fmt.Fprintf(io.out, "%s (%s): ok, %d tools\n", st.Name, st.Transport, st.Tools)
+		for _, t := range tools {
+			if name := t.Spec().Name; strings.HasPrefix(name, prefix) {
+				fmt.Fprintf(io.out, "  %s\n", name)
+			}
+		}
+	}
+	return code
 }

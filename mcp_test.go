@@ -287,3 +287,26 @@ func TestMCPServeHTTP(t *testing.T) {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
+
+func TestMCPStatus(t *testing.T) {
+	home, innerHome := t.TempDir(), t.TempDir()
+	r := hermes(t, t.TempDir(), []string{"HERMES_HOME=" + home}, "mcp", "status")
+	if r.code != 0 || !strings.Contains(r.stdout, "no MCP servers configured") {
+		t.Fatalf("no servers: %+v", r)
+	}
+	cfg := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
+		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + innerHome + "\"}\n" +
+		"    broken:\n      command: /nonexistent/mcp-server\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = hermes(t, t.TempDir(), []string{"HERMES_HOME=" + home}, "mcp", "status")
+	if r.code != 1 {
+		t.Fatalf("exit %d with a broken server: %+v", r.code, r)
+	}
+	for _, want := range []string{"broken (stdio): FAIL", "/nonexistent/mcp-server", "inner (stdio): ok, 4 tools", "  inner__prompt\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
