@@ -270,11 +270,15 @@ func (s *server) start(ctx context.Context) (*client.Client, error) {
 		// process to the context given to Start, so it gets Background and Close ends it.
 		var cmd *exec.Cmd
 		tr := transport.NewStdioWithOptions(s.cfg.Command, env, s.cfg.Args,
-			transport.WithCommandStderrWriter(s.stderr),
 			transport.WithCommandLogger(s.opts.Logger),
 			transport.WithCommandFunc(func(_ context.Context, name string, env, args []string) (*exec.Cmd, error) {
 				cmd = exec.Command(name, args...)
 				cmd.Env = append(os.Environ(), env...)
+				// exec copies stderr into the buffer and Wait (inside Close) waits for the
+				// copy, so after a failed start the buffer holds everything the child said.
+				// WaitDelay bounds that wait when a grandchild keeps stderr open.
+				cmd.Stderr = s.stderr
+				cmd.WaitDelay = 2 * time.Second
 				ownGroup(cmd)
 				return cmd, nil
 			}))
