@@ -513,3 +513,37 @@ func TestCloseKillsWhatTheServerSpawned(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestConcurrentCallsAndCancellation(t *testing.T) {
+	_, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			want := fmt.Sprintf("echo: n%d", i)
+			r, err := tools["t__echo"].Call(context.Background(), tool.Call{Args: json.RawMessage(fmt.Sprintf(`{"text":"n%d"}`, i))}, &tool.Env{})
+			if err != nil || r.Content != want {
+				errs <- fmt.Errorf("call %d: %q %v", i, r.Content, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// A call whose context ends returns the context's error, and the connection survives.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := tools["t__slow"].Call(ctx, tool.Call{Args: json.RawMessage(`{}`)}, &tool.Env{})
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if r, err := call(t, tools, "t__echo", `{"text":"after"}`); err != nil || r.Content != "echo: after" {
+		t.Fatalf("after a cancelled call: %+v %v", r, err)
+	}
+}
