@@ -445,10 +445,12 @@ func ToolName(serverName, toolName string) string {
 	return n
 }
 
-// dead reports whether err means the connection is gone (the child exited, the pipe broke),
-// as opposed to a protocol error or a timeout on a live connection.
+// dead reports whether err means the connection is gone (the child exited, the pipe broke,
+// the HTTP server restarted and forgot the session or stopped listening), as opposed to a
+// protocol error or a timeout on a live connection.
 func dead(err error) bool {
-	return errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, syscall.EPIPE) ||
+	return errors.Is(err, transport.ErrTransportClosed) || errors.Is(err, transport.ErrSessionTerminated) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe)
 }
 

@@ -547,3 +547,33 @@ func TestConcurrentCallsAndCancellation(t *testing.T) {
 		t.Fatalf("after a cancelled call: %+v %v", r, err)
 	}
 }
+
+// TestHTTPServerRestart: calls keep working when the HTTP server behind the URL is replaced
+// by a fresh instance that knows nothing of earlier connections.
+func TestHTTPServerRestart(t *testing.T) {
+	var mu sync.Mutex
+	h := server.NewStreamableHTTPServer(testServer())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cur := h
+		mu.Unlock()
+		cur.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	_, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"web": {URL: srv.URL + "/mcp"}}, 0)
+	if r, err := call(t, tools, "web__echo", `{"text":"one"}`); err != nil || r.Content != "echo: one" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	mu.Lock()
+	h = server.NewStreamableHTTPServer(testServer()) // a restarted server: no sessions
+	mu.Unlock()
+	for _, w := range []string{"two", "three"} {
+		r, err := call(t, tools, "web__echo", `{"text":"`+w+`"}`)
+		if err != nil && !errors.Is(err, mcptool.ErrUnavailable) {
+			t.Fatalf("call %s after the restart: %v", w, err)
+		}
+		if w == "three" && (err != nil || r.Content != "echo: three") {
+			t.Fatalf("no recovery after the restart: %+v %v", r, err)
+		}
+	}
+}
