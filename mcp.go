@@ -42,15 +42,10 @@ func runMCP(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	st, err := openStore(cfg)
-	if err != nil {
-		return fail(io, err)
-	}
 	// On stdio, stdout carries protocol frames only; every diagnostic goes to stderr.
 	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	a, err := assemble(cfg, logger)
 	if err != nil {
-		st.Close()
 		return fail(io, err)
 	}
 	defer a.Close()
