@@ -29,7 +29,7 @@ func setup(t *testing.T) (*openaitest.Server, *client.Client) {
 	return srv, c
 }
 
-func setupEngine(t *testing.T) (*openaitest.Server, *client.Client, *engine.Engine) {
+func setupEngine(t testing.TB) (*openaitest.Server, *client.Client, *engine.Engine) {
 	t.Helper()
 	srv := openaitest.New(t)
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
@@ -67,13 +67,13 @@ func setupEngine(t *testing.T) (*openaitest.Server, *client.Client, *engine.Engi
 	return srv, c, eng
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func callTool(t *testing.T, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+func callTool(t testing.TB, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
 	t.Helper()
 	req := mcp.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = name, args
@@ -221,5 +221,19 @@ func TestCancelledPromptInterruptsTheTurn(t *testing.T) {
 	// The model is still held at the gate: only an interrupt ends the turn.
 	if err := sess.WaitIdle(ctxT(t)); err != nil {
 		t.Fatalf("the turn kept running after the client cancelled: %v", err)
+	}
+}
+
+// BenchmarkPromptOverHTTP measures one prompt call (a one-reply turn against the fake model)
+// through the streamable HTTP transport.
+func BenchmarkPromptOverHTTP(b *testing.B) {
+	srv, c, _ := setupEngine(b)
+	_, created := callTool(b, c, "create_session", map[string]any{})
+	id := created["session_id"]
+	for b.Loop() {
+		srv.Enqueue(openaitest.Text("ok"))
+		if res, out := callTool(b, c, "prompt", map[string]any{"session_id": id, "text": "hi"}); res.IsError || out["status"] != "completed" {
+			b.Fatal(text(res))
+		}
 	}
 }
