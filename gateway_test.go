@@ -810,8 +810,8 @@ func TestGatewayMethodsCatalogue(t *testing.T) {
 		if code, _ := callErr(t, c, "process.stop", map[string]any{"session_id": sid, "process_id": "proc_9"}); code != 4044 {
 			t.Fatal(code)
 		}
+		tg.srv.Enqueue(openaitest.Text("side answer")) // before the call: the side turn starts at once
 		bg := call(t, c, "prompt.background", map[string]any{"session_id": sid, "text": "side question"})
-		tg.srv.Enqueue(openaitest.Text("side answer"))
 		e, _ := waitType(t, c, 0, sid, "background.complete")
 		if p := payload(t, e); p["task_id"] != bg["task_id"] || p["text"] != "side answer" {
 			t.Fatalf("background: %v", p)
