@@ -139,6 +139,11 @@ func (c *Conn) serve(req *Request) {
 	if req.IsNotification() {
 		return
 	}
+	if c.ctx.Err() != nil {
+		// The connection is ending: a handler cut short by it must not answer (a client
+		// leaving would otherwise decline every request it was still holding).
+		return
+	}
 	if err != nil {
 		c.writeError(req.ID, toError(err))
 		return
