@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -549,7 +548,7 @@ func TestGatewaySteerAndRequests(t *testing.T) { // behaviours 18-21
 		if since["latest_seq"].(float64) < lastSeq {
 			t.Fatalf("latest_seq %v vs %v", since["latest_seq"], lastSeq)
 		}
-		e, i := waitType(t, c, from, sid, "request.cancel")
+		e, _ := waitType(t, c, from, sid, "request.cancel")
 		if pl := payload(t, e); pl["reason"] != "timeout" || pl["id"] != req.ID {
 			t.Fatalf("timeout cancel: %v", pl)
 		}
@@ -561,7 +560,7 @@ func TestGatewaySteerAndRequests(t *testing.T) { // behaviours 18-21
 				n++
 			}
 		}
-		if n != 1 || i > len(c.Events()) {
+		if n != 1 {
 			t.Fatalf("request.cancel count %d", n)
 		}
 		if pl := payload(t, end); pl["pending_steer"] != "be brief" && !strings.Contains(string(tg.srv.Requests()[len(tg.srv.Requests())-1].Body), "be brief") {
@@ -619,8 +618,6 @@ func TestGatewayWSMultiClientReconnect(t *testing.T) { // behaviour 22 + accepta
 	tg := wsTarget(t, "approvals:\n  timeout: 30s\n")
 	a := open(t, tg, true)
 	sid := create(t, a)
-	stored := call(t, a, "session.status", map[string]any{"session_id": sid})
-	_ = stored
 	b := open(t, tg, true)
 	snap := call(t, b, "session.activate", map[string]any{"session_id": sid})
 	if snap["session_id"] != sid {
@@ -853,8 +850,6 @@ func TestGatewayMethodsCatalogue(t *testing.T) {
 		}
 	})
 }
-
-var _ = json.Valid
 
 func TestGatewayBatchClarifyLock(t *testing.T) {
 	both(t, "", func(t *testing.T, tg *gwTarget) {

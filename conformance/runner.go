@@ -138,7 +138,6 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport, workdir string
 		return nil, err
 	}
 	defer func() { conn.Close() }()
-	pending := map[string]bool{} // request ids seen, not answered
 	receive := func(step int, stop func(map[string]any) bool) error {
 		for {
 			raw, err := conn.Recv(ctx)
@@ -153,7 +152,6 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport, workdir string
 			if !f.ignored(m) {
 				if id, ok := m["id"]; ok && id != nil && m["method"] != nil {
 					// a server→client request: its id is captured whatever its form
-					pending[fmt.Sprint(id)] = true
 					m["id"] = ph.name("request", id)
 				}
 				out = append(out, fmt.Sprintf("%d %s", step, canonical(ph.normalize(m))))

@@ -3,10 +3,8 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -161,9 +159,6 @@ func (h *harness) lastRequestMessages() []map[string]any {
 	}
 	return body.Messages
 }
-
-var _ = errors.Is
-var _ = strings.Contains
 
 // mustEvents returns the retained journal of a session.
 func mustEvents(t *testing.T, s *engine.Session) []engine.Event {

@@ -109,15 +109,14 @@ func TestBusySteerAndInterruptDropsQueue(t *testing.T) {
 	}
 	g.Release()
 	sd := next(t, sub, engine.EvSteerDelivered).Data.(engine.SteerDelivered)
-	if sd.IDs[0] != adm.SteerID && sd.Text != "use printf" {
+	if len(sd.IDs) != 1 || sd.IDs[0] != adm.SteerID || sd.Text != "use printf" {
 		t.Fatalf("delivered: %+v", sd)
 	}
 	s.Interrupt("") // drops the queued "later"
 	out, _ := s.Wait(ctxT(t), first.TurnID)
-	if s.Queued() != "" {
-		t.Fatal("interrupt must discard the queued prompt")
+	if s.Queued() != "" || out.Status != engine.StatusCancelled {
+		t.Fatalf("interrupt must cancel the turn and discard the queued prompt: %+v", out)
 	}
-	_ = out
 }
 
 func TestBusyPolicyFailureFallsBackToDefault(t *testing.T) {

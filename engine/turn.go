@@ -162,7 +162,7 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	}()
 }
 
-// toolCallCount is accumulated by runTools.
+// toolCalls counts the calls runTools made this turn.
 func (t *turnState) toolCalls() int64 { return t.nTools.Load() }
 
 // run is the turn: a short loop of named steps.

@@ -333,7 +333,7 @@ func (a *attachment) emitBatch(evs []engine.Event) error {
 				return err
 			}
 			frames = frames[:0]
-			if err := a.emit(ev); err != nil {
+			if err := a.emitRequest(ev.Data.(engine.Request)); err != nil {
 				return err
 			}
 			continue
@@ -352,27 +352,19 @@ func (a *attachment) emitBatch(evs []engine.Event) error {
 	return a.c.conn.WriteFrames(frames)
 }
 
-// emit writes one engine event to the connection.
-func (a *attachment) emit(ev engine.Event) error {
-	if ev.Type == engine.EvRequestOpen {
-		req := ev.Data.(engine.Request)
-		attached, answers := a.l.gateRequests()
-		if attached && !answers {
-			// Every attached client predates server→client requests: fail fast rather than
-			// leave the agent waiting out the deadline.
-			_ = a.l.s.Withdraw(req.ID, "no attached client answers server requests")
-			return nil
-		}
-		if !a.c.answersRequests() {
-			return nil
-		}
-		return a.c.conn.WriteRequest(req.ID, req.Kind, requestParams(a.l, req))
-	}
-	p, ok := render(a.l, ev)
-	if !ok {
+// emitRequest turns an open engine request into a server→client request frame.
+func (a *attachment) emitRequest(req engine.Request) error {
+	attached, answers := a.l.gateRequests()
+	if attached && !answers {
+		// Every attached client predates server→client requests: fail fast rather than
+		// leave the agent waiting out the deadline.
+		_ = a.l.s.Withdraw(req.ID, "no attached client answers server requests")
 		return nil
 	}
-	return a.c.conn.Notify("event", p)
+	if !a.c.answersRequests() {
+		return nil
+	}
+	return a.c.conn.WriteRequest(req.ID, req.Kind, requestParams(a.l, req))
 }
 
 // eventParams is the params object of an event notification.

@@ -669,20 +669,13 @@ func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMess
 			out = append(out, ep)
 		}
 	}
-	// Follow live from here on, so nothing falls between the replay and the stream.
-	if !c.attached(l) {
-		latest := l.s.LastSeq()
-		if n := len(evs); n > 0 {
-			latest = evs[n-1].Seq
-		}
-		c.attach(l, &latest)
-	}
-	latest := since
+	latest := l.s.LastSeq()
 	if n := len(evs); n > 0 {
 		latest = evs[n-1].Seq
 	}
-	if latest < l.s.LastSeq() && len(evs) == 0 {
-		latest = l.s.LastSeq()
+	// Follow live from here on, so nothing falls between the replay and the stream.
+	if !c.attached(l) {
+		c.attach(l, &latest)
 	}
 	return map[string]any{"events": out, "latest_seq": latest, "truncated": !ok || reset, "count": len(out), "epoch": c.g.epoch,
 		"replay_generation": l.s.Generation(), "open_requests": openRequests(l)}, nil

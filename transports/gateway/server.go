@@ -210,7 +210,8 @@ func (g *Server) closeLive(ctx context.Context, l *live, reason string) error {
 	return err
 }
 
-// canAnswer reports whether some attached client answers server→client requests. A session
+// gateRequests reports whether any client is attached and whether one answers server→client
+// requests. A session
 // with nobody attached keeps its requests open for a reconnect.
 func (l *live) gateRequests() (anyAttached, anyAnswers bool) {
 	l.mu.Lock()

@@ -65,11 +65,7 @@ func (f *wsFramer) Read(context.Context) ([]byte, error) {
 	for {
 		mt, msg, err := f.c.ReadMessage()
 		if err != nil {
-			if errors.Is(err, websocket.ErrReadLimit) {
-				// The peer sent a frame over the limit; the socket is closed with 1009.
-				return nil, err
-			}
-			return nil, err
+			return nil, err // over the read limit the socket is closed with 1009
 		}
 		if mt != websocket.TextMessage && mt != websocket.BinaryMessage {
 			continue

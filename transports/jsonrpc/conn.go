@@ -285,20 +285,6 @@ func (c *Conn) expect(id string) (chan *Response, error) {
 	return ch, nil
 }
 
-// SendRequest writes a request frame with a given id and registers it; Await collects the
-// answer. It lets a caller write the frame to several connections and take the first answer.
-func (c *Conn) SendRequest(id, method string, params any) (chan *Response, error) {
-	ch, err := c.expect(id)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.write(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
-		c.forget(id)
-		return nil, err
-	}
-	return ch, nil
-}
-
 // Await waits for the response to id.
 func (c *Conn) Await(ctx context.Context, id string, ch chan *Response) (json.RawMessage, error) {
 	defer c.forget(id)
