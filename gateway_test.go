@@ -534,6 +534,9 @@ func TestGatewaySteerAndRequests(t *testing.T) { // behaviours 18-21
 		if reqs := since["open_requests"].([]any); len(reqs) != 1 || reqs[0].(map[string]any)["id"] != req.ID {
 			t.Fatalf("open_requests: %v", since["open_requests"])
 		}
+		if in, _ := since["inflight"].(map[string]any); in == nil || in["user"] != "reset" {
+			t.Fatalf("inflight while waiting on the approval: %v", since["inflight"])
+		}
 		if since["epoch"] != payload(t, ready)["replay_epoch"] || since["truncated"] != false {
 			t.Fatalf("events.since: %v", since)
 		}

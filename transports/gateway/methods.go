@@ -138,14 +138,22 @@ func snapshot(ctx context.Context, l *live, withMessages bool) (map[string]any, 
 		msgs := transcript(rows)
 		out["messages"], out["message_count"] = msgs, len(msgs)
 	}
-	if snap.Inflight != nil {
-		out["inflight"] = map[string]any{"user": snap.Inflight.Prompt, "assistant": snap.Inflight.Text, "streaming": true}
+	if in := inflight(snap); in != nil {
+		out["inflight"] = in
 		out["turn_started_at"] = snap.Inflight.Started.Unix()
 	}
 	if snap.Queued != "" {
 		out["queued"] = map[string]any{"user": snap.Queued}
 	}
 	return out, nil
+}
+
+// inflight is the running turn as InflightTurn, nil when idle.
+func inflight(snap engine.Snapshot) map[string]any {
+	if snap.Inflight == nil {
+		return nil
+	}
+	return map[string]any{"user": snap.Inflight.Prompt, "assistant": snap.Inflight.Text, "streaming": true}
 }
 
 func openRequests(l *live) []map[string]any {
@@ -677,6 +685,10 @@ func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMess
 	if !c.attached(l) {
 		c.attach(l, &latest)
 	}
-	return map[string]any{"events": out, "latest_seq": latest, "truncated": !ok || reset, "count": len(out), "epoch": c.g.epoch,
-		"replay_generation": l.s.Generation(), "open_requests": openRequests(l)}, nil
+	res := map[string]any{"events": out, "latest_seq": latest, "truncated": !ok || reset, "count": len(out), "epoch": c.g.epoch,
+		"replay_generation": l.s.Generation(), "open_requests": openRequests(l)}
+	if in := inflight(l.s.Snapshot()); in != nil {
+		res["inflight"] = in
+	}
+	return res, nil
 }
