@@ -103,11 +103,33 @@ func addMCPTools(cfg *config.Config, reg *tool.Registry, logger *slog.Logger) *m
 }
 
 func newMCPManager(cfg *config.Config, logger *slog.Logger) *mcptool.Manager {
+	return mcptool.New(mcpServers(cfg), mcptool.Options{
+		Logger: logger, ClientName: "hermes", ClientVersion: version,
+		// reload.mcp re-reads the configuration, so a server added, changed or removed in
+		// config.yaml takes effect without a restart (and without touching the sessions). The
+		// file is read from the home the running configuration came from.
+		Reconfigure: func() (map[string]mcptool.ServerConfig, error) {
+			fresh, err := config.Load(func(k string) string {
+				if k == "HERMES_HOME" {
+					return cfg.Home
+				}
+				return os.Getenv(k)
+			})
+			if err != nil {
+				return nil, err
+			}
+			return mcpServers(fresh), nil
+		},
+	})
+}
+
+// mcpServers converts the configured MCP servers.
+func mcpServers(cfg *config.Config) map[string]mcptool.ServerConfig {
 	servers := make(map[string]mcptool.ServerConfig, len(cfg.MCP.Servers))
 	for name, s := range cfg.MCP.Servers {
 		servers[name] = mcptool.ServerConfig{Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Headers: s.Headers, Timeout: time.Duration(s.Timeout)}
 	}
-	return mcptool.New(servers, mcptool.Options{Logger: logger, ClientName: "hermes", ClientVersion: version})
+	return servers
 }
 
 // mcpStatus connects every configured MCP server once and prints its state and tools. It

@@ -9,7 +9,8 @@
 //
 // A connection that dies (the child exits, the pipe breaks) is dropped and restarted on the
 // next call to one of its tools; consecutive failed starts back off exponentially so a broken
-// server is not respawned on every call. Close stops every child process.
+// server is not respawned on every call. Reload (and Update with a new server set) restarts
+// servers without touching the sessions that use their tools. Close stops every child process.
 package mcptool
 
 import (
@@ -26,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -60,6 +62,9 @@ var (
 	ErrClosed = errors.New("mcp manager closed")
 	// ErrConfig: a server's configuration is unusable (neither or both of command and url).
 	ErrConfig = errors.New("invalid mcp server config")
+	// ErrRemoved: the server was removed from the configuration by Update or Reload; its
+	// tools stay in registries built earlier but fail until the next build.
+	ErrRemoved = errors.New("mcp server removed from the configuration")
 )
 
 // ServerConfig describes one MCP server: either a stdio child (Command, Args, Env) or a
@@ -80,6 +85,10 @@ type Options struct {
 	MaxResultBytes int           // cap on the text handed to the model; DefaultMaxResultBytes when zero
 	ClientName     string        // reported to servers; "hermes" when empty
 	ClientVersion  string
+	// Reconfigure, when set, is called by Reload to re-read the server set (the configuration
+	// file may have changed since New); Reload then applies it as Update does. When it fails,
+	// Reload logs the error and restarts the servers it has.
+	Reconfigure func() (map[string]ServerConfig, error)
 }
 
 // Status is one server's state, for surfaces (reload.mcp, status).
@@ -89,12 +98,19 @@ type Status struct {
 	Connected bool   `json:"connected"`
 	Tools     int    `json:"tools"`
 	Error     string `json:"error,omitempty"`
+	// PID is the process id of a running stdio server (0 for HTTP or when not running).
+	PID int `json:"pid,omitempty"`
+	// Skipped lists the server's tools that are not offered, each as "tool: why" (a
+	// malformed input schema).
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // Manager owns the connections to the configured servers. It is safe for concurrent use.
 type Manager struct {
-	opts    Options
-	servers []*server // sorted by name
+	opts Options
+
+	mu      sync.Mutex // guards servers (Update replaces it)
+	servers []*server  // sorted by name
 }
 
 // New returns a Manager for servers. Nothing is started until Tools or a call.
@@ -112,24 +128,36 @@ func New(servers map[string]ServerConfig, o Options) *Manager {
 		o.ClientName = "hermes"
 	}
 	m := &Manager{opts: o}
+	for _, n := range sortedNames(servers) {
+		m.servers = append(m.servers, &server{name: n, cfg: servers[n], opts: &m.opts})
+	}
+	return m
+}
+
+func sortedNames(servers map[string]ServerConfig) []string {
 	names := make([]string, 0, len(servers))
 	for n := range servers {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		m.servers = append(m.servers, &server{name: n, cfg: servers[n], opts: &m.opts})
-	}
-	return m
+	return names
+}
+
+// snapshot returns the current server list.
+func (m *Manager) snapshot() []*server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.servers
 }
 
 // Tools connects every server (concurrently), lists its tools and returns them as engine
 // tools, in server then remote order. Servers that fail are logged and skipped; so is a tool
 // whose input schema is not a JSON object schema.
 func (m *Manager) Tools(ctx context.Context) []tool.Tool {
-	lists := make([][]tool.Tool, len(m.servers))
+	servers := m.snapshot()
+	lists := make([][]tool.Tool, len(servers))
 	var wg sync.WaitGroup
-	for i, s := range m.servers {
+	for i, s := range servers {
 		wg.Go(func() {
 			ts, err := s.list(ctx)
 			if err != nil {
@@ -145,23 +173,72 @@ func (m *Manager) Tools(ctx context.Context) []tool.Tool {
 
 // Status reports every server.
 func (m *Manager) Status() []Status {
-	out := make([]Status, 0, len(m.servers))
-	for _, s := range m.servers {
+	if m == nil {
+		return []Status{}
+	}
+	servers := m.snapshot()
+	out := make([]Status, 0, len(servers))
+	for _, s := range servers {
 		out = append(out, s.status())
 	}
 	return out
 }
 
-// Reload restarts every server (clearing any start backoff), lists its tools again and
-// returns the resulting status. The tools already in a registry keep working against the new
-// connections; tools a server added or removed since Tools was called show in Status.Tools but
-// do not change the registry until the next build.
+// Reload re-reads the server set through Options.Reconfigure (when set), restarts every
+// server (clearing any start backoff), lists its tools again and returns the resulting
+// status. Sessions are not touched: the tools already in a registry keep working against the
+// new connections. Tools a server added or removed since Tools was called, and the tools of
+// a server added to the configuration, show in Status.Tools but do not change a registry
+// built earlier; they are offered from the next build.
 func (m *Manager) Reload(ctx context.Context) []Status {
 	if m == nil {
 		return []Status{}
 	}
-	var wg sync.WaitGroup
+	if m.opts.Reconfigure != nil {
+		servers, err := m.opts.Reconfigure()
+		if err == nil {
+			return m.Update(ctx, servers)
+		}
+		m.opts.Logger.Error("mcp reload: cannot re-read the server configuration; restarting the servers as they were", "err", err)
+	}
+	return m.restart(ctx, m.snapshot())
+}
+
+// Update replaces the server set: a server whose name is new is added, one whose
+// configuration changed takes the new one, one no longer listed is stopped and its tools fail
+// with ErrRemoved. Every remaining server is restarted as by Reload. It returns the status of
+// the new set.
+func (m *Manager) Update(ctx context.Context, servers map[string]ServerConfig) []Status {
+	if m == nil {
+		return []Status{}
+	}
+	m.mu.Lock()
+	old := make(map[string]*server, len(m.servers))
 	for _, s := range m.servers {
+		old[s.name] = s
+	}
+	next := make([]*server, 0, len(servers))
+	for _, n := range sortedNames(servers) {
+		s, ok := old[n]
+		if !ok {
+			s = &server{name: n, opts: &m.opts}
+		}
+		delete(old, n)
+		s.configure(servers[n])
+		next = append(next, s)
+	}
+	m.servers = next
+	m.mu.Unlock()
+	for _, s := range old {
+		s.remove()
+	}
+	return m.restart(ctx, next)
+}
+
+// restart resets and relists servers concurrently and returns the Manager's status.
+func (m *Manager) restart(ctx context.Context, servers []*server) []Status {
+	var wg sync.WaitGroup
+	for _, s := range servers {
 		wg.Go(func() {
 			s.reset()
 			if _, err := s.list(ctx); err != nil {
@@ -179,8 +256,8 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, s := range m.servers {
-		errs = append(errs, s.close())
+	for _, s := range m.snapshot() {
+		errs = append(errs, s.close(ErrClosed))
 	}
 	return errors.Join(errs...)
 }
@@ -198,10 +275,12 @@ type server struct {
 	retryAt  time.Time // no start attempt before this
 	lastErr  error
 	tools    int
-	pid      int // process group of the stdio child; 0 for HTTP or when not running
-	closed   bool
+	skipped  []string // tools left out of the last listing, "tool: why"
+	pid      int      // process group of the stdio child; 0 for HTTP or when not running
+	closed   error    // ErrClosed or ErrRemoved once the server is stopped for good
 }
 
+// transportName is "http" or "stdio". Called with s.mu held.
 func (s *server) transportName() string {
 	if s.cfg.URL != "" {
 		return "http"
@@ -212,19 +291,36 @@ func (s *server) transportName() string {
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.name, Transport: s.transportName(), Connected: s.cli != nil, Tools: s.tools}
+	st := Status{Name: s.name, Transport: s.transportName(), Connected: s.cli != nil, Tools: s.tools, PID: s.pid, Skipped: slices.Clone(s.skipped)}
 	if s.cli == nil && s.lastErr != nil {
 		st.Error = s.lastErr.Error()
 	}
 	return st
 }
 
+// configure sets the server's configuration; it takes effect at the next start.
+func (s *server) configure(cfg ServerConfig) {
+	s.mu.Lock()
+	s.cfg = cfg
+	s.mu.Unlock()
+}
+
+// timeout is the per-call timeout.
+func (s *server) timeout() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.Timeout > 0 {
+		return s.cfg.Timeout
+	}
+	return DefaultCallTimeout
+}
+
 // connect returns the live client, starting the server if needed.
 func (s *server) connect(ctx context.Context) (*client.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
+	if s.closed != nil {
+		return nil, fmt.Errorf("%w: %q", s.closed, s.name)
 	}
 	if s.cli != nil {
 		return s.cli, nil
@@ -344,17 +440,25 @@ func shutdown(cli *client.Client, pid int) error {
 func (s *server) reset() {
 	s.mu.Lock()
 	cli, pid := s.cli, s.pid
-	s.cli, s.pid, s.failures, s.retryAt, s.lastErr, s.tools = nil, 0, 0, time.Time{}, nil, 0
+	s.cli, s.pid, s.failures, s.retryAt, s.lastErr, s.tools, s.skipped = nil, 0, 0, time.Time{}, nil, 0, nil
 	s.mu.Unlock()
 	if cli != nil {
 		shutdown(cli, pid)
 	}
 }
 
-func (s *server) close() error {
+// remove stops a server dropped from the configuration.
+func (s *server) remove() {
+	if err := s.close(ErrRemoved); err != nil {
+		s.opts.Logger.Warn("mcp server removed", "server", s.name, "err", err)
+	}
+}
+
+// close stops the server for good; later calls fail with why (ErrClosed or ErrRemoved).
+func (s *server) close(why error) error {
 	s.mu.Lock()
 	cli, pid := s.cli, s.pid
-	s.cli, s.pid, s.closed = nil, 0, true
+	s.cli, s.pid, s.closed = nil, 0, why
 	s.mu.Unlock()
 	if cli == nil {
 		return nil
@@ -373,7 +477,7 @@ func (s *server) list(ctx context.Context) ([]tool.Tool, error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
-	res, err := cli.ListTools(lctx, mcp.ListToolsRequest{})
+	listed, err := listTools(lctx, cli)
 	if err != nil {
 		if dead(err) {
 			s.drop(cli, err)
@@ -381,10 +485,17 @@ func (s *server) list(ctx context.Context) ([]tool.Tool, error) {
 		return nil, fmt.Errorf("list tools: %w", err)
 	}
 	var out []tool.Tool
-	for _, rt := range res.Tools {
-		schema, err := inputSchema(rt)
+	var skipped []string
+	for _, rt := range listed {
+		if rt.invalid != "" {
+			s.opts.Logger.Error("mcp tool skipped", "server", s.name, "tool", rt.Name, "err", rt.invalid)
+			skipped = append(skipped, rt.Name+": "+rt.invalid)
+			continue
+		}
+		schema, err := rawInputSchema(rt.InputSchema)
 		if err != nil {
 			s.opts.Logger.Error("mcp tool skipped: malformed input schema", "server", s.name, "tool", rt.Name, "err", err)
+			skipped = append(skipped, fmt.Sprintf("%s: malformed input schema: %v", rt.Name, err))
 			continue
 		}
 		desc := rt.Description
@@ -396,21 +507,98 @@ func (s *server) list(ctx context.Context) ([]tool.Tool, error) {
 		}})
 	}
 	s.mu.Lock()
-	s.tools = len(out)
+	s.tools, s.skipped = len(out), skipped
 	s.mu.Unlock()
 	return out, nil
 }
 
-// inputSchema returns the tool's input schema if it is a JSON object schema (type "object"),
-// which is what model providers accept for function parameters.
-func inputSchema(t mcp.Tool) (json.RawMessage, error) {
-	raw := t.RawInputSchema
-	if raw == nil {
-		b, err := json.Marshal(t.InputSchema)
+// listedTool is one entry of a server's tool list, with its input schema as sent.
+type listedTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+	invalid     string          // why the entry itself is unusable
+}
+
+// listRequests numbers the raw tools/list requests. Their ids are strings, so they cannot
+// collide with the client's own numeric ids on the same connection.
+var listRequests atomic.Int64
+
+// listTools returns every tool the server lists. On connections using the initialize
+// handshake (every protocol version before 2026-07-28, which is what servers built on the
+// official SDKs speak) it sends tools/list itself and decodes each tool on its own: the
+// client library decodes the whole list at once into fixed types, so a single malformed
+// schema would hide every tool of the server, and the fields of a schema it does not model
+// would be lost. The stateless protocol needs per-request metadata only the library adds, so
+// there the library lists the tools.
+func listTools(ctx context.Context, cli *client.Client) ([]listedTool, error) {
+	if mcp.IsModernProtocol(cli.ProtocolVersion()) {
+		res, err := cli.ListTools(ctx, mcp.ListToolsRequest{})
 		if err != nil {
 			return nil, err
 		}
-		raw = b
+		out := make([]listedTool, 0, len(res.Tools))
+		for _, t := range res.Tools {
+			raw := t.RawInputSchema
+			if raw == nil {
+				if raw, err = json.Marshal(t.InputSchema); err != nil {
+					raw = nil // reported as missing by rawInputSchema
+				}
+			}
+			out = append(out, listedTool{Name: t.Name, Description: t.Description, InputSchema: raw})
+		}
+		return out, nil
+	}
+	var out []listedTool
+	seen := map[string]bool{}
+	cursor := ""
+	for {
+		var params any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
+		}
+		resp, err := cli.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
+			JSONRPC: mcp.JSONRPC_VERSION,
+			ID:      mcp.NewRequestId(fmt.Sprintf("hermes-tools-list-%d", listRequests.Add(1))),
+			Method:  string(mcp.MethodToolsList),
+			Params:  params,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("server error %d: %s", resp.Error.Code, resp.Error.Message)
+		}
+		var page struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(resp.Result, &page); err != nil {
+			return nil, fmt.Errorf("malformed tools/list result: %w", err)
+		}
+		for i, raw := range page.Tools {
+			var t listedTool
+			if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
+				t = listedTool{Name: fmt.Sprintf("#%d", len(out)+i), invalid: fmt.Sprintf("malformed tool entry: %.100s", raw)}
+			}
+			out = append(out, t)
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		if seen[page.NextCursor] {
+			return nil, fmt.Errorf("tools/list repeats the cursor %q", page.NextCursor)
+		}
+		seen[page.NextCursor] = true
+		cursor = page.NextCursor
+	}
+}
+
+// rawInputSchema returns a tool's input schema, unchanged, if it is a JSON object schema (type
+// "object"), which is what model providers accept for function parameters.
+func rawInputSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errors.New("no input schema")
 	}
 	var probe map[string]any
 	if err := json.Unmarshal(raw, &probe); err != nil || probe == nil {
@@ -482,10 +670,7 @@ func (s *server) call(ctx context.Context, name string, args map[string]any) (to
 	if err != nil {
 		return tool.Result{}, err
 	}
-	timeout := s.cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultCallTimeout
-	}
+	timeout := s.timeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := mcp.CallToolRequest{}

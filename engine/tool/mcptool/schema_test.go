@@ -14,7 +14,7 @@ func FuzzInputSchema(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := inputSchema(mcp.Tool{Name: "x", RawInputSchema: raw})
+		out, err := rawInputSchema(raw)
 		if err != nil {
 			return
 		}
@@ -31,12 +31,22 @@ func FuzzInputSchema(f *testing.F) {
 }
 
 func TestInputSchemaRejects(t *testing.T) {
-	for _, s := range []string{`{"type":"string"}`, `[]`, `null`, `{"type":"object","properties":[]}`, `{}`} {
-		if _, err := inputSchema(mcp.Tool{Name: "x", RawInputSchema: json.RawMessage(s)}); err == nil {
-			t.Errorf("accepted %s", s)
+	for _, s := range []string{`{"type":"string"}`, `[]`, `null`, `{"type":"object","properties":[]}`, `{}`, ``, `  `, `{"type":7}`} {
+		if _, err := rawInputSchema(json.RawMessage(s)); err == nil {
+			t.Errorf("accepted %q", s)
 		}
 	}
-	if _, err := inputSchema(mcp.NewTool("ok", mcp.WithString("a"))); err != nil {
+	generated, err := json.Marshal(mcp.NewTool("ok", mcp.WithString("a")).InputSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawInputSchema(generated); err != nil {
 		t.Errorf("a generated schema was rejected: %v", err)
+	}
+	// Accepted schemas pass through byte for byte, keywords the client library does not model
+	// included.
+	in := `{"type":"object","$schema":"http://json-schema.org/draft-07/schema#","properties":{"a":{"type":"string"}},"additionalProperties":false,"x-extra":1}`
+	if out, err := rawInputSchema(json.RawMessage(in)); err != nil || string(out) != in {
+		t.Errorf("schema changed: %s (%v)", out, err)
 	}
 }
