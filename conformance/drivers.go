@@ -54,6 +54,8 @@ var Drivers = map[string]Driver{
 	"gateway-stdio": stdioDriver{},
 	"gateway-ws":    wsDriver{},
 	"acp-stdio":     acpDriver{},
+	"http":          httpDriver{},
+	"cli":           cliDriver{},
 }
 
 func (stdioDriver) Greets() bool { return true }
@@ -186,15 +188,33 @@ type wsDriver struct{}
 
 func (wsDriver) Name() string { return "gateway-ws" }
 
-const wsKey = "conformance-key-0123456789"
+// serveKey is the API key the drivers start `hermes serve` with.
+const serveKey = "conformance-key-0123456789"
 
 var listening = regexp.MustCompile(`listening on http://(\S+)`)
 
 // Start runs `hermes serve` on a free loopback port and waits until it listens.
 func (wsDriver) Start(env Env) (Server, error) {
+	p, err := startServe(env)
+	if err != nil {
+		return nil, err
+	}
+	return &wsServer{proc: p, url: "ws://" + p.addr + "/api/ws?token=" + serveKey}, nil
+}
+
+// serveProc is a `hermes serve` subprocess listening on a loopback port.
+type serveProc struct {
+	cmd  *exec.Cmd
+	addr string
+	logs sync.WaitGroup // drains the log until the process exits
+}
+
+// startServe starts `hermes serve --addr 127.0.0.1:0` with the conformance API key and reads
+// the address it bound from its log.
+func startServe(env Env) (*serveProc, error) {
 	cmd := exec.Command(env.Binary, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = env.Dir
-	cmd.Env = append(append(os.Environ(), env.Vars...), "HERMES_API_KEY="+wsKey)
+	cmd.Env = append(append(os.Environ(), env.Vars...), "HERMES_API_KEY="+serveKey)
 	errOut, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -202,31 +222,55 @@ func (wsDriver) Start(env Env) (Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	p := &serveProc{cmd: cmd}
 	addr := make(chan string, 1)
-	go func() {
+	p.logs.Go(func() {
 		sc := bufio.NewScanner(errOut)
 		for sc.Scan() {
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				select {
+				case addr <- m[1]:
+				default:
+				}
 			}
 		}
-	}()
+		close(addr)
+	})
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
 	select {
-	case a := <-addr:
-		return &wsServer{cmd: cmd, url: "ws://" + a + "/api/ws?token=" + wsKey}, nil
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
+	case a, ok := <-addr:
+		if ok {
+			p.addr = a
+			return p, nil
+		}
+		p.stop()
+		return nil, errors.New("hermes serve exited before it listened")
+	case <-timeout.C:
+		p.stop()
 		return nil, errors.New("hermes serve did not start listening")
 	}
 }
 
-// TargetServer connects to an already running server (hermes conformance --target URL).
+// stop asks the server to shut down (SIGINT), kills it if it lingers, and waits for it.
+func (p *serveProc) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { p.logs.Wait(); p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// TargetServer connects to an already running gateway WebSocket (hermes conformance --target ws://…).
 func TargetServer(url string) Server { return &wsServer{url: url} }
 
 type wsServer struct {
-	cmd *exec.Cmd
-	url string
+	proc *serveProc // nil for a server someone else runs
+	url  string
 }
 
 func (s *wsServer) Connect() (Conn, error) {
@@ -236,7 +280,7 @@ func (s *wsServer) Connect() (Conn, error) {
 	}
 	c.SetReadLimit(64 << 20)
 	wc := &wsConn{c: c, frames: make(chan []byte, 1024), errc: make(chan error, 1)}
-	go func() {
+	wc.reader.Go(func() {
 		for {
 			_, msg, err := c.ReadMessage()
 			if err != nil {
@@ -245,28 +289,20 @@ func (s *wsServer) Connect() (Conn, error) {
 			}
 			wc.frames <- msg
 		}
-	}()
+	})
 	return wc, nil
 }
 
 func (s *wsServer) Close() error {
-	if s.cmd == nil {
-		return nil
-	}
-	s.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
+	if s.proc != nil {
+		s.proc.stop()
 	}
 	return nil
 }
 
 type wsConn struct {
 	c      *websocket.Conn
+	reader sync.WaitGroup
 	mu     sync.Mutex
 	frames chan []byte
 	errc   chan error
@@ -290,4 +326,9 @@ func (c *wsConn) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
-func (c *wsConn) Close() error { return c.c.Close() }
+// Close ends the connection and waits for its reader.
+func (c *wsConn) Close() error {
+	err := c.c.Close()
+	c.reader.Wait()
+	return err
+}

@@ -3,9 +3,16 @@ package conformance
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
+
+// generatedID matches ids a server generates: chatcmpl-…, resp_…, run_…, msg_…, call_….
+var generatedID = regexp.MustCompile(`^([a-z]+)[-_]([0-9A-Za-z]{8,})$`)
+
+// placeholderRef finds placeholders inside a longer client string (a path: /v1/runs/$run1).
+var placeholderRef = regexp.MustCompile(`\$[a-z_]+[0-9]*`)
 
 // placeholders maps values that differ between runs to stable names, in order of first
 // appearance, and back.
@@ -42,13 +49,29 @@ func kindOf(key string, v any) string {
 		return "generation"
 	case "time", "timestamp", "started_at", "created", "deadline", "last_active", "turn_started_at", "saved_at", "created_at", "updated_at":
 		return "time"
-	case "id":
-		if s, ok := v.(string); ok && strings.HasPrefix(s, "srq-") {
-			return "request"
+	case "run_id":
+		return "run"
+	case "turn_id":
+		return "turn"
+	case "admission_id":
+		return "admission"
+	case "execution_generation":
+		return "generation"
+	case "x-hermes-session-id":
+		return "session"
+	case "id", "message_id", "response_id", "previous_response_id", "item_id":
+		if s, ok := v.(string); ok {
+			if strings.HasPrefix(s, "srq-") {
+				return "request"
+			}
+			// generated ids: a lower-case prefix, - or _, then at least 8 characters with a digit
+			if m := generatedID.FindStringSubmatch(s); m != nil && strings.ContainsAny(m[2], "0123456789") {
+				return m[1]
+			}
 		}
 	case "cwd", "model", "provider", "currentModelId", "path":
 		return key
-	case "duration_s", "latest_seq", "api_calls":
+	case "duration_s", "latest_seq", "api_calls", "duration", "duration_ns":
 		return key
 	}
 	return ""
@@ -59,7 +82,7 @@ func (p *placeholders) name(kind string, v any) any {
 		return nil
 	}
 	switch kind {
-	case "time", "duration_s", "latest_seq":
+	case "time", "duration_s", "latest_seq", "duration", "duration_ns":
 		return "$" + kind
 	case "cwd", "model", "provider", "currentModelId", "path":
 		return "$" + kind
@@ -154,6 +177,14 @@ func (p *placeholders) sub(v any) any {
 				return n
 			}
 			return actual
+		}
+		if strings.Contains(t, "$") {
+			return placeholderRef.ReplaceAllStringFunc(t, func(ref string) string {
+				if actual, ok := p.byName[ref]; ok {
+					return actual
+				}
+				return ref
+			})
 		}
 		return t
 	}

@@ -109,6 +109,22 @@ func (f *Fixture) Prepare(binary, dir string) (Env, error) {
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(f.Meta.Config), 0o600); err != nil {
 		return Env{}, err
 	}
+	for _, file := range f.arch.Files { // files/NAME are the working directory's contents
+		name, ok := strings.CutPrefix(file.Name, "files/")
+		if !ok {
+			continue
+		}
+		p := filepath.Join(work, filepath.FromSlash(name))
+		if !strings.HasPrefix(p, work+string(filepath.Separator)) {
+			return Env{}, fmt.Errorf("%s: %s is outside the working directory", f.Path, file.Name)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return Env{}, err
+		}
+		if err := os.WriteFile(p, file.Data, 0o644); err != nil {
+			return Env{}, err
+		}
+	}
 	vars := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + casPath, "HERMES_POLICY="}
 	for _, name := range []string{"policy.js", "policy.lua"} {
 		if src, ok := f.arch.get(name); ok {
@@ -122,174 +138,164 @@ func (f *Fixture) Prepare(binary, dir string) (Env, error) {
 	return Env{Binary: binary, Dir: work, Vars: vars}, nil
 }
 
-// Run replays the fixture on srv and returns the normalised frames received, one line each,
-// prefixed with the step that received them.
-func (f *Fixture) Run(ctx context.Context, srv Server, transport, workdir string, greets bool) ([]string, error) {
+// Run replays the fixture on srv, reading its frames in dialect d, and returns the normalised
+// frames received, one line each, prefixed with the step that received them. workdir, when
+// known, is what client frames may name as $workdir.
+func (f *Fixture) Run(ctx context.Context, srv Server, transport string, d Dialect, workdir string, greets bool) ([]string, error) {
 	steps, ok := f.steps[transport]
 	if !ok {
 		steps = f.steps[""]
 	}
-	ph := newPlaceholders()
-	ph.byName["$workdir"] = workdir // client frames may name the session working directory
-	ph.root = filepath.Dir(workdir)
-	var out []string
-	conn, err := srv.Connect()
-	if err != nil {
+	r := &session{f: f, ctx: ctx, srv: srv, d: d, greets: greets, ph: newPlaceholders()}
+	if workdir != "" {
+		r.ph.byName["$workdir"] = workdir
+		r.ph.root = filepath.Dir(workdir)
+	}
+	var err error
+	if r.conn, err = srv.Connect(); err != nil {
 		return nil, err
 	}
-	defer func() { conn.Close() }()
-	receive := func(step int, stop func(map[string]any) bool) error {
-		for {
-			raw, err := conn.Recv(ctx)
-			if err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
-			}
-			var m map[string]any
-			if err := json.Unmarshal(raw, &m); err != nil {
-				return fmt.Errorf("step %d: server sent invalid JSON %q", step, raw)
-			}
-			done := stop(m)
-			if !f.ignored(m) {
-				if id, ok := m["id"]; ok && id != nil && m["method"] != nil {
-					// a server→client request: its id is captured whatever its form
-					m["id"] = ph.name("request", id)
-				}
-				out = append(out, fmt.Sprintf("%d %s", step, canonical(ph.normalize(m))))
-			}
-			if done {
-				return nil
-			}
-		}
-	}
+	defer func() { r.conn.Close() }()
 	if greets { // the connection's first frame
-		if err := receive(0, func(map[string]any) bool { return true }); err != nil {
-			return out, err
+		if err := r.receive(0, any1); err != nil {
+			return r.out, err
 		}
 	}
 	for i, s := range steps {
-		n := i + 1
-		switch {
-		case s.Close:
-			conn.Close()
-			continue
-		case s.Reconnect:
-			if conn, err = srv.Connect(); err != nil {
-				return out, fmt.Errorf("step %d: %w", n, err)
-			}
-			if greets {
-				if err := receive(n, func(map[string]any) bool { return true }); err != nil {
-					return out, err
-				}
-			}
-			continue
-		case len(s.Await) > 0:
-			want := string(s.Await)
-			if err := receive(n, func(m map[string]any) bool {
-				id, _ := json.Marshal(m["id"])
-				return m["method"] == nil && string(id) == want
-			}); err != nil {
-				return out, err
-			}
-		case s.Raw != "":
-			if err := conn.Send([]byte(s.Raw)); err != nil {
-				return out, fmt.Errorf("step %d: %w", n, err)
-			}
-			if err := receive(n, func(m map[string]any) bool { return m["method"] == nil }); err != nil {
-				return out, err
-			}
-		case s.Answer != "":
-			actual, ok := ph.byName[s.Answer]
-			if !ok {
-				return out, fmt.Errorf("step %d: no request captured as %s", n, s.Answer)
-			}
-			var id any = actual
-			if n, err := json.Number(actual).Int64(); err == nil { // numeric ids go back as numbers
-				id = n
-			}
-			res, err := ph.substitute(string(s.Result))
-			if err != nil {
-				return out, fmt.Errorf("step %d: %w", n, err)
-			}
-			frame, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": json.RawMessage(res)})
-			if err := conn.Send(frame); err != nil {
-				return out, fmt.Errorf("step %d: %w", n, err)
-			}
-		case len(s.Send) > 0:
-			frame, err := ph.substitute(string(s.Send))
-			if err != nil {
-				return out, fmt.Errorf("step %d: %w", n, err)
-			}
-			if err := conn.Send([]byte(frame)); err != nil {
-				return out, fmt.Errorf("step %d: %w", n, err)
-			}
-			var probe struct {
-				ID json.RawMessage `json:"id"`
-			}
-			_ = json.Unmarshal([]byte(frame), &probe)
-			hasID := len(probe.ID) > 0 && string(probe.ID) != "null"
-			switch {
-			case hasID && s.Until != "":
-				// read to the until frame; the response comes on the way, unless it failed
-				want := string(probe.ID)
-				var failed error
-				if err := receive(n, func(m map[string]any) bool {
-					id, _ := json.Marshal(m["id"])
-					if m["method"] == nil && string(id) == want && m["error"] != nil {
-						failed = fmt.Errorf("step %d: the request failed, so %s will not come", n, s.Until)
-						return true
-					}
-					return isUntil(m, s.Until)
-				}); err != nil {
-					return out, err
-				}
-				if failed != nil {
-					return out, failed
-				}
-				continue
-			case hasID:
-				want := string(probe.ID)
-				if err := receive(n, func(m map[string]any) bool {
-					id, _ := json.Marshal(m["id"])
-					return m["method"] == nil && string(id) == want
-				}); err != nil {
-					return out, err
-				}
-			case s.Until == "":
-				// a frame with no id: its answer, if any, has a null id
-				if err := receive(n, func(m map[string]any) bool { return m["method"] == nil }); err != nil {
-					return out, err
-				}
-			}
-		}
-		if s.Until != "" {
-			if err := receive(n, func(m map[string]any) bool { return isUntil(m, s.Until) }); err != nil {
-				return out, err
-			}
+		if err := r.step(i+1, s); err != nil {
+			return r.out, err
 		}
 	}
-	return out, nil
+	return r.out, nil
 }
 
-// isUntil reports whether m is the frame an until step waits for: a server→client request of
-// that method, or an event of that type.
-func isUntil(m map[string]any, until string) bool {
-	if m["method"] == until {
-		return true
+// session is one run of a fixture's steps on one server.
+type session struct {
+	f      *Fixture
+	ctx    context.Context
+	srv    Server
+	d      Dialect
+	greets bool
+	ph     *placeholders
+	conn   Conn
+	out    []string
+}
+
+func any1(map[string]any) bool { return true }
+
+// receive reads frames, recording each, until stop accepts one.
+func (r *session) receive(step int, stop func(map[string]any) bool) error {
+	for {
+		raw, err := r.conn.Recv(r.ctx)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("step %d: server sent invalid JSON %q", step, raw)
+		}
+		done := stop(m)
+		if !r.f.ignored(r.d.Event(m)) {
+			if id, ok := r.d.ServerRequest(m); ok {
+				m["id"] = r.ph.name("request", id) // captured whatever its form
+			}
+			r.out = append(r.out, fmt.Sprintf("%d %s", step, canonical(r.ph.normalize(m))))
+		}
+		if done {
+			return nil
+		}
 	}
-	p, _ := m["params"].(map[string]any)
-	return m["method"] == "event" && p != nil && p["type"] == until
+}
+
+// step performs one step: at most one of close, reconnect, send, raw and answer, then the
+// await and until reads.
+func (r *session) step(n int, s Step) error {
+	var frame []byte
+	switch {
+	case s.Close:
+		return r.conn.Close()
+	case s.Reconnect:
+		c, err := r.srv.Connect()
+		if err != nil {
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+		r.conn = c
+		if r.greets {
+			return r.receive(n, any1)
+		}
+		return nil
+	case s.Raw != "":
+		frame = []byte(s.Raw)
+	case s.Answer != "":
+		actual, ok := r.ph.byName[s.Answer]
+		if !ok {
+			return fmt.Errorf("step %d: no request captured as %s", n, s.Answer)
+		}
+		res, err := r.ph.substitute(string(s.Result))
+		if err != nil {
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+		answer, err := r.d.Answer(actual, json.RawMessage(res))
+		if err != nil {
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+		if err := r.conn.Send(answer); err != nil { // an answer gets no reply of its own
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+	case len(s.Send) > 0:
+		sub, err := r.ph.substitute(string(s.Send))
+		if err != nil {
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+		frame = []byte(sub)
+	}
+	if frame != nil {
+		if err := r.conn.Send(frame); err != nil {
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+		if reply := r.d.Reply(frame); reply != nil {
+			if s.Until != "" && len(s.Await) == 0 {
+				// read to the until frame; the reply comes on the way, unless it failed
+				var failed bool
+				if err := r.receive(n, func(m map[string]any) bool {
+					if ok, bad := reply(m); ok && bad {
+						failed = true
+						return true
+					}
+					return r.d.Until(m, s.Until)
+				}); err != nil {
+					return err
+				}
+				if failed {
+					return fmt.Errorf("step %d: the request failed, so %s will not come", n, s.Until)
+				}
+				return nil
+			}
+			if err := r.receive(n, func(m map[string]any) bool { ok, _ := reply(m); return ok }); err != nil {
+				return err
+			}
+		}
+	}
+	if len(s.Await) > 0 {
+		match := r.d.ReplyTo(s.Await)
+		if match == nil {
+			return fmt.Errorf("step %d: this transport has no request ids to await", n)
+		}
+		if err := r.receive(n, match); err != nil {
+			return err
+		}
+	}
+	if s.Until != "" {
+		return r.receive(n, func(m map[string]any) bool { return r.d.Until(m, s.Until) })
+	}
+	return nil
 }
 
 // alwaysIgnored events carry timing, not contract: tool.progress is rate-limited output.
 var alwaysIgnored = []string{"tool.progress"}
 
-func (f *Fixture) ignored(m map[string]any) bool {
-	if m["method"] != "event" {
-		return false
-	}
-	p, _ := m["params"].(map[string]any)
-	t, _ := p["type"].(string)
-	return slices.Contains(f.Meta.Ignore, t) || slices.Contains(alwaysIgnored, t)
+func (f *Fixture) ignored(event string) bool {
+	return event != "" && (slices.Contains(f.Meta.Ignore, event) || slices.Contains(alwaysIgnored, event))
 }
 
 // Want returns the recorded frames for a transport.
@@ -355,7 +361,7 @@ func Check(ctx context.Context, f *Fixture, d Driver, binary, dir string, update
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	g, _ := d.(Greeter)
-	got, err := f.Run(ctx, srv, d.Name(), env.Dir, g != nil && g.Greets())
+	got, err := f.Run(ctx, srv, d.Name(), dialectOf(d), env.Dir, g != nil && g.Greets())
 	want, ok := f.Want(d.Name())
 	if err != nil {
 		if ok && !update { // the first drift explains a run that went off the rails
