@@ -53,7 +53,9 @@ type Session struct {
 	depth    int      // delegation depth (0 = top level)
 	parent   *Session // delegating session, for sub-agents
 
-	procs tool.Processes
+	procs     tool.Processes
+	toolState tool.State  // tools' scratch space (the todo list)
+	attached  attachments // what a surface lent this session (attach.go)
 }
 
 type queuedPrompt struct {

@@ -67,9 +67,9 @@ func (t *turnState) runTool(c model.ToolCall) tool.Result {
 
 func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.Result, blocked bool) {
 	s := t.s
-	tl, err := s.e.cfg.Tools.Get(c.Name)
+	tl, err := s.lookupTool(c.Name)
 	if err != nil {
-		return tool.Errorf("Unknown tool %q. Available tools: %s.", c.Name, strings.Join(s.e.cfg.Tools.Names(), ", ")), true
+		return tool.Errorf("Unknown tool %q. Available tools: %s.", c.Name, strings.Join(s.toolNames(), ", ")), true
 	}
 	if !json.Valid(args) {
 		return tool.Errorf("Invalid arguments for %s: not valid JSON (%s). Send a JSON object matching the tool's schema.", c.Name, clip(string(args), 200)), true
@@ -216,6 +216,8 @@ func (s *Session) toolEnv(t *turnState, c model.ToolCall) *tool.Env {
 			s.j.append(Event{Type: EvToolProgress, TurnID: t.id, Text: text, Data: ToolProgress{CallID: c.ID, Name: c.Name}})
 		},
 		Processes: &s.procs,
+		FS:        s.fileSystem(),
+		State:     &s.toolState,
 		Delegate: func(ctx context.Context, goal string, _ []string) (string, error) {
 			return s.delegate(ctx, goal)
 		},

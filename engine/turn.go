@@ -252,7 +252,7 @@ func (t *turnState) streamModel(prov model.Provider, name string, msgs []model.M
 	_, m := model.ParseName(name)
 	req := model.Request{Model: m, Messages: msgs}
 	if tools {
-		req.Tools = s.e.cfg.Tools.Specs()
+		req.Tools = s.toolSpecs()
 	}
 	acc := &model.Accumulator{}
 	t.inAPICall.Store(true)

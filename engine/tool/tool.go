@@ -74,6 +74,48 @@ type Env struct {
 	Processes *Processes
 	// Delegate runs a sub-agent to completion and returns its final answer.
 	Delegate func(ctx context.Context, goal string, toolsets []string) (string, error)
+	// FS, when set, reads and writes text files in place of the disk (see FS). Paths are
+	// resolved and confined exactly as on disk before they reach it.
+	FS FS
+	// State is the session's scratch space for tools that remember something between calls
+	// (the todo list). Nil outside a session: such tools then start empty each call.
+	State *State
+}
+
+// FS is a file system a surface lends a session in place of the disk: an editor that holds
+// unsaved buffers and wants to review edits. Paths are absolute. A method whose error wraps
+// errors.ErrUnsupported is one the surface does not handle; the tool uses the disk for it.
+// Any other error is the call's failure and is shown to the model.
+type FS interface {
+	ReadTextFile(ctx context.Context, path string) (string, error)
+	WriteTextFile(ctx context.Context, path, content string) error
+}
+
+// State holds values a session's tools keep between calls. It lives as long as the live
+// session and is not persisted. The zero value is ready; it is safe for concurrent use.
+type State struct {
+	mu sync.Mutex
+	m  map[string]any
+}
+
+// Update replaces the value under key with f(old) (old is nil when unset) and returns the
+// new value; concurrent updates of one key are serialised.
+func (s *State) Update(key string, f func(old any) any) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]any{}
+	}
+	v := f(s.m[key])
+	s.m[key] = v
+	return v
+}
+
+// Get returns the value under key, nil when unset.
+func (s *State) Get(key string) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key]
 }
 
 // ErrUnknownTool is returned by Registry.Get for a name that is not registered.

@@ -28,6 +28,7 @@ type schema struct {
 	Maximum     *int64             `json:"maximum,omitempty"`
 	Properties  map[string]*schema `json:"properties,omitempty"`
 	Required    []string           `json:"required,omitempty"`
+	Items       *schema            `json:"items,omitempty"` // arrays: shown to the model; the tool checks elements itself
 	// AdditionalProperties is false on every tool object: unknown fields are rejected so a
 	// model that guesses a parameter learns at once that it had no effect.
 	AdditionalProperties *bool `json:"additionalProperties,omitempty"`

@@ -99,7 +99,7 @@ func TestSpecsAreValidSchemas(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range []string{"terminal", "process", "read_file", "write_file", "patch", "search_files"} {
+	for _, n := range []string{"terminal", "process", "read_file", "write_file", "patch", "search_files", "todo"} {
 		if !names[n] {
 			t.Fatalf("Defaults lacks %s", n)
 		}
@@ -110,7 +110,7 @@ func TestWrongTypeArgsEveryTool(t *testing.T) {
 	env := newEnv(t)
 	for _, tl := range Defaults(nil) {
 		name := tl.Spec().Name
-		res := call(t, tl, env, `{"path": 5, "command": 5, "pattern": 5, "action": 5, "mode": 5}`)
+		res := call(t, tl, env, `{"path": 5, "command": 5, "pattern": 5, "action": 5, "mode": 5, "todos": 5}`)
 		mustFail(t, res, "invalid arguments for "+name+": ", "must be")
 		res = call(t, tl, env, `{not json`)
 		mustFail(t, res, "invalid arguments for "+name+": malformed JSON")

@@ -3,7 +3,7 @@ package builtin
 import "github.com/hermes-go/hermes/engine/tool"
 
 // Defaults returns the built-in tools with default limits: terminal (whose Guard consults
-// check, which may be nil), process, read_file, write_file, patch and search_files.
+// check, which may be nil), process, read_file, write_file, patch, search_files and todo.
 func Defaults(check func(command string) tool.Verdict) []tool.Tool {
 	return []tool.Tool{
 		&Terminal{CheckCommand: check},
@@ -12,5 +12,6 @@ func Defaults(check func(command string) tool.Verdict) []tool.Tool {
 		WriteFile{},
 		Patch{},
 		SearchFiles{},
+		Todo{},
 	}
 }

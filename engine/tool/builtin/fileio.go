@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"unicode/utf8"
+
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 const (
@@ -68,7 +71,9 @@ type existing struct {
 // readForEdit reads a text file that an edit will replace. A missing file is not an error
 // (exists is false); a directory, a binary file or one over maxEditSize is. For the last two
 // the error wraps errBinary or errTooLarge and the returned existing has mode and exists set.
-func readForEdit(path, shown string) (existing, error) {
+// The disk decides what exists and whether it is text; a file system lent by the surface
+// (env.FS) supplies the current text, which may be an unsaved buffer.
+func readForEdit(ctx context.Context, env *tool.Env, path, shown string) (existing, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return existing{mode: newFileMode}, nil
@@ -94,7 +99,48 @@ func readForEdit(path, shown string) (existing, error) {
 		return existing{mode: fi.Mode().Perm(), exists: true},
 			fmt.Errorf("%w: %s does not look like text", errBinary, shown)
 	}
-	return existing{content: string(b), mode: fi.Mode().Perm(), exists: true}, nil
+	content := string(b)
+	if text, lent, err := lentRead(ctx, env, path, shown); err != nil {
+		return existing{}, err
+	} else if lent {
+		content = text
+	}
+	return existing{content: content, mode: fi.Mode().Perm(), exists: true}, nil
+}
+
+// lentRead reads path through the file system the surface lent (env.FS). lent is false when
+// there is none or it does not read files, and the caller reads the disk.
+func lentRead(ctx context.Context, env *tool.Env, path, shown string) (text string, lent bool, err error) {
+	if env == nil || env.FS == nil {
+		return "", false, nil
+	}
+	text, err = env.FS.ReadTextFile(ctx, path)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("the editor could not read %s: %w", shown, err)
+	}
+	return text, true, nil
+}
+
+// writeText replaces path with data: through the file system the surface lent (env.FS),
+// which writes the editor's buffer and lets the user review the edit, else atomically on
+// disk. Missing parent directories are created on disk either way, as the tools promise.
+func writeText(ctx context.Context, env *tool.Env, path, shown, data string, mode fs.FileMode) error {
+	if env != nil && env.FS != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		err := env.FS.WriteTextFile(ctx, path, data)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("the editor could not write %s: %w", shown, err)
+		}
+	}
+	return writeAtomic(path, []byte(data), mode)
 }
 
 // stageFile writes data to a new temporary file next to path (so the later rename stays on one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -68,7 +69,7 @@ func (Patch) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Result,
 		if strings.TrimSpace(a.Patch) == "" {
 			return tool.Errorf("mode \"patch\" needs the `patch` field (a body from \"*** Begin Patch\" to \"*** End Patch\")"), nil
 		}
-		return applyPatch(env, a.Patch), nil
+		return applyPatch(ctx, env, a.Patch), nil
 	}
 	var missing []string
 	if a.Path == "" {
@@ -86,10 +87,10 @@ func (Patch) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Result,
 	if a.Patch != "" {
 		return tool.Errorf("the `patch` field is only used with mode \"patch\""), nil
 	}
-	return replace(env, a.Path, *a.OldString, *a.NewString, a.ReplaceAll), nil
+	return replace(ctx, env, a.Path, *a.OldString, *a.NewString, a.ReplaceAll), nil
 }
 
-func replace(env *tool.Env, p, old, new string, all bool) tool.Result {
+func replace(ctx context.Context, env *tool.Env, p, old, new string, all bool) tool.Result {
 	path, realCwd, err := resolve(env, p)
 	if err != nil {
 		return tool.Errorf("%v", err)
@@ -101,7 +102,7 @@ func replace(env *tool.Env, p, old, new string, all bool) tool.Result {
 	if old == new {
 		return tool.Errorf("old_string and new_string are identical; nothing to change")
 	}
-	cur, err := readForEdit(path, shown)
+	cur, err := readForEdit(ctx, env, path, shown)
 	switch {
 	case err != nil:
 		return tool.Errorf("cannot patch %s: %v", shown, err)
@@ -125,7 +126,7 @@ func replace(env *tool.Env, p, old, new string, all bool) tool.Result {
 	if all {
 		updated = strings.ReplaceAll(cur.content, old, new)
 	}
-	if err := writeAtomic(path, []byte(updated), cur.mode); err != nil {
+	if err := writeText(ctx, env, path, shown, updated, cur.mode); err != nil {
 		return tool.Errorf("cannot write %s: %v", shown, err)
 	}
 	d, omitted := metaDiff(shown, cur.content, updated, true, true)
@@ -222,6 +223,7 @@ type fileState struct {
 // so a later operation sees the effect of earlier ones, and nothing reaches the disk until
 // every operation has succeeded.
 type workspace struct {
+	ctx   context.Context
 	env   *tool.Env
 	files map[string]*fileState
 	order []*fileState
@@ -236,7 +238,7 @@ func (w *workspace) get(p string) (*fileState, error) {
 		return st, nil
 	}
 	shown := displayPath(realCwd, abs)
-	orig, err := readForEdit(abs, shown)
+	orig, err := readForEdit(w.ctx, w.env, abs, shown)
 	var opaque error
 	if errors.Is(err, errBinary) || errors.Is(err, errTooLarge) {
 		opaque, err = err, nil
@@ -250,12 +252,12 @@ func (w *workspace) get(p string) (*fileState, error) {
 	return st, nil
 }
 
-func applyPatch(env *tool.Env, body string) tool.Result {
+func applyPatch(ctx context.Context, env *tool.Env, body string) tool.Result {
 	ops, err := parsePatch(body)
 	if err != nil {
 		return tool.Errorf("%v; no file was changed", err)
 	}
-	w := &workspace{env: env, files: map[string]*fileState{}}
+	w := &workspace{ctx: ctx, env: env, files: map[string]*fileState{}}
 	var problems []string
 	for _, op := range ops {
 		if err := w.apply(op); err != nil {
@@ -316,33 +318,86 @@ func (w *workspace) apply(op patchOp) error {
 }
 
 // commit writes the workspace: every new content is staged first (a failure there leaves all
-// files as they were), then renamed into place, then removed files are deleted.
+// files as they were), then renamed into place, then removed files are deleted. With a file
+// system lent by the surface the new contents go through it instead (see writeLent).
 func (w *workspace) commit() tool.Result {
+	done, failed, lent := w.writeLent()
+	if !lent {
+		var res *tool.Result
+		if done, failed, res = w.writeDisk(); res != nil {
+			return *res
+		}
+	}
+	return w.report(done, failed)
+}
+
+// writeLent writes the new contents through env.FS, one file at a time: an editor's buffers
+// cannot be swapped in one step, so a failure part way is reported as a partial patch.
+// Deletions still happen on disk (the protocol has no delete). lent is false, with nothing
+// written, when there is no lent file system or it does not write files.
+func (w *workspace) writeLent() (done, failed []string, lent bool) {
+	if w.env == nil || w.env.FS == nil {
+		return nil, nil, false
+	}
+	for _, st := range w.order {
+		if !st.exists || (st.orig.exists && st.content == st.orig.content) {
+			continue
+		}
+		err := os.MkdirAll(filepath.Dir(st.abs), 0o755)
+		if err == nil {
+			err = w.env.FS.WriteTextFile(w.ctx, st.abs, st.content)
+		}
+		if errors.Is(err, errors.ErrUnsupported) && len(done) == 0 {
+			return nil, nil, false
+		}
+		if err != nil {
+			return done, append(failed, fmt.Sprintf("%s: the editor could not write it: %v", st.shown, err)), true
+		}
+		done = append(done, st.shown)
+	}
+	done, failed = w.remove(done)
+	return done, failed, true
+}
+
+// remove deletes the files the patch removed; it runs after every write succeeded.
+func (w *workspace) remove(done []string) (_, failed []string) {
+	for _, st := range w.order {
+		if st.exists || !st.orig.exists {
+			continue
+		}
+		if err := os.Remove(st.abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			failed = append(failed, fmt.Sprintf("%s: %v", st.shown, err))
+			continue
+		}
+		done = append(done, st.shown)
+	}
+	return done, failed
+}
+
+// writeDisk stages every new content, renames it into place, then deletes removed files.
+// res is set when staging failed and nothing was changed.
+func (w *workspace) writeDisk() (done, failed []string, res *tool.Result) {
 	type staged struct {
 		st  *fileState
 		tmp string
 	}
 	var writes []staged
-	var removes []*fileState
 	cleanup := func() {
 		for _, s := range writes {
 			os.Remove(s.tmp)
 		}
 	}
 	for _, st := range w.order {
-		switch {
-		case st.exists && (!st.orig.exists || st.content != st.orig.content || st.mode != st.orig.mode):
+		if st.exists && (!st.orig.exists || st.content != st.orig.content || st.mode != st.orig.mode) {
 			tmp, err := stageFile(st.abs, []byte(st.content), st.mode)
 			if err != nil {
 				cleanup()
-				return tool.Errorf("patch not applied, no file was changed: cannot write %s: %v", st.shown, err)
+				r := tool.Errorf("patch not applied, no file was changed: cannot write %s: %v", st.shown, err)
+				return nil, nil, &r
 			}
 			writes = append(writes, staged{st, tmp})
-		case !st.exists && st.orig.exists:
-			removes = append(removes, st)
 		}
 	}
-	var done, failed []string
 	for i, s := range writes {
 		if err := os.Rename(s.tmp, s.st.abs); err != nil {
 			for _, rest := range writes[i:] {
@@ -354,15 +409,13 @@ func (w *workspace) commit() tool.Result {
 		done = append(done, s.st.shown)
 	}
 	if len(failed) == 0 {
-		for _, st := range removes {
-			if err := os.Remove(st.abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				failed = append(failed, fmt.Sprintf("%s: %v", st.shown, err))
-				continue
-			}
-			done = append(done, st.shown)
-		}
+		done, failed = w.remove(done)
 	}
+	return done, failed, nil
+}
 
+// report describes the committed workspace to the model, with the diff in Meta.
+func (w *workspace) report(done, failed []string) tool.Result {
 	var diffs strings.Builder
 	var summary, paths []string
 	for _, st := range w.order {

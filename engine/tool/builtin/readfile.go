@@ -85,7 +85,15 @@ func (ReadFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Resu
 		return tool.Errorf("%s looks like a binary file; read_file only shows text (inspect it with the terminal, e.g. `file` or `xxd | head`)", shown), nil
 	}
 
-	r := bufio.NewReaderSize(io.MultiReader(strings.NewReader(string(head)), f), 64<<10)
+	var src io.Reader = io.MultiReader(strings.NewReader(string(head)), f)
+	// The disk said what the file is; an editor's lent file system says what it holds now,
+	// unsaved changes included.
+	if text, lent, err := lentRead(ctx, env, path, shown); err != nil {
+		return tool.Errorf("cannot read %s: %v", shown, err), nil
+	} else if lent {
+		src = strings.NewReader(text)
+	}
+	r := bufio.NewReaderSize(src, 64<<10)
 	var b strings.Builder
 	total, shownLines, cut := 0, 0, 0
 	for {

@@ -41,13 +41,13 @@ func (WriteFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Res
 		return tool.Errorf("%v", err), nil
 	}
 	shown := displayPath(realCwd, path)
-	old, err := readForEdit(path, shown)
+	old, err := readForEdit(ctx, env, path, shown)
 	// Overwriting a binary or huge file is allowed; it just has no meaningful diff.
 	diffable := err == nil
 	if err != nil && !errors.Is(err, errBinary) && !errors.Is(err, errTooLarge) {
 		return tool.Errorf("cannot write %s: %v", shown, err), nil
 	}
-	if err := writeAtomic(path, []byte(a.Content), old.mode); err != nil {
+	if err := writeText(ctx, env, path, shown, a.Content, old.mode); err != nil {
 		return tool.Errorf("cannot write %s: %v", shown, err), nil
 	}
 
