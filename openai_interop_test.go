@@ -1,0 +1,530 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/internal/interop"
+)
+
+// The official OpenAI clients (the openai npm package and openai-go) against a real
+// `hermes serve` subprocess on 127.0.0.1 whose model is the fake OpenAI server. The fake
+// plays its script in the order the agent calls it, so each test enqueues answers in the
+// order its client asks its questions.
+
+const (
+	interopModel = "openai:fake-agent"
+	// notesText is the content of the file the tool-progress turn reads: its presence in the
+	// model's next request proves the tool really ran on the server.
+	notesText = "the launch code is 0000"
+	// heldTurns is the server's default concurrency cap (httpapi.Options.MaxConcurrent 0):
+	// that many held turns make the next request a 429.
+	heldTurns = 10
+)
+
+// lockedBuffer collects a subprocess's stderr while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// serveProc is a running `hermes serve`.
+type serveProc struct {
+	base  string // http://127.0.0.1:port
+	model *openaitest.Server
+	cwd   string
+	cmd   *exec.Cmd
+	logs  *lockedBuffer
+}
+
+// startServe runs this test binary as `hermes serve --addr 127.0.0.1:0` over a fresh fake
+// model, waits for its "listening on" line, and stops it with SIGTERM when the test ends.
+func startServe(tb testing.TB, extraEnv ...string) *serveProc {
+	tb.Helper()
+	home, cwd := tb.TempDir(), tb.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte(notesText+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	p := &serveProc{model: openaitest.New(tb), cwd: cwd, logs: &lockedBuffer{}}
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0")
+	cmd.Dir = cwd
+	cmd.Env = append(os.Environ(), "HERMES_TEST_AS_MAIN=1", "HERMES_HOME="+home, "HERMES_MODEL="+interopModel,
+		"OPENAI_BASE_URL="+p.model.URL(), "OPENAI_API_KEY=k", "HERMES_API_KEY="+testAPIKey)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	p.cmd = cmd
+	addr := make(chan string, 1)
+	drained := make(chan struct{})
+	// The reader owns the pipe until EOF (the process exited); cleanup waits for it before Wait.
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte(line + "\n"))
+			if _, after, ok := strings.Cut(line, "listening on http://"); ok && !sent {
+				sent = true
+				addr <- strings.Fields(after)[0]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		close(addr)
+	}()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-drained:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-drained
+		}
+		if err := cmd.Wait(); err != nil {
+			tb.Errorf("hermes serve did not exit cleanly on SIGTERM: %v\n%s", err, p.logs.String())
+		}
+	})
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			tb.Fatalf("hermes serve exited before listening:\n%s", p.logs.String())
+		}
+		p.base = "http://" + a
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("hermes serve did not start listening:\n%s", p.logs.String())
+	}
+	return p
+}
+
+// script enqueues, in client order, the fake model's answers for the shared scenario the Node
+// and Go clients both walk through. It returns the gate holding the turns of the 429 case.
+func scriptInteropModel(srv *openaitest.Server) *openaitest.Gate {
+	srv.Enqueue(
+		openaitest.Text("Plain ", "answer."),    // chat, plain
+		openaitest.Text("Streamed ", "answer."), // chat, streamed
+		openaitest.ToolCalls(openaitest.Call{Name: "read_file", Args: []string{`{"path":`, `"notes.txt"}`}}),
+		openaitest.Text("The notes say: ", notesText),         // chat, streamed, after the tool
+		openaitest.Text("Response ", "one."),                  // responses, plain
+		openaitest.Text("Streamed ", "response."),             // responses, streamed
+		openaitest.Text("Hello Ada."),                         // chain, turn 1
+		openaitest.Text("Noted: tea."),                        // chain, turn 2
+		openaitest.Text("Your name is Ada and you like tea."), // chain, turn 3
+	)
+	g := openaitest.NewGate()
+	for range heldTurns {
+		// Held after the role chunk until the client has seen its 429.
+		srv.Enqueue(openaitest.Response{Text: []string{"released"}, FaultAt: 1, Gate: g})
+	}
+	return g
+}
+
+// chatMessages decodes the messages of a request the fake model received.
+func chatMessages(t *testing.T, r openaitest.Request) []struct{ Role, Content string } {
+	t.Helper()
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("model request: %v\n%s", err, r.Body)
+	}
+	var out []struct{ Role, Content string }
+	for _, m := range body.Messages {
+		var s string
+		if json.Unmarshal(m.Content, &s) != nil {
+			s = string(m.Content) // parts or null: keep the raw JSON for substring checks
+		}
+		out = append(out, struct{ Role, Content string }{m.Role, s})
+	}
+	return out
+}
+
+// checkModelSaw asserts what the agent sent the model: the tool result reached it, and the
+// third turn of the previous_response_id chain carried both earlier turns.
+func checkModelSaw(t *testing.T, srv *openaitest.Server) {
+	t.Helper()
+	reqs := srv.Requests()
+	var sawTool, sawChain bool
+	for _, r := range reqs {
+		msgs := chatMessages(t, r)
+		if len(msgs) == 0 {
+			continue
+		}
+		var all strings.Builder
+		for _, m := range msgs {
+			all.WriteString(m.Role + ": " + m.Content + "\n")
+		}
+		last := msgs[len(msgs)-1]
+		if last.Role == "tool" && strings.Contains(last.Content, notesText) {
+			sawTool = true
+		}
+		if last.Role == "user" && last.Content == "What is my name, and what do I like?" {
+			sawChain = true
+			for _, want := range []string{"user: My name is Ada.", "assistant: Hello Ada.", "user: I like tea.", "assistant: Noted: tea."} {
+				if !strings.Contains(all.String(), want) {
+					t.Errorf("the third turn of the chain did not carry %q; the model saw:\n%s", want, all.String())
+				}
+			}
+		}
+	}
+	if !sawTool {
+		t.Errorf("no model request carried the read_file result %q (%d requests)", notesText, len(reqs))
+	}
+	if !sawChain {
+		t.Errorf("the model never received the third turn of the chain (%d requests)", len(reqs))
+	}
+	if n := srv.Pending(); n != 0 {
+		t.Errorf("%d scripted model answers were never asked for", n)
+	}
+}
+
+// TestOpenAINodeClient runs interop/node/openai_client.mjs (the openai npm package) against
+// the real server. The script prints "HOLDING" once it has seen the 429 while every slot is
+// taken by a held stream; the test then releases the held model answers.
+func TestOpenAINodeClient(t *testing.T) {
+	n := interop.RequireNode(t)
+	n.Package(t, "openai")
+	p := startServe(t)
+	gate := scriptInteropModel(p.model)
+	defer gate.Release()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, n.Bin, "openai_client.mjs")
+	cmd.Dir = n.Dir
+	cmd.Env = append(os.Environ(), "HERMES_URL="+p.base+"/v1", "HERMES_API_KEY="+testAPIKey,
+		"HERMES_MODEL="+interopModel, "HERMES_HELD_TURNS="+strconv.Itoa(heldTurns), "HERMES_NOTES="+notesText)
+	var out lockedBuffer
+	cmd.Stderr = &out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		out.Write([]byte(line + "\n"))
+		if line == "HOLDING" {
+			gate.Release()
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node openai_client.mjs: %v\n--- client output\n%s--- server log\n%s", err, out.String(), p.logs.String())
+	}
+	t.Logf("client output:\n%s", out.String())
+	if !strings.Contains(out.String(), "ALL OK") {
+		t.Fatalf("the script did not finish:\n%s", out.String())
+	}
+	checkModelSaw(t, p.model)
+}
+
+// TestOpenAIGoClient walks the same scenario with github.com/openai/openai-go/v3.
+func TestOpenAIGoClient(t *testing.T) {
+	p := startServe(t)
+	gate := scriptInteropModel(p.model)
+	defer gate.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client := openai.NewClient(option.WithBaseURL(p.base+"/v1/"), option.WithAPIKey(testAPIKey))
+
+	t.Run("models", func(t *testing.T) {
+		page, err := client.Models.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Data) == 0 || page.Data[0].ID != interopModel || page.Data[0].Object != "model" || page.Data[0].OwnedBy != "openai" {
+			t.Fatalf("models: %+v", page.Data)
+		}
+		m, err := client.Models.Get(ctx, interopModel)
+		if err != nil || m.ID != interopModel {
+			t.Fatalf("retrieve: %v %+v", err, m)
+		}
+	})
+
+	t.Run("chat", func(t *testing.T) {
+		c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    interopModel,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go: plain question")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Choices) != 1 || c.Choices[0].Message.Content != "Plain answer." || c.Choices[0].FinishReason != "stop" || c.Object != "chat.completion" {
+			t.Fatalf("completion: %s", c.RawJSON())
+		}
+	})
+
+	t.Run("chat-stream", func(t *testing.T) {
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model:         interopModel,
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go: streamed question")},
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		})
+		var acc openai.ChatCompletionAccumulator
+		chunks := 0
+		for stream.Next() {
+			chunks++
+			if !acc.AddChunk(stream.Current()) {
+				t.Errorf("accumulator refused chunk %d: %s", chunks, stream.Current().RawJSON())
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "Streamed answer." || acc.Choices[0].FinishReason != "stop" || acc.Choices[0].Message.Role != "assistant" {
+			t.Fatalf("accumulated: %+v", acc.ChatCompletion)
+		}
+		if acc.Usage.TotalTokens == 0 {
+			t.Errorf("include_usage: no usage chunk")
+		}
+	})
+
+	t.Run("chat-stream-tool-progress", func(t *testing.T) {
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model:    interopModel,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go: what do my notes say?")},
+		})
+		var acc openai.ChatCompletionAccumulator
+		var text strings.Builder
+		progress := 0
+		for stream.Next() {
+			ch := stream.Current()
+			if ch.ID == "" && len(ch.Choices) == 0 {
+				// The named hermes.tool.progress event: the SDK hands it over as a chunk
+				// without id or choices. It must not disturb the accumulated answer.
+				if !strings.Contains(ch.RawJSON(), `"tool":"read_file"`) {
+					t.Errorf("unexpected chunk without choices: %s", ch.RawJSON())
+				}
+				progress++
+			}
+			acc.AddChunk(ch)
+			for _, c := range ch.Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := "The notes say: " + notesText
+		if text.String() != want || len(acc.Choices) != 1 || acc.Choices[0].Message.Content != want || acc.Choices[0].FinishReason != "stop" {
+			t.Fatalf("streamed %q, accumulated %+v", text.String(), acc.ChatCompletion)
+		}
+		if progress != 2 {
+			t.Errorf("want 2 tool progress events (running, completed), got %d", progress)
+		}
+	})
+
+	var first string
+	t.Run("responses", func(t *testing.T) {
+		r, err := client.Responses.New(ctx, responses.ResponseNewParams{
+			Model: interopModel,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Go: a response please")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OutputText() != "Response one." || r.Status != "completed" || !strings.HasPrefix(r.ID, "resp_") {
+			t.Fatalf("response: %s", r.RawJSON())
+		}
+		got, err := client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+		if err != nil || got.OutputText() != "Response one." {
+			t.Fatalf("retrieve: %v", err)
+		}
+		first = r.ID
+	})
+
+	t.Run("responses-stream", func(t *testing.T) {
+		stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+			Model: interopModel,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Go: stream a response")},
+		})
+		var types []string
+		var text strings.Builder
+		seq := int64(-1)
+		var final responses.Response
+		for stream.Next() {
+			ev := stream.Current()
+			if ev.SequenceNumber != seq+1 {
+				t.Errorf("sequence_number %d after %d (%s)", ev.SequenceNumber, seq, ev.Type)
+			}
+			seq = ev.SequenceNumber
+			types = append(types, ev.Type)
+			switch ev.Type {
+			case "response.output_text.delta":
+				text.WriteString(ev.Delta)
+			case "response.completed":
+				final = ev.Response
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(types) == 0 || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
+			t.Fatalf("events: %v", types)
+		}
+		if text.String() != "Streamed response." || final.OutputText() != "Streamed response." || final.Status != "completed" {
+			t.Fatalf("deltas %q, final %s", text.String(), final.RawJSON())
+		}
+	})
+
+	t.Run("responses-chain", func(t *testing.T) {
+		prev := ""
+		var last *responses.Response
+		for _, turn := range []string{"My name is Ada.", "I like tea.", "What is my name, and what do I like?"} {
+			params := responses.ResponseNewParams{Model: interopModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(turn)}}
+			if prev != "" {
+				params.PreviousResponseID = openai.String(prev)
+			}
+			r, err := client.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatalf("%q: %v", turn, err)
+			}
+			if prev != "" && r.PreviousResponseID != prev {
+				t.Errorf("previous_response_id %q, want %q", r.PreviousResponseID, prev)
+			}
+			prev, last = r.ID, r
+		}
+		if last.OutputText() != "Your name is Ada and you like tea." {
+			t.Fatalf("third answer: %s", last.RawJSON())
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		wantErr := func(t *testing.T, err error, status int, code string) {
+			t.Helper()
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) {
+				t.Errorf("want *openai.Error %d %s, got %T %v", status, code, err, err)
+				return
+			}
+			if apiErr.StatusCode != status || apiErr.Code != code || apiErr.Type == "" || apiErr.Message == "" {
+				t.Errorf("want %d %s, got %d code=%q type=%q message=%q", status, code, apiErr.StatusCode, apiErr.Code, apiErr.Type, apiErr.Message)
+			}
+		}
+		// 400: a body the server cannot use (no messages).
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: interopModel, Messages: []openai.ChatCompletionMessageParamUnion{}})
+		wantErr(t, err, 400, "missing_messages")
+		_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: interopModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}, PreviousResponseID: openai.String("resp_nope")})
+		wantErr(t, err, 400, "previous_response_not_found")
+		// 401.
+		bad := openai.NewClient(option.WithBaseURL(p.base+"/v1/"), option.WithAPIKey("wrong-key-0123456789"))
+		_, err = bad.Models.List(ctx)
+		wantErr(t, err, 401, "invalid_api_key")
+		// 404: unknown response, unknown model.
+		_, err = client.Responses.Get(ctx, "resp_unknown", responses.ResponseGetParams{})
+		wantErr(t, err, 404, "response_not_found")
+		_, err = client.Models.Get(ctx, "no-such-model")
+		wantErr(t, err, 404, "model_not_found")
+		_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "no-such-model", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+		wantErr(t, err, 404, "model_not_found")
+		// Delete, then the id is gone.
+		if first != "" {
+			if err := client.Responses.Delete(ctx, first); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			_, err = client.Responses.Get(ctx, first, responses.ResponseGetParams{})
+			wantErr(t, err, 404, "response_not_found")
+		}
+
+		// 429: every slot of the concurrency cap is held by a streaming turn whose model
+		// answer waits at the gate; one more turn is refused.
+		var streams []*heldStream
+		for i := range heldTurns {
+			streams = append(streams, holdStream(ctx, client, "Go: held turn "+strconv.Itoa(i)))
+		}
+		for _, s := range streams {
+			<-s.started
+		}
+		var raw *http.Response
+		_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: interopModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go: one too many")},
+		}, option.WithMaxRetries(0), option.WithResponseInto(&raw))
+		wantErr(t, err, 429, "rate_limit_exceeded")
+		if raw == nil || raw.Header.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+		gate.Release()
+		for i, s := range streams {
+			if got := <-s.done; got != "released" {
+				t.Errorf("held turn %d: %q", i, got)
+			}
+		}
+	})
+	checkModelSaw(t, p.model)
+}
+
+// heldStream is a streaming completion read to its end by its own goroutine.
+type heldStream struct {
+	started chan struct{} // the first chunk arrived: the turn holds a slot
+	done    chan string   // the streamed text, or "error: …"
+}
+
+func holdStream(ctx context.Context, client openai.Client, prompt string) *heldStream {
+	h := &heldStream{started: make(chan struct{}), done: make(chan string, 1)}
+	go func() {
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model: interopModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		})
+		var text strings.Builder
+		started := false
+		for stream.Next() {
+			if !started {
+				started = true
+				close(h.started)
+			}
+			for _, c := range stream.Current().Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		}
+		if !started {
+			close(h.started)
+		}
+		if err := stream.Err(); err != nil {
+			h.done <- "error: " + err.Error()
+			return
+		}
+		h.done <- text.String()
+	}()
+	return h
+}
