@@ -64,7 +64,26 @@ func (wsDriver) Greets() bool    { return true }
 // acpDriver runs `hermes acp`: ACP v1, newline-delimited JSON-RPC on stdio, client speaks first.
 type acpDriver struct{}
 
-func (acpDriver) Name() string { return "acp-stdio" }
+func (acpDriver) Name() string     { return "acp-stdio" }
+func (acpDriver) Dialect() Dialect { return acpDialect{} }
+
+// acpDialect is JSON-RPC whose events are session/update notifications, named by their
+// sessionUpdate kind (agent_message_chunk, tool_call, …).
+type acpDialect struct{ jsonRPC }
+
+func (acpDialect) Event(m map[string]any) string {
+	if m["method"] != "session/update" {
+		return ""
+	}
+	p, _ := m["params"].(map[string]any)
+	u, _ := p["update"].(map[string]any)
+	t, _ := u["sessionUpdate"].(string)
+	return t
+}
+
+func (d acpDialect) Until(m map[string]any, name string) bool {
+	return m["method"] == name || d.Event(m) == name
+}
 
 func (acpDriver) Start(env Env) (Server, error) {
 	return &stdioServer{env: env, args: []string{"acp"}}, nil
@@ -84,15 +103,16 @@ func (stdioDriver) Start(env Env) (Server, error) {
 type stdioServer struct {
 	env  Env
 	args []string // default: gateway
-	used bool
-	cmd  *exec.Cmd
+	conn *lineConn
 }
 
+// Connect starts the process. A later Connect, after the previous connection closed (and so
+// its process exited), starts a new process on the same home: a restart, which is how a
+// stdio fixture shows what persists (ACP session/load).
 func (s *stdioServer) Connect() (Conn, error) {
-	if s.used {
+	if s.conn != nil && !s.conn.closed() {
 		return nil, ErrOneConnection
 	}
-	s.used = true
 	args := s.args
 	if len(args) == 0 {
 		args = []string{"gateway"}
@@ -112,11 +132,16 @@ func (s *stdioServer) Connect() (Conn, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s.cmd = cmd
-	return newLineConn(out, in, cmd), nil
+	s.conn = newLineConn(out, in, cmd)
+	return s.conn, nil
 }
 
-func (s *stdioServer) Close() error { return nil }
+func (s *stdioServer) Close() error {
+	if s.conn != nil {
+		return s.conn.Close()
+	}
+	return nil
+}
 
 // lineConn reads newline-delimited frames on a goroutine so Recv can honour a deadline.
 type lineConn struct {
@@ -125,23 +150,31 @@ type lineConn struct {
 	errc   chan error
 	cmd    *exec.Cmd
 	once   sync.Once
+	stop   chan struct{} // closed by Close: the reader stops delivering
+	reader sync.WaitGroup
+	done   chan struct{} // closed when Close has finished
 }
 
 func newLineConn(r io.Reader, w io.WriteCloser, cmd *exec.Cmd) *lineConn {
-	c := &lineConn{w: w, frames: make(chan []byte, 1024), errc: make(chan error, 1), cmd: cmd}
-	go func() {
+	c := &lineConn{w: w, frames: make(chan []byte, 1024), errc: make(chan error, 1), cmd: cmd,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	c.reader.Go(func() {
 		br := bufio.NewReaderSize(r, 1<<20)
 		for {
 			line, err := br.ReadBytes('\n')
 			if len(strings.TrimSpace(string(line))) > 0 {
-				c.frames <- line
+				select {
+				case c.frames <- line:
+				case <-c.stop:
+					return
+				}
 			}
 			if err != nil {
 				c.errc <- err
 				return
 			}
 		}
-	}()
+	})
 	return c
 }
 
@@ -167,8 +200,20 @@ func (c *lineConn) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
+func (c *lineConn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends stdin and waits for the process to exit (killing it after ten seconds).
 func (c *lineConn) Close() error {
 	c.once.Do(func() {
+		defer close(c.done)
+		close(c.stop)
 		c.w.Close()
 		if c.cmd != nil {
 			done := make(chan struct{})
@@ -180,6 +225,7 @@ func (c *lineConn) Close() error {
 				<-done
 			}
 		}
+		c.reader.Wait() // the process is gone, so its stdout is at EOF
 	})
 	return nil
 }

@@ -41,7 +41,7 @@ func kindOf(key string, v any) string {
 		return "tool"
 	case "row_id", "user_row_id", "survivor_user_row_ids":
 		return "row"
-	case "task_id", "steer_id":
+	case "task_id", "steer_id", "steer_ids":
 		return "task"
 	case "replay_epoch", "epoch":
 		return "epoch"
@@ -143,8 +143,34 @@ func (p *placeholders) walk(key string, v any) any {
 			}
 			return p.name(kind, v)
 		}
+		if str, ok := v.(string); ok {
+			return p.inText(str)
+		}
 		return v
 	}
+}
+
+// inText replaces the ids captured so far where they appear inside free text (a status line
+// naming the session). Short values are left alone: they could be ordinary words or numbers.
+func (p *placeholders) inText(s string) string {
+	var hits [][2]string
+	for key, name := range p.byValue {
+		_, actual, _ := strings.Cut(key, ":")
+		if len(actual) >= 8 && strings.Contains(s, actual) {
+			hits = append(hits, [2]string{actual, name})
+		}
+	}
+	// longest first, so an id inside another id is not replaced half-way
+	sort.Slice(hits, func(i, j int) bool {
+		if len(hits[i][0]) != len(hits[j][0]) {
+			return len(hits[i][0]) > len(hits[j][0])
+		}
+		return hits[i][1] < hits[j][1]
+	})
+	for _, h := range hits {
+		s = strings.ReplaceAll(s, h[0], h[1])
+	}
+	return s
 }
 
 // substitute replaces placeholders in a client frame with the values captured so far.
