@@ -20,6 +20,7 @@ func (s *Server) routes() {
 	s.app.Post("/v1/runs/:id/approval", s.runApproval)
 	s.app.Post("/v1/runs/:id/steer", s.runSteer)
 	s.app.Post("/v1/runs/:id/stop", s.stopRun)
+	s.app.Post("/v1/runs/:id/resolve-unknown", s.resolveUnknown)
 }
 
 // models is the advertised list: the default model first, then Options.Models, no duplicates.
@@ -107,7 +108,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"responses_api": true, "responses_streaming": true,
 			"run_submission": true, "run_status": true, "run_events_sse": true, "run_stop": true, "run_steer": true,
 			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
-			"run_unknown_resolution": false, "run_idempotency": fiber.Map{"supported": true, "durable": false, "retention_seconds": int(runRetention.Seconds())},
+			"run_unknown_resolution": true, "run_durable_admission": true, "run_idempotency": fiber.Map{"supported": true, "durable": true, "retention_seconds": int(idempotencyRetention.Seconds())},
 			"session_continuity_header": HeaderSessionID,
 			"session_key_header":        HeaderSessionKey,
 			"cors":                      len(s.cors) > 0,
@@ -128,6 +129,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"run_approval":     ep("POST", "/v1/runs/{run_id}/approval"),
 			"run_steer":        ep("POST", "/v1/runs/{run_id}/steer"),
 			"run_stop":         ep("POST", "/v1/runs/{run_id}/stop"),
+			"run_resolve":      ep("POST", "/v1/runs/{run_id}/resolve-unknown"),
 			"websocket":        ep("GET", "/api/ws"),
 		},
 	})

@@ -2,8 +2,7 @@ package httpapi
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -18,19 +17,31 @@ import (
 )
 
 // Run statuses (a run is one agent turn started by POST /v1/runs and followed by polling or
-// an event stream; it outlives the request that started it).
+// an event stream; it outlives the request that started it, and its admission outlives the
+// process: see admission.go).
 const (
+	runQueued      = "queued"
 	runRunning     = "running"
 	runWaiting     = "waiting_for_approval"
 	runStopping    = "stopping"
+	runUnknown     = "unknown" // restart-unknown: started by a process that died before it settled
 	runCompleted   = "completed"
 	runFailed      = "failed"
 	runCancelled   = "cancelled"
 	runInterrupted = "interrupted"
 )
 
-// runRetention is how long a finished run stays readable.
+// runRetention is how long a finished run stays in memory with its event log; its durable
+// record (status and result) stays readable for idempotencyRetention.
 const runRetention = time.Hour
+
+// Messages of the interrupted settlements.
+const (
+	msgShutdown      = "the server stopped before this run settled"
+	msgShutdownQueue = "the server stopped before this run started"
+	msgRestarted     = "The gateway restarted before this run settled."
+	msgUnknown       = "the server restarted while this run was executing; whether its turn finished is unknown until it is resolved with POST /v1/runs/{run_id}/resolve-unknown"
+)
 
 // runEvent is one frame of a run's event log; seq is its SSE id (from 1).
 type runEvent struct {
@@ -38,21 +49,31 @@ type runEvent struct {
 	data []byte
 }
 
-// run is the state of one run. The owner goroutine (follow) is its only writer of events.
+// run is the state of one run in this process. The goroutine that executes it is the only
+// writer of its execution events; handlers add approval, steer and stop events.
 type run struct {
-	id      string
-	sess    *engine.Session
-	turn    *turnRun
-	model   string
-	created time.Time
+	id        string
+	owner     string
+	sessionID string
+	created   time.Time
 
-	mu      sync.Mutex
-	status  string
-	updated time.Time
-	last    string
-	events  []runEvent
-	changed chan struct{} // closed and replaced on every event
-	result  map[string]any
+	mu       sync.Mutex
+	rec      runRecord       // the durable record as last written or read
+	sess     *engine.Session // nil until the run is started
+	turn     *turnRun        // nil until the run is started
+	model    string
+	status   string
+	updated  time.Time
+	last     string
+	events   []runEvent
+	changed  chan struct{} // closed and replaced on every event
+	result   map[string]any
+	resolved chan struct{} // closed when a restart-unknown run is resolved
+}
+
+func newRun(rec runRecord, status string) *run {
+	return &run{id: rec.RunID, owner: rec.Owner, sessionID: rec.SessionID, created: rec.CreatedAt, rec: rec,
+		model: rec.Model, status: status, updated: time.Now(), changed: make(chan struct{}), resolved: make(chan struct{})}
 }
 
 func terminal(status string) bool {
@@ -67,6 +88,10 @@ func terminal(status string) bool {
 func (r *run) emit(name, status string, fields map[string]any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.emitLocked(name, status, fields)
+}
+
+func (r *run) emitLocked(name, status string, fields map[string]any) {
 	seq := len(r.events) + 1
 	if fields == nil {
 		fields = map[string]any{}
@@ -82,30 +107,50 @@ func (r *run) emit(name, status string, fields map[string]any) {
 	r.changed = make(chan struct{})
 }
 
-// since returns the events after seq, whether the run is over, and a channel that is closed
-// when more arrive.
+// since returns the events after seq, whether the stream is over (the run settled, or is
+// restart-unknown: nothing in this process will add to it until someone resolves it), and a
+// channel that is closed when more arrive. An id beyond the log came from before a restart
+// (the log is not durable): the reader gets the whole log again.
 func (r *run) since(seq int) ([]runEvent, bool, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if seq < 0 {
+	if seq < 0 || seq > len(r.events) {
 		seq = 0
 	}
 	var out []runEvent
 	if seq < len(r.events) {
 		out = append(out, r.events[seq:]...)
 	}
-	return out, terminal(r.status), r.changed
+	return out, terminal(r.status) || r.status == runUnknown, r.changed
+}
+
+func (r *run) getStatus() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// started returns the session and turn once the run executes.
+func (r *run) started() (*engine.Session, *turnRun) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sess, r.turn
 }
 
 func (r *run) statusObject() fiber.Map {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := fiber.Map{"object": "hermes.run", "run_id": r.id, "status": r.status, "created_at": r.created.Unix(),
-		"updated_at": r.updated.Unix(), "session_id": r.sess.ID(), "model": r.model, "last_event": r.last}
+		"updated_at": r.updated.Unix(), "session_id": r.sessionID, "model": r.model, "last_event": r.last,
+		"admission_id": r.rec.AdmissionID, "execution_generation": r.rec.Generation}
 	for k, v := range r.result {
 		m[k] = v
 	}
-	if r.status == runWaiting {
+	if r.status == runUnknown {
+		m["restart_unknown"] = true
+		m["error"] = msgUnknown
+	}
+	if r.status == runWaiting && r.turn != nil {
 		for _, q := range r.sess.OpenRequests() {
 			if q.TurnID == r.turn.turnID && q.Kind == engine.KindApproval {
 				m["approval"] = approvalFields(q)
@@ -131,48 +176,50 @@ func approvalFields(q engine.Request) map[string]any {
 	return m
 }
 
-// runs is the registry of this server's runs.
+// runs is the registry of this server's runs and of the per-session FIFOs that execute them.
 type runs struct {
-	mu   sync.Mutex
-	m    map[string]*run
-	idem map[string]idemEntry // Idempotency-Key → the run it admitted
+	ledger ledger
+	boot   string // this server instance's execution id (runRecord.Process)
 
-	admit sync.Mutex // serialises keyed admissions: check, start and record as one step
+	mu     sync.Mutex
+	m      map[string]*run
+	idem   map[string]idemEntry // owner + "\x00" + sha256(Idempotency-Key) → the run it admitted
+	queues map[string][]*run    // session id → its unsettled runs in admission order; [0] is the head
+
+	admit sync.Mutex // serialises keyed admissions: check, record and remember as one step
 }
 
-// idemEntry remembers a keyed admission for runRetention.
+// idemEntry remembers a keyed admission for idempotencyRetention.
 type idemEntry struct {
 	fingerprint string
 	runID       string
 	at          time.Time
 }
 
-// lookup returns the run a key admitted; conflict when the key came with another body.
-func (rs *runs) lookup(key, fp string) (r *run, conflict bool) {
+func idemIndexKey(owner, keyHash string) string { return owner + "\x00" + keyHash }
+
+// lookup returns the run id a key admitted; conflict when the key came with another body.
+func (rs *runs) lookup(owner, keyHash, fp string) (runID string, conflict bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	e, ok := rs.idem[key]
-	if !ok || time.Since(e.at) > runRetention {
-		return nil, false
+	e, ok := rs.idem[idemIndexKey(owner, keyHash)]
+	if !ok || time.Since(e.at) > idempotencyRetention {
+		return "", false
 	}
 	if e.fingerprint != fp {
-		return nil, true
+		return "", true
 	}
-	return rs.m[e.runID], false
+	return e.runID, false
 }
 
-func (rs *runs) remember(key, fp, runID string) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
+func (rs *runs) rememberLocked(rec runRecord) {
+	if rec.IdemKey == "" {
+		return
+	}
 	if rs.idem == nil {
 		rs.idem = map[string]idemEntry{}
 	}
-	for k, e := range rs.idem {
-		if time.Since(e.at) > runRetention {
-			delete(rs.idem, k)
-		}
-	}
-	rs.idem[key] = idemEntry{fingerprint: fp, runID: runID, at: time.Now()}
+	rs.idem[idemIndexKey(rec.Owner, rec.IdemKey)] = idemEntry{fingerprint: rec.Fingerprint, runID: rec.RunID, at: rec.CreatedAt}
 }
 
 func validIdempotencyKey(k string) error {
@@ -187,19 +234,47 @@ func validIdempotencyKey(k string) error {
 	return nil
 }
 
-func (rs *runs) get(id string) (*run, error) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if r, ok := rs.m[id]; ok {
-		return r, nil
-	}
-	return nil, &apiError{Status: fiber.StatusNotFound, Message: "Run not found: " + id, Type: "invalid_request_error", Param: "run_id", Code: "run_not_found"}
+func runNotFound(id string) error {
+	return &apiError{Status: fiber.StatusNotFound, Message: "Run not found: " + id, Type: "invalid_request_error", Param: "run_id", Code: "run_not_found"}
 }
 
-// add registers r and forgets runs that finished more than runRetention ago.
-func (rs *runs) add(r *run) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
+// get returns the caller's run: from memory, or a settled run from its durable record (after
+// a restart, or once its event log was dropped). A run of another owner is not found.
+func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
+	owner := ownerScope(bearer(c.Get(fiber.HeaderAuthorization)))
+	s.runs.mu.Lock()
+	r, ok := s.runs.m[id]
+	s.runs.mu.Unlock()
+	if ok {
+		if r.owner != owner {
+			return nil, runNotFound(id)
+		}
+		return r, nil
+	}
+	if !strings.HasPrefix(id, "run_") || len(id) > maxHeaderID {
+		return nil, runNotFound(id)
+	}
+	rec, err := s.runs.ledger.get(c.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (rec.Owner != owner || !rec.settled())) {
+		// An unsettled run is always in memory; one that is not belongs to nobody here.
+		return nil, runNotFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r = recoveredRun(rec, s.runs.boot)
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	if cur, ok := s.runs.m[id]; ok {
+		return cur, nil
+	}
+	s.runs.addLocked(r)
+	return r, nil
+}
+
+// addLocked registers r and forgets the event logs of runs that finished more than
+// runRetention ago.
+func (rs *runs) addLocked(r *run) {
 	if rs.m == nil {
 		rs.m = map[string]*run{}
 	}
@@ -222,36 +297,44 @@ type runRequest struct {
 }
 
 // createRun admits a run. With an Idempotency-Key, a retry of the same request (same body and
-// session key) gets the original run back (replayed:true) instead of starting another; the
-// same key with a different body is a 409. Keys are remembered in memory for an hour.
+// session key) by the same owner gets the original run back (replayed:true) instead of
+// starting another, for idempotencyRetention and across restarts; the same key with a
+// different body is a 409.
 func (s *Server) createRun(c *fiber.Ctx) error {
+	owner := ownerScope(bearer(c.Get(fiber.HeaderAuthorization)))
+	fp := sha256Hex(string(c.Body()) + "\n" + c.Get(HeaderSessionKey))
 	ikey := c.Get("Idempotency-Key")
 	if ikey == "" {
-		return s.admitRun(c, "", "")
+		return s.admitRun(c, owner, "", fp)
 	}
 	if err := validIdempotencyKey(ikey); err != nil {
 		return err
 	}
-	h := sha256.Sum256([]byte(string(c.Body()) + "\n" + c.Get(HeaderSessionKey)))
-	fp := hex.EncodeToString(h[:])
+	keyHash := sha256Hex(ikey)
 	s.runs.admit.Lock()
 	defer s.runs.admit.Unlock()
-	r, conflict := s.runs.lookup(ikey, fp)
+	runID, conflict := s.runs.lookup(owner, keyHash, fp)
 	if conflict {
 		return &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
 	}
-	if r != nil {
-		r.mu.Lock()
-		status := r.status
-		r.mu.Unlock()
-		c.Set("Idempotency-Replayed", "true")
-		c.Set(HeaderSessionID, r.sess.ID())
-		return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": r.id, "status": status, "session_id": r.sess.ID(), "replayed": true})
+	if runID != "" {
+		r, err := s.getRunFor(c, runID)
+		if err == nil {
+			r.mu.Lock()
+			status, sid, adm := r.status, r.sessionID, r.rec.AdmissionID
+			r.mu.Unlock()
+			c.Set("Idempotency-Replayed", "true")
+			c.Set(HeaderSessionID, sid)
+			return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": runID, "status": status, "session_id": sid, "admission_id": adm, "replayed": true})
+		}
+		// The record was swept between the lookup and the read: the key is free again.
 	}
-	return s.admitRun(c, ikey, fp)
+	return s.admitRun(c, owner, keyHash, fp)
 }
 
-func (s *Server) admitRun(c *fiber.Ctx, ikey, fp string) error {
+// admitRun validates the request, records the run (queued) and appends it to its session's
+// FIFO. Nothing is allocated before validation passes.
+func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	var req runRequest
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
@@ -283,6 +366,12 @@ func (s *Server) admitRun(c *fiber.Ctx, ikey, fp string) error {
 	if req.Instructions != nil && *req.Instructions != "" {
 		history = append([]store.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
 	}
+	// The cap counts turns in flight; a run that would start now and finds it full is refused
+	// as chat and responses are. A run queued behind another waits for a slot when its turn
+	// comes.
+	if s.slots != nil && len(s.slots) >= cap(s.slots) && !s.runs.hasQueue(req.SessionID) {
+		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
+	}
 	id := "run_" + newHex(16)
 	sid := req.SessionID
 	if sid == "" {
@@ -292,33 +381,187 @@ func (s *Server) admitRun(c *fiber.Ctx, ikey, fp string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := s.startTurn(s.ctx, sess, prompt)
-	if err != nil {
+	rec := runRecord{RunID: id, AdmissionID: "adm_" + newHex(16), Owner: owner, SessionID: sess.ID(), Status: recQueued,
+		Fingerprint: fp, IdemKey: keyHash, Order: nextOrder(), Prompt: prompt, Model: sess.Record().Model, SessionKey: key, CreatedAt: now}
+	if rec, err = s.runs.ledger.create(s.storeCtx(), rec); err != nil {
 		return err
 	}
-	tr.keep = true
-	r := &run{id: id, sess: sess, turn: tr, model: sess.Record().Model, created: now, updated: now, status: runRunning, changed: make(chan struct{})}
-	s.runs.add(r)
-	if ikey != "" {
-		s.runs.remember(ikey, fp, id)
+	r := newRun(rec, runQueued)
+	r.sess = sess
+	ahead := s.enqueue(r)
+	if ahead > 0 {
+		r.emit("run.queued", "", map[string]any{"session_id": sess.ID(), "ahead": ahead})
 	}
-	r.emit("run.started", "", map[string]any{"session_id": sess.ID()})
-	s.reqs.Add(1)
-	go func() {
-		defer s.reqs.Done()
-		s.follow(r)
-	}()
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
 	}
 	c.Set(HeaderSessionID, sess.ID())
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "replayed": false})
+	// "started" as the reference answers; GET /v1/runs/{id} tells queued from running.
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "admission_id": rec.AdmissionID, "replayed": false})
+}
+
+// storeCtx is the context of ledger writes: they must land even while the server stops (a
+// settlement written at shutdown is what keeps a run from being reported unknown later).
+func (s *Server) storeCtx() context.Context { return context.WithoutCancel(s.ctx) }
+
+func (rs *runs) hasQueue(sessionID string) bool {
+	if sessionID == "" {
+		return false
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.queues[sessionID]) > 0
+}
+
+// enqueue registers r, appends it to its session's FIFO and starts the FIFO's worker when it
+// has none. It returns how many runs are ahead of r.
+func (s *Server) enqueue(r *run) int {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	s.runs.addLocked(r)
+	s.runs.rememberLocked(r.rec)
+	if s.runs.queues == nil {
+		s.runs.queues = map[string][]*run{}
+	}
+	q := s.runs.queues[r.sessionID]
+	s.runs.queues[r.sessionID] = append(q, r)
+	if len(q) == 0 {
+		s.reqs.Add(1)
+		go func() {
+			defer s.reqs.Done()
+			s.drain(r.sessionID)
+		}()
+	}
+	return len(q)
+}
+
+// drain is the worker of one session's FIFO: it executes the runs in admission order, one at a
+// time, and exits when the FIFO is empty. A restart-unknown head blocks it until resolved.
+// When the server stops, the runs still queued are settled as interrupted.
+func (s *Server) drain(sessionID string) {
+	for {
+		s.runs.mu.Lock()
+		q := s.runs.queues[sessionID]
+		if len(q) == 0 {
+			delete(s.runs.queues, sessionID)
+			s.runs.mu.Unlock()
+			return
+		}
+		head := q[0]
+		s.runs.mu.Unlock()
+
+		if s.ctx.Err() == nil {
+			s.execute(head)
+		}
+		if s.ctx.Err() != nil && head.getStatus() == runQueued {
+			s.settleQueued(head, runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)")
+		}
+
+		s.runs.mu.Lock()
+		if q := s.runs.queues[sessionID]; len(q) > 0 && q[0] == head {
+			s.runs.queues[sessionID] = q[1:]
+		}
+		s.runs.mu.Unlock()
+	}
+}
+
+// execute runs the head of a FIFO to its end: it waits for a restart-unknown run to be
+// resolved, or starts a queued one and follows it until it settles.
+func (s *Server) execute(r *run) {
+	switch r.getStatus() {
+	case runUnknown:
+		select {
+		case <-r.resolved:
+		case <-s.ctx.Done():
+		}
+		return
+	case runQueued:
+	default:
+		return // stopped while queued
+	}
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	tr, err := s.startRun(r)
+	if err != nil {
+		s.release()
+		switch {
+		case errors.Is(err, errRunNotQueued): // stopped while queued; already settled
+		case s.ctx.Err() != nil:
+			s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
+				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdownQueue})
+		default:
+			s.settle(r, runFailed, map[string]any{"completed": false, "partial": false, "interrupted": false, "error": classify(err).Message})
+		}
+		return
+	}
+	s.follow(r, tr)
+}
+
+// startRun marks the run running in the store (before the turn is submitted: a crash after
+// this point leaves a run that may have done work, which is what restart-unknown means) and
+// submits its prompt once the session is idle.
+func (s *Server) startRun(r *run) (*turnRun, error) {
+	sess, _ := r.started()
+	if sess == nil {
+		var err error
+		if sess, err = s.eng.Open(s.ctx, r.sessionID); err != nil {
+			return nil, err
+		}
+	}
+	if err := sess.WaitIdle(s.ctx); err != nil {
+		return nil, err
+	}
+	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
+		if rec.Status != recQueued {
+			return errRunNotQueued
+		}
+		rec.Status, rec.Generation, rec.Process, rec.StartedAt = recRunning, rec.Generation+1, s.runs.boot, time.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.rec = rec
+	r.mu.Unlock()
+	for {
+		tr, err := startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Code == "session_busy" {
+			// Another client's turn slipped in between the wait and the submit: wait again.
+			if err := sess.WaitIdle(s.ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		tr.keep, tr.release = true, s.release
+		r.mu.Lock()
+		r.sess, r.turn, r.model = sess, tr, sess.Record().Model
+		stopping := r.status == runStopping // stop arrived between the record and the turn
+		status := runRunning
+		if stopping {
+			status = ""
+		}
+		r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID(), "admission_id": rec.AdmissionID, "execution_generation": rec.Generation})
+		r.mu.Unlock()
+		if stopping {
+			sess.Interrupt("user")
+		}
+		return tr, nil
+	}
 }
 
 // follow turns the turn's engine events into run events until the turn ends or the server
-// stops (then the turn is interrupted and the run reported interrupted).
-func (s *Server) follow(r *run) {
-	tr := r.turn
+// stops (then the turn is interrupted and the run settled interrupted).
+func (s *Server) follow(r *run, tr *turnRun) {
 	for !tr.done {
 		ev, err := tr.next(s.ctx)
 		if errors.Is(err, errSilent) {
@@ -326,7 +569,8 @@ func (s *Server) follow(r *run) {
 		}
 		if err != nil {
 			tr.close("shutdown")
-			r.emit("run.interrupted", runInterrupted, map[string]any{"error": "the server stopped before this run settled"})
+			s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
+				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdown})
 			return
 		}
 		switch ev.Type {
@@ -348,7 +592,7 @@ func (s *Server) follow(r *run) {
 				continue
 			}
 			if q.Kind != engine.KindApproval {
-				_ = r.sess.Withdraw(q.ID, noClient)
+				_ = tr.sess.Withdraw(q.ID, noClient)
 				continue
 			}
 			r.emit("approval.request", runWaiting, approvalFields(q))
@@ -362,12 +606,13 @@ func (s *Server) follow(r *run) {
 	}
 	// Free the slot before the terminal event: a client that saw it may start the next turn.
 	tr.close("shutdown")
-	r.settle(tr.out)
+	status, res := outcomeResult(tr.out)
+	s.settle(r, status, res)
 }
 
-// settle records the terminal status and event from the outcome: a run is never completed
-// with completed:false or partial:true.
-func (r *run) settle(o engine.Outcome) {
+// outcomeResult maps a turn's outcome to the terminal status and fields: a run is never
+// completed with completed:false or partial:true.
+func outcomeResult(o engine.Outcome) (string, map[string]any) {
 	usage := map[string]any{"input_tokens": o.Usage.PromptTokens, "output_tokens": o.Usage.CompletionTokens, "total_tokens": o.Usage.TotalTokens}
 	res := map[string]any{"completed": o.Completed, "partial": o.Partial, "interrupted": o.Interrupted, "turn_exit_reason": o.ExitReason, "output": o.Text, "usage": usage}
 	if o.PendingSteer != "" {
@@ -381,18 +626,72 @@ func (r *run) settle(o engine.Outcome) {
 		status = runFailed
 		res["error"] = outcomeError(o).Message
 	}
-	r.mu.Lock()
-	r.result = res
-	r.mu.Unlock()
-	fields := map[string]any{}
+	return status, res
+}
+
+// settle writes the terminal status of a running run (compare-and-set: only a record still
+// running under this process is settled), then publishes the terminal event. The write comes
+// first, so a client that saw the event never finds the run unsettled after a restart. A
+// failed write is logged and the event still goes out; the record then reads as
+// restart-unknown after a restart, which is the truth as far as the store knows.
+func (s *Server) settle(r *run, status string, res map[string]any) {
+	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
+		if rec.settled() {
+			return errRunSettled
+		}
+		rec.Status, rec.Result, rec.SettledAt = status, res, time.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		s.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
+	}
+	r.finish(rec, err == nil, status, res)
+}
+
+// finish records the result in memory and publishes the terminal event run.<status>.
+func (r *run) finish(rec runRecord, stored bool, status string, res map[string]any) {
+	fields := make(map[string]any, len(res))
 	for k, v := range res {
 		fields[k] = v
 	}
-	r.emit("run."+status, status, fields)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stored {
+		r.rec = rec
+	}
+	r.result = res
+	r.emitLocked("run."+status, status, fields)
+}
+
+// settleQueued settles a run that never started (stopped while queued, the server stopping,
+// or a start that failed) with compare-and-set from queued. It reports whether it settled it.
+func (s *Server) settleQueued(r *run, status, msg, reason string) bool {
+	res := map[string]any{"completed": false, "partial": false, "interrupted": status != runFailed, "error": msg}
+	if reason != "" {
+		res["turn_exit_reason"] = reason
+	}
+	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
+		if rec.settled() {
+			return errRunSettled
+		}
+		if status != runFailed && rec.Status != recQueued {
+			return errRunNotQueued
+		}
+		rec.Status, rec.Result, rec.SettledAt = status, res, time.Now().UTC()
+		return nil
+	})
+	if errors.Is(err, errRunSettled) || errors.Is(err, errRunNotQueued) {
+		return false
+	}
+	if err != nil {
+		s.log.Error("runs: settling a queued run in the store failed", "run_id", r.id, "status", status, "err", err)
+	}
+	r.finish(rec, err == nil, status, res)
+	return true
 }
 
 func (s *Server) getRun(c *fiber.Ctx) error {
-	r, err := s.runs.get(c.Params("id"))
+	r, err := s.getRunFor(c, c.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -403,7 +702,7 @@ func (s *Server) getRun(c *fiber.Ctx) error {
 // ?last_event_id=) replays what came after it; a finished run that has nothing left to replay
 // answers 204, which tells an EventSource to stop reconnecting.
 func (s *Server) runEvents(c *fiber.Ctx) error {
-	r, err := s.runs.get(c.Params("id"))
+	r, err := s.getRunFor(c, c.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -451,13 +750,42 @@ func (s *Server) streamRun(w *bufio.Writer, r *run, after int) {
 		case <-timer.C:
 			sse.comment("keepalive")
 		case <-s.ctx.Done():
+			// The run's worker settles it as interrupted; deliver that before closing.
+			s.finishStream(sse, r, after)
+			return
+		}
+	}
+}
+
+// finishStream waits (bounded) for the terminal event of a run whose server is stopping and
+// writes what came after `after`, so a stream ends with the terminal event rather than a cut.
+func (s *Server) finishStream(sse *sseWriter, r *run, after int) {
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		evs, done, changed := r.since(after)
+		for _, ev := range evs {
+			sse.write([]byte("id: "+strconv.Itoa(ev.seq)+"\n"), []byte("data: "), ev.data, []byte("\n\n"))
+			after = ev.seq
+		}
+		if done {
+			sse.comment("stream closed")
+			_ = sse.flush()
+			return
+		}
+		if sse.flush() != nil {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
 			return
 		}
 	}
 }
 
 func (s *Server) runApproval(c *fiber.Ctx) error {
-	r, err := s.runs.get(c.Params("id"))
+	r, err := s.getRunFor(c, c.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -481,18 +809,21 @@ func (s *Server) runApproval(c *fiber.Ctx) error {
 		return badRequest("request_id", "invalid_approval_request", "invalid request_id")
 	}
 	var ids []string
-	for _, q := range r.sess.OpenRequests() {
-		if q.TurnID != r.turn.turnID || q.Kind != engine.KindApproval || (req.RequestID != "" && q.ID != req.RequestID) {
-			continue
-		}
-		ids = append(ids, q.ID)
-		if !bool(req.All) {
-			break
+	sess, tr := r.started()
+	if sess != nil {
+		for _, q := range sess.OpenRequests() {
+			if q.TurnID != tr.turnID || q.Kind != engine.KindApproval || (req.RequestID != "" && q.ID != req.RequestID) {
+				continue
+			}
+			ids = append(ids, q.ID)
+			if !bool(req.All) {
+				break
+			}
 		}
 	}
 	resolved := 0
 	for _, id := range ids {
-		if err := r.sess.Answer(id, map[string]any{"choice": choice}); err == nil {
+		if err := sess.Answer(id, map[string]any{"choice": choice}); err == nil {
 			resolved++
 		}
 	}
@@ -508,7 +839,7 @@ func (s *Server) runApproval(c *fiber.Ctx) error {
 }
 
 func (s *Server) runSteer(c *fiber.Ctx) error {
-	r, err := s.runs.get(c.Params("id"))
+	r, err := s.getRunFor(c, c.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -534,31 +865,40 @@ func (s *Server) runSteer(c *fiber.Ctx) error {
 	if text == "" {
 		return badRequest("input", "invalid_steer_input", "steer text is empty")
 	}
-	r.mu.Lock()
-	status := r.status
-	r.mu.Unlock()
-	if status != runRunning {
+	status := r.getStatus()
+	sess, _ := r.started()
+	if status != runRunning || sess == nil {
 		return &apiError{Status: fiber.StatusConflict, Message: "run " + r.id + " is " + status + " and does not accept steer", Type: "invalid_request_error", Code: "run_not_accepting_steer", NoRetry: true}
 	}
-	if _, err := r.sess.Steer(text); err != nil {
+	if _, err := sess.Steer(text); err != nil {
 		return &apiError{Status: fiber.StatusConflict, Message: "steer not accepted: " + err.Error(), Type: "invalid_request_error", Code: "steer_not_accepted", NoRetry: true}
 	}
 	r.emit("run.steered", "", map[string]any{"accepted": true})
 	return c.JSON(fiber.Map{"object": "hermes.run.steer", "run_id": r.id, "accepted": true})
 }
 
+// stopRun interrupts a running run (it then ends cancelled, or completed when it finished
+// first) and cancels a queued one before it starts. A restart-unknown run is not active here:
+// resolve-unknown is how it ends.
 func (s *Server) stopRun(c *fiber.Ctx) error {
-	r, err := s.runs.get(c.Params("id"))
+	r, err := s.getRunFor(c, c.Params("id"))
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	status := r.status
-	r.mu.Unlock()
-	if terminal(status) || status == runStopping {
+	switch status := r.getStatus(); {
+	case terminal(status) || status == runStopping:
 		return c.JSON(r.statusObject())
+	case status == runUnknown:
+		return &apiError{Status: fiber.StatusConflict, Message: "run " + r.id + " is restart-unknown and not active in this process; resolve it with POST /v1/runs/" + r.id + "/resolve-unknown", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
+	case status == runQueued:
+		if s.settleQueued(r, runCancelled, "stopped before it started", "interrupted_by_user") {
+			return c.JSON(r.statusObject())
+		}
+		// It started meanwhile: stop it as a running run.
 	}
 	r.emit("run.stopping", runStopping, nil)
-	r.sess.Interrupt("user")
+	if sess, _ := r.started(); sess != nil {
+		sess.Interrupt("user")
+	}
 	return c.JSON(fiber.Map{"run_id": r.id, "status": runStopping})
 }

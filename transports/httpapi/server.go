@@ -87,6 +87,10 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	if s.opts.MaxConcurrent > 0 {
 		s.slots = make(chan struct{}, s.opts.MaxConcurrent)
 	}
+	if err := s.initRuns(); err != nil {
+		s.cancel()
+		return nil, err
+	}
 	for _, o := range opts.CORSOrigins {
 		s.cors[strings.TrimRight(strings.TrimSpace(o), "/")] = true
 	}

@@ -326,7 +326,7 @@ func TestModelsAndCapabilities(t *testing.T) {
 	if err := json.Unmarshal(r.body, &caps); err != nil {
 		t.Fatal(err)
 	}
-	if caps.Features["chat_completions_streaming"] != true || caps.Features["responses_api"] != true || caps.Features["run_unknown_resolution"] != false || caps.Features["session_continuity_header"] != "X-Hermes-Session-Id" {
+	if caps.Features["chat_completions_streaming"] != true || caps.Features["responses_api"] != true || caps.Features["run_unknown_resolution"] != true || caps.Features["session_continuity_header"] != "X-Hermes-Session-Id" {
 		t.Fatalf("features %s", r.body)
 	}
 	// Every advertised endpoint answers (not 404).
