@@ -110,3 +110,83 @@ func TestEngineTurnUsesMCPTool(t *testing.T) {
 		t.Errorf("approver saw %q", appr.seen)
 	}
 }
+
+// askApprover asks about every call.
+type askApprover struct{}
+
+func (askApprover) Approve(context.Context, policy.ApprovalInput) (policy.ApprovalDecision, error) {
+	return policy.ApprovalDecision{Decision: policy.Ask, Reason: "every call is confirmed"}, nil
+}
+
+// TestAskPolicyCoversMCPTools: under an ask policy an MCP tool call raises an approval request
+// naming the namespaced tool; the server is not called until the request is answered.
+func TestAskPolicyCoversMCPTools(t *testing.T) {
+	_, tools, _ := newManager(t, map[string]mcptool.ServerConfig{"t": stdioServer("ok")}, 0)
+	reg := tool.NewRegistry(tools["t__echo"])
+	srv := openaitest.New(t)
+	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{
+		Store:        st,
+		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: srv.URL(), MaxRetries: -1})},
+		DefaultModel: "openai:fake-agent",
+		Tools:        reg,
+		Policy:       policy.Set{Approver: askApprover{}},
+		Cwd:          t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "t__echo", Args: []string{`{"text":"approved words"}`}}),
+		openaitest.Text("done"),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := eng.Create(ctx, engine.CreateOptions{Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := s.Subscribe(s.LastSeq())
+	defer sub.Close()
+	adm, err := s.Submit(ctx, engine.Prompt{Text: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req engine.Request
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("no approval request: %v", err)
+		}
+		if ev.Type == engine.EvToolComplete {
+			t.Fatal("the MCP tool ran before it was approved")
+		}
+		if ev.Type == engine.EvRequestOpen {
+			req = ev.Data.(engine.Request)
+			break
+		}
+	}
+	if req.Kind != engine.KindApproval || req.Payload["tool"] != "t__echo" {
+		t.Fatalf("request %+v", req)
+	}
+	if len(srv.Requests()) != 1 {
+		t.Fatalf("%d model requests while the approval is open", len(srv.Requests()))
+	}
+	if err := s.Answer(req.ID, map[string]any{"choice": engine.ChoiceOnce}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Wait(ctx, adm.TurnID)
+	if err != nil || out.Status != engine.StatusCompleted {
+		t.Fatalf("outcome %+v %v", out, err)
+	}
+	if reqs := srv.Requests(); len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "echo: approved words") {
+		t.Fatalf("the approved call's result did not reach the model")
+	}
+}

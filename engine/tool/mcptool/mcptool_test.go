@@ -577,3 +577,69 @@ func TestHTTPServerRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadReadsTheNewConfiguration: Reload takes the server set from Reconfigure: a changed
+// server restarts with its new settings, a removed one stops (its tools fail with ErrRemoved),
+// an added one starts. A Reconfigure error keeps the servers it had.
+func TestReloadReadsTheNewConfiguration(t *testing.T) {
+	var mu sync.Mutex
+	next := map[string]mcptool.ServerConfig{"keep": stdioServer("ok"), "drop": stdioServer("ok")}
+	var reconfErr error
+	logs := &logBuffer{}
+	m := mcptool.New(next, mcptool.Options{
+		Logger:       slog.New(slog.NewTextHandler(logs, nil)),
+		StartTimeout: 20 * time.Second,
+		Reconfigure: func() (map[string]mcptool.ServerConfig, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return next, reconfErr
+		},
+	})
+	t.Cleanup(func() { m.Close() })
+	tools := map[string]tool.Tool{}
+	for _, tl := range m.Tools(context.Background()) {
+		tools[tl.Spec().Name] = tl
+	}
+	keepPid, err := call(t, tools, "keep__pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropPid, err := call(t, tools, "drop__pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	changed := stdioServer("ok")
+	changed.Timeout = 100 * time.Millisecond // takes effect: slow now times out
+	mu.Lock()
+	next = map[string]mcptool.ServerConfig{"keep": changed, "added": stdioServer("ok")}
+	mu.Unlock()
+	st := m.Reload(context.Background())
+	if len(st) != 2 || st[0].Name != "added" || !st[0].Connected || st[0].Tools != 10 || st[1].Name != "keep" || !st[1].Connected {
+		t.Fatalf("status after reload %+v", st)
+	}
+	if r, err := call(t, tools, "keep__pid", `{}`); err != nil || r.Content == keepPid.Content {
+		t.Fatalf("kept server not restarted: %s then %s (%v)", keepPid.Content, r.Content, err)
+	}
+	if _, err := call(t, tools, "keep__slow", `{}`); !errors.Is(err, mcptool.ErrTimeout) {
+		t.Fatalf("the changed timeout was not applied: %v", err)
+	}
+	if _, err := call(t, tools, "drop__pid", `{}`); !errors.Is(err, mcptool.ErrRemoved) {
+		t.Fatalf("removed server's tool: %v", err)
+	}
+	pid, _ := strconv.Atoi(dropPid.Content)
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("removed server %d still running: %v", pid, err)
+	}
+
+	mu.Lock()
+	reconfErr = errors.New("config.yaml: line 3: bad indentation")
+	mu.Unlock()
+	st = m.Reload(context.Background())
+	if len(st) != 2 || !st[1].Connected {
+		t.Fatalf("status after a failed re-read %+v", st)
+	}
+	if !strings.Contains(logs.String(), "bad indentation") {
+		t.Errorf("the configuration error was not logged: %s", logs)
+	}
+}
