@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/transports/acp"
 )
@@ -49,20 +50,31 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 	}
 	// stdout carries protocol frames only; every diagnostic goes to stderr.
 	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := assemble(cfg, logger)
-	if err != nil {
-		return fail(io, err)
-	}
-	defer a.Close()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = acp.Serve(ctx, a.eng, io.in, io.out, acp.Options{
+	// The store opens while the client's initialize is answered; a store that cannot open
+	// fails every session method with its error (and `hermes acp --check` reports it).
+	// ServeLazy returns only after open has, so a is settled when it is read below.
+	var a *assembled
+	open := func() (*engine.Engine, error) {
+		var err error
+		if a, err = assemble(cfg, logger); err != nil {
+			return nil, err
+		}
+		return a.eng, nil
+	}
+	err = acp.ServeLazy(ctx, open, io.in, io.out, acp.Options{
 		Version:  version,
 		Logger:   logger,
 		Ready:    func() error { return providerReady(cfg) },
 		Models:   acpModels(cfg),
 		ImageDir: filepath.Join(cfg.Home, "attachments"),
 	})
+	if a != nil {
+		if cerr := a.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		return fail(io, err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
 
 // Auth method ids advertised in initialize.
@@ -59,6 +60,11 @@ type Options struct {
 	MaxMessageBytes int
 	// ImageDir holds image prompt blocks saved for the engine. Default: a temp directory.
 	ImageDir string
+	// FSTimeout bounds one fs/read_text_file or fs/write_text_file round trip; a client that
+	// does not answer in time fails the tool call. Default 2 minutes.
+	FSTimeout time.Duration
+	// MCP tunes the connections to the MCP servers a client passes for a session.
+	MCP mcptool.Options
 }
 
 func (o *Options) defaults() {
@@ -77,18 +83,48 @@ func (o *Options) defaults() {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if o.FSTimeout <= 0 {
+		o.FSTimeout = 2 * time.Minute
+	}
+	if o.MCP.Logger == nil {
+		o.MCP.Logger = o.Logger
+	}
+	if o.MCP.ClientVersion == "" {
+		o.MCP.ClientVersion = o.Version
+	}
 }
 
 // Serve runs one ACP connection on in/out until the client disconnects or ctx ends. It
 // interrupts the connection's running turns before returning. out carries protocol frames
 // only.
 func Serve(ctx context.Context, eng *engine.Engine, in io.Reader, out io.Writer, o Options) error {
+	return ServeLazy(ctx, func() (*engine.Engine, error) { return eng, nil }, in, out, o)
+}
+
+// ServeLazy is Serve with an engine that open builds while the connection starts: open runs
+// concurrently from the first moment, and initialize and authenticate are answered without
+// waiting for it, since opening a store takes longer than an editor's handshake. Session
+// methods wait for open; if it failed, each of them answers with a JSON-RPC internal error
+// carrying open's error. ServeLazy returns only after open has returned; closing the engine
+// stays with the caller.
+func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.Reader, out io.Writer, o Options) error {
 	o.defaults()
 	w := &lockedWriter{w: out}
 	pr, pw := io.Pipe()
 	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLive()
-	a := &agent{eng: eng, o: o, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive}
+	a := &agent{o: o, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive, engReady: make(chan struct{})}
+	go func() {
+		defer close(a.engReady)
+		a.eng, a.engErr = open()
+		if a.engErr == nil && a.eng == nil {
+			a.engErr = errors.New("no engine")
+		}
+		if a.engErr != nil {
+			o.Logger.Error("hermes could not start", "err", a.engErr)
+		}
+	}()
+	defer func() { <-a.engReady }()
 	conn := sdk.NewAgentSideConnection(a, w, pr)
 	conn.SetLogger(o.Logger)
 	a.conn = conn
@@ -130,9 +166,14 @@ func Serve(ctx context.Context, eng *engine.Engine, in io.Reader, out io.Writer,
 
 // agent implements the SDK's Agent interfaces over the engine.
 type agent struct {
-	eng  *engine.Engine
 	o    Options
 	conn *sdk.AgentSideConnection
+	// eng and engErr are written once before engReady is closed and only read after it.
+	engReady chan struct{}
+	eng      *engine.Engine
+	engErr   error
+	// fs is what the client said it can do with files (initialize).
+	fsRead, fsWrite bool
 	// live is the connection's lifetime as turns see it: it ends drainTimeout after the
 	// client goes away, so a stuck turn cannot hold Serve forever.
 	live    context.Context
@@ -143,6 +184,20 @@ type agent struct {
 	closed   map[string]bool
 	stopping bool
 	prompts  sync.WaitGroup // running Prompt handlers
+	attaches sync.WaitGroup // MCP attach goroutines (mcp.go)
+}
+
+// engine waits for the engine ServeLazy is opening.
+func (a *agent) engine(ctx context.Context) (*engine.Engine, error) {
+	select {
+	case <-a.engReady:
+	case <-ctx.Done():
+		return nil, errorf("hermes is still starting: %v", ctx.Err())
+	}
+	if a.engErr != nil {
+		return nil, errorf("hermes could not start: %v", a.engErr)
+	}
+	return a.eng, nil
 }
 
 // enter registers a Prompt handler unless shutdown has begun.
@@ -160,6 +215,9 @@ func (a *agent) enter() bool {
 type session struct {
 	s   *engine.Session
 	cwd string
+	// mcp is the session's MCP servers from the client; nil when it passed none. Guarded by
+	// agent.mu (the attachment itself is safe to use without it).
+	mcp *mcpAttachment
 }
 
 var (
@@ -181,9 +239,27 @@ func (a *agent) shutdown() {
 	timer := time.AfterFunc(drainTimeout, a.endLive)
 	defer timer.Stop()
 	a.prompts.Wait()
+	// No turn runs any more: the client's file system and MCP servers can go.
+	for _, s := range live {
+		a.detach(s)
+	}
+	a.attaches.Wait()
+}
+
+// detach returns a session to the disk and stops the MCP servers the client gave it.
+func (a *agent) detach(ss *session) {
+	ss.s.SetFS(nil)
+	a.mu.Lock()
+	m := ss.mcp
+	ss.mcp = nil
+	a.mu.Unlock()
+	m.close()
 }
 
 func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	a.mu.Lock()
+	a.fsRead, a.fsWrite = p.ClientCapabilities.Fs.ReadTextFile, p.ClientCapabilities.Fs.WriteTextFile
+	a.mu.Unlock()
 	setupDesc := "Configure a model provider in the terminal"
 	agentDesc := "Use the provider configured for Hermes"
 	return sdk.InitializeResponse{
@@ -192,6 +268,8 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 		AgentCapabilities: sdk.AgentCapabilities{
 			LoadSession:        true,
 			PromptCapabilities: sdk.PromptCapabilities{Image: true, EmbeddedContext: true},
+			// stdio is implied; SSE, the deprecated transport, is not spoken.
+			McpCapabilities: sdk.McpCapabilities{Http: true},
 			SessionCapabilities: sdk.SessionCapabilities{
 				List: &sdk.SessionListCapabilities{}, Fork: &sdk.SessionForkCapabilities{},
 				Resume: &sdk.SessionResumeCapabilities{}, Close: &sdk.SessionCloseCapabilities{},
@@ -242,10 +320,20 @@ func (a *agent) get(id sdk.SessionId) (*session, error) {
 
 func (a *agent) add(s *engine.Session, cwd string) *session {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	ss := &session{s: s, cwd: cwd}
-	a.sessions[s.ID()] = ss
-	delete(a.closed, s.ID())
+	ss, ok := a.sessions[s.ID()]
+	if !ok {
+		ss = &session{s: s, cwd: cwd}
+		a.sessions[s.ID()] = ss
+		delete(a.closed, s.ID())
+	}
+	fs := &clientFS{a: a, id: s.ID(), read: a.fsRead, write: a.fsWrite}
+	stopping := a.stopping
+	a.mu.Unlock()
+	// A session added while the connection ends keeps the disk: nobody would take the
+	// client's file system back from it.
+	if (fs.read || fs.write) && !stopping {
+		s.SetFS(fs)
+	}
 	return ss
 }
 
@@ -254,7 +342,11 @@ func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*sessio
 	if s, err := a.get(id); err == nil {
 		return s, nil
 	}
-	s, err := a.eng.Open(ctx, string(id))
+	eng, err := a.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, err := eng.Open(ctx, string(id))
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, engine.ErrSessionNotFound) {
 			return nil, errUnknownSession(id)
@@ -271,11 +363,16 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	if !filepath.IsAbs(p.Cwd) {
 		return sdk.NewSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path"})
 	}
-	s, err := a.eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source, Lazy: true})
+	eng, err := a.engine(ctx)
+	if err != nil {
+		return sdk.NewSessionResponse{}, err
+	}
+	s, err := eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source, Lazy: true})
 	if err != nil {
 		return sdk.NewSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
 	ss := a.add(s, p.Cwd)
+	a.attachMCP(ss, p.McpServers)
 	return sdk.NewSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: a.configOptions(ss)}, nil
 }
 
@@ -284,6 +381,7 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
+	a.attachMCP(ss, p.McpServers)
 	if err := a.replay(ctx, ss); err != nil {
 		return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
@@ -295,6 +393,7 @@ func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (
 	if err != nil {
 		return sdk.ResumeSessionResponse{}, err
 	}
+	a.attachMCP(ss, p.McpServers)
 	return sdk.ResumeSessionResponse{ConfigOptions: a.configOptions(ss)}, nil
 }
 
@@ -302,7 +401,7 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 	if _, err := a.open(ctx, p.SessionId, ""); err != nil {
 		return sdk.UnstableForkSessionResponse{}, err
 	}
-	s, err := a.eng.Branch(ctx, string(p.SessionId), engine.BranchOptions{Source: Source})
+	s, err := a.eng.Branch(ctx, string(p.SessionId), engine.BranchOptions{Source: Source}) // open waited for the engine
 	if err != nil {
 		if errors.Is(err, engine.ErrNothingToBranch) {
 			return sdk.UnstableForkSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
@@ -313,7 +412,8 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 	if cwd == "" {
 		cwd = s.Record().Cwd
 	}
-	a.add(s, cwd)
+	ss := a.add(s, cwd)
+	a.attachMCP(ss, forkServers(p.McpServers))
 	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID())}, nil
 }
 
@@ -329,7 +429,11 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 		}
 		offset = n
 	}
-	all, err := a.eng.List(ctx, store.ListOptions{})
+	eng, err := a.engine(ctx)
+	if err != nil {
+		return sdk.ListSessionsResponse{}, err
+	}
+	all, err := eng.List(ctx, store.ListOptions{})
 	if err != nil {
 		return sdk.ListSessionsResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
@@ -369,8 +473,9 @@ func (a *agent) CloseSession(ctx context.Context, p sdk.CloseSessionRequest) (sd
 		return sdk.CloseSessionResponse{}, errUnknownSession(p.SessionId)
 	}
 	// Interrupt, not Close: the session stays in the store and loadable; the engine only
-	// stops its work for this client.
+	// stops its work for this client, whose file system and MCP servers it gives back.
 	ss.s.Interrupt("session closed by client")
+	a.detach(ss)
 	return sdk.CloseSessionResponse{}, nil
 }
 
@@ -498,6 +603,11 @@ func (a *agent) replay(ctx context.Context, ss *session) error {
 			}
 			a.update(ctx, id, sdk.UpdateToolCall(sdk.ToolCallId(r.ToolCallID), sdk.WithUpdateStatus(status),
 				sdk.WithUpdateContent(resultContent(r.ToolName, ss.cwd, nil, r.Content, nil))))
+			if r.ToolName == "todo" {
+				if u, ok := planUpdate(r.Content); ok {
+					a.update(ctx, id, u)
+				}
+			}
 		}
 	}
 	for _, c := range order {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/hermes-go/hermes/engine/tool/builtin"
 )
 
 // maxToolText caps text shown in a tool call's content; the model still sees the full result.
@@ -39,7 +41,7 @@ func toolKind(name string) sdk.ToolKind {
 		return sdk.ToolKindExecute
 	case "web_fetch", "web_search":
 		return sdk.ToolKindFetch
-	case "delegate_task", "clarify":
+	case "delegate_task", "clarify", "todo":
 		return sdk.ToolKindThink
 	}
 	return sdk.ToolKindOther
@@ -71,8 +73,45 @@ func toolTitle(name string, args map[string]any) string {
 		if p := str(args, "pattern"); p != "" {
 			return "search " + p
 		}
+	case "todo":
+		if items, ok := args["todos"].([]any); ok {
+			if merge, _ := args["merge"].(bool); merge {
+				return fmt.Sprintf("update plan (%d items)", len(items))
+			}
+			return fmt.Sprintf("plan (%d items)", len(items))
+		}
 	}
 	return name
+}
+
+// planUpdate turns a todo result (the whole list) into a plan update, which replaces the
+// client's plan. ACP plans have no cancelled status: a cancelled item shows as completed
+// with a "[cancelled]" prefix. ok is false when content is not a todo list.
+func planUpdate(content string) (u sdk.SessionUpdate, ok bool) {
+	var l builtin.TodoList
+	if json.Unmarshal([]byte(content), &l) != nil || l.Todos == nil {
+		return u, false
+	}
+	entries := make([]sdk.PlanEntry, 0, len(l.Todos))
+	for _, it := range l.Todos {
+		e := sdk.PlanEntry{Content: it.Content, Priority: sdk.PlanEntryPriorityMedium, Status: sdk.PlanEntryStatusPending}
+		switch it.Priority {
+		case builtin.TodoHigh:
+			e.Priority = sdk.PlanEntryPriorityHigh
+		case builtin.TodoLow:
+			e.Priority = sdk.PlanEntryPriorityLow
+		}
+		switch it.Status {
+		case builtin.TodoInProgress:
+			e.Status = sdk.PlanEntryStatusInProgress
+		case builtin.TodoCompleted:
+			e.Status = sdk.PlanEntryStatusCompleted
+		case builtin.TodoCancelled:
+			e.Status, e.Content = sdk.PlanEntryStatusCompleted, "[cancelled] "+it.Content
+		}
+		entries = append(entries, e)
+	}
+	return sdk.SessionUpdate{Plan: &sdk.SessionUpdatePlan{Entries: entries, SessionUpdate: "plan"}}, true
 }
 
 // absPath resolves a tool path against the session directory; ACP locations are absolute.

@@ -34,6 +34,16 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if strings.TrimSpace(in.text) == "" {
 		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": "the prompt is empty"})
 	}
+	// The client's MCP servers for this session start in the background; the model's turn
+	// must see their tools, and the user hears about any that failed before the answer.
+	a.mu.Lock()
+	m := ss.mcp
+	a.mu.Unlock()
+	if notice, err := m.ready(a.live); err != nil {
+		return sdk.PromptResponse{}, errorf("the agent is shutting down")
+	} else if notice != "" {
+		a.update(a.live, ss.s.ID(), sdk.UpdateAgentMessageText(notice))
+	}
 	s := ss.s
 	// Subscribe before submitting so no event of the new turn is missed.
 	sub := s.Subscribe(s.LastSeq())
@@ -295,6 +305,11 @@ func (t *turn) complete(ctx context.Context, d engine.ToolComplete) {
 	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(d.CallID), sdk.WithUpdateStatus(status),
 		sdk.WithUpdateContent(resultContent(ts.name, t.ss.cwd, ts.args, d.Result.Content, d.Result.Meta)),
 		sdk.WithUpdateRawOutput(map[string]any{"content": truncate(d.Result.Content, maxToolText), "is_error": d.Result.IsError})))
+	if ts.name == "todo" && status == sdk.ToolCallStatusCompleted {
+		if u, ok := planUpdate(d.Result.Content); ok {
+			t.a.update(ctx, t.id, u)
+		}
+	}
 }
 
 // resolved moves an approved call from pending back to in_progress; a denied one is closed
