@@ -223,7 +223,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if ct.key != "" {
 		c.Set(HeaderSessionKey, ct.key)
 	}
-	run, err := s.startTurn(s.ctx, ct.sess, ct.prompt)
+	run, err := s.startTurn(s.turnCtx(c), ct.sess, ct.prompt)
 	if err != nil {
 		return err
 	}

@@ -204,7 +204,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
 	}
-	run, err := s.startTurn(ctx, sess, prompt)
+	run, err := s.startTurn(s.turnCtx(c), sess, prompt)
 	if err != nil {
 		return err
 	}

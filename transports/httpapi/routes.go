@@ -21,6 +21,9 @@ func (s *Server) routes() {
 	s.app.Post("/v1/runs/:id/steer", s.runSteer)
 	s.app.Post("/v1/runs/:id/stop", s.stopRun)
 	s.app.Post("/v1/runs/:id/resolve-unknown", s.resolveUnknown)
+	s.app.Get("/api/model/options", s.modelOptions)
+	s.sessionRoutes()
+	s.browserRoutes()
 }
 
 // models is the advertised list: the default model first, then Options.Models, no duplicates.
@@ -96,9 +99,9 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 	if ms := s.models(); len(ms) > 0 {
 		def = ms[0]
 	}
-	return c.JSON(fiber.Map{
+	body := fiber.Map{
 		"object":   "hermes.api_server.capabilities",
-		"platform": "hermes-agent",
+		"platform": platform,
 		"version":  s.opts.Version,
 		"model":    def,
 		"auth":     fiber.Map{"type": "bearer", "required": true},
@@ -109,28 +112,48 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"run_submission": true, "run_status": true, "run_events_sse": true, "run_stop": true, "run_steer": true,
 			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
 			"run_unknown_resolution": true, "run_durable_admission": true, "run_idempotency": fiber.Map{"supported": true, "durable": true, "retention_seconds": int(idempotencyRetention.Seconds())},
+			"session_resources": true, "session_chat": true, "session_chat_streaming": true, "session_fork": true,
+			"model_options":             true,
+			"browser_control":           s.browser != nil,
 			"session_continuity_header": HeaderSessionID,
 			"session_key_header":        HeaderSessionKey,
 			"cors":                      len(s.cors) > 0,
 			"websocket_gateway":         true,
 		},
 		"endpoints": fiber.Map{
-			"health":           ep("GET", "/health"),
-			"health_detailed":  ep("GET", "/health/detailed"),
-			"models":           ep("GET", "/v1/models"),
-			"capabilities":     ep("GET", "/v1/capabilities"),
-			"chat_completions": ep("POST", "/v1/chat/completions"),
-			"responses":        ep("POST", "/v1/responses"),
-			"response":         ep("GET", "/v1/responses/{response_id}"),
-			"response_delete":  ep("DELETE", "/v1/responses/{response_id}"),
-			"runs":             ep("POST", "/v1/runs"),
-			"run_status":       ep("GET", "/v1/runs/{run_id}"),
-			"run_events":       ep("GET", "/v1/runs/{run_id}/events"),
-			"run_approval":     ep("POST", "/v1/runs/{run_id}/approval"),
-			"run_steer":        ep("POST", "/v1/runs/{run_id}/steer"),
-			"run_stop":         ep("POST", "/v1/runs/{run_id}/stop"),
-			"run_resolve":      ep("POST", "/v1/runs/{run_id}/resolve-unknown"),
-			"websocket":        ep("GET", "/api/ws"),
+			"health":              ep("GET", "/health"),
+			"health_detailed":     ep("GET", "/health/detailed"),
+			"models":              ep("GET", "/v1/models"),
+			"capabilities":        ep("GET", "/v1/capabilities"),
+			"chat_completions":    ep("POST", "/v1/chat/completions"),
+			"responses":           ep("POST", "/v1/responses"),
+			"response":            ep("GET", "/v1/responses/{response_id}"),
+			"response_delete":     ep("DELETE", "/v1/responses/{response_id}"),
+			"runs":                ep("POST", "/v1/runs"),
+			"run_status":          ep("GET", "/v1/runs/{run_id}"),
+			"run_events":          ep("GET", "/v1/runs/{run_id}/events"),
+			"run_approval":        ep("POST", "/v1/runs/{run_id}/approval"),
+			"run_steer":           ep("POST", "/v1/runs/{run_id}/steer"),
+			"run_stop":            ep("POST", "/v1/runs/{run_id}/stop"),
+			"run_resolve":         ep("POST", "/v1/runs/{run_id}/resolve-unknown"),
+			"websocket":           ep("GET", "/api/ws"),
+			"model_options":       ep("GET", "/api/model/options"),
+			"sessions":            ep("GET", "/api/sessions"),
+			"session_create":      ep("POST", "/api/sessions"),
+			"session":             ep("GET", "/api/sessions/{session_id}"),
+			"session_update":      ep("PATCH", "/api/sessions/{session_id}"),
+			"session_delete":      ep("DELETE", "/api/sessions/{session_id}"),
+			"session_messages":    ep("GET", "/api/sessions/{session_id}/messages"),
+			"session_fork":        ep("POST", "/api/sessions/{session_id}/fork"),
+			"session_chat":        ep("POST", "/api/sessions/{session_id}/chat"),
+			"session_chat_stream": ep("POST", "/api/sessions/{session_id}/chat/stream"),
 		},
-	})
+	}
+	if s.browser != nil {
+		endpoints := body["endpoints"].(fiber.Map)
+		endpoints["browser_control_register"] = ep("POST", "/v1/browser-control/register")
+		endpoints["browser_control_ws"] = ep("GET", "/v1/browser-control/ws")
+		body["browser_control"] = fiber.Map{"capabilities": s.browser.caps, "timeout_ms": s.browserTimeout().Milliseconds()}
+	}
+	return c.JSON(body)
 }

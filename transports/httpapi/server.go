@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net"
@@ -38,6 +40,16 @@ type Options struct {
 	// together); beyond it a new request gets 429 with Retry-After. 0 means 10; negative
 	// means no cap.
 	MaxConcurrent int
+	// ExtraKeys are further API keys. Every key is its own principal (see Principal):
+	// browser-control controllers are bound to the principal of the key that registered them.
+	ExtraKeys []string
+	// BrowserControl configures browser control (off by default).
+	BrowserControl BrowserControl
+	// Providers describes the configured model providers for /api/model/options; nil derives
+	// the list from the engine.
+	Providers func() []ProviderInfo
+	// Status adds subsystem reports (e.g. "mcp") to /health/detailed.
+	Status func(ctx context.Context) map[string]any
 }
 
 // Server is the fiber app and what it serves.
@@ -56,6 +68,9 @@ type Server struct {
 	cors   map[string]bool
 	runs   runs
 	slots  chan struct{} // concurrency cap; nil when uncapped
+	// browser is the browser-control broker; nil when browser control is off.
+	browser *broker
+	catalog modelCatalog
 
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}
@@ -103,15 +118,15 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 		Immutable:    true,
 		ErrorHandler: s.errorHandler,
 	})
+	if err := s.initBrowser(); err != nil {
+		return nil, err
+	}
 	s.app.Use(s.common)
-	health := func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) }
-	s.app.Get("/health", health)
-	s.app.Get("/v1/health", health) // where OpenAI-style clients look, relative to their base URL
+	s.app.Get("/health", s.health)
+	s.app.Get("/v1/health", s.health) // where OpenAI-style clients look, relative to their base URL
 	s.app.Get("/api/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}))
 	s.app.Use(s.auth)
-	s.app.Get("/health/detailed", func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"status": "ok", "version": opts.Version, "uptime_s": int(time.Since(s.start).Seconds()), "live_sessions": len(eng.LiveSessions())})
-	})
+	s.app.Get("/health/detailed", s.healthDetailed)
 	s.routes()
 	return s, nil
 }
@@ -139,8 +154,42 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // keyOK compares in constant time.
 func (s *Server) keyOK(got string) bool {
-	return len(got) > 0 && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.APIKey)) == 1
+	_, ok := s.principalOf(got)
+	return ok
 }
+
+// principalOf finds the key got among the configured keys, comparing every key in constant
+// time, and returns its principal.
+func (s *Server) principalOf(got string) (string, bool) {
+	if len(got) == 0 {
+		return "", false
+	}
+	match := ""
+	for _, k := range append([]string{s.opts.APIKey}, s.opts.ExtraKeys...) {
+		if len(k) > 0 && subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
+			match = k
+		}
+	}
+	if match == "" {
+		return "", false
+	}
+	return Principal(match), true
+}
+
+// Principal is the identity of an API key: a digest, so the key itself never becomes a map
+// key, a log field or part of a response.
+func Principal(key string) string {
+	h := sha256.Sum256([]byte("hermes principal\x00" + key))
+	return "key_" + hex.EncodeToString(h[:8])
+}
+
+// principal is the principal of the request (set by auth).
+func principal(c *fiber.Ctx) string {
+	p, _ := c.Locals(localPrincipal).(string)
+	return p
+}
+
+const localPrincipal = "hermes.principal"
 
 func bearer(h string) string {
 	if v, ok := strings.CutPrefix(h, "Bearer "); ok {
@@ -150,8 +199,10 @@ func bearer(h string) string {
 }
 
 func (s *Server) auth(c *fiber.Ctx) error {
-	if !s.keyOK(bearer(c.Get(fiber.HeaderAuthorization))) {
+	p, ok := s.principalOf(bearer(c.Get(fiber.HeaderAuthorization)))
+	if !ok {
 		return writeError(c, &apiError{Status: fiber.StatusUnauthorized, Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"})
 	}
+	c.Locals(localPrincipal, p)
 	return c.Next()
 }

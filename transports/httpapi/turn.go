@@ -47,12 +47,14 @@ func (s *Server) startTurn(ctx context.Context, sess *engine.Session, text strin
 			return nil, &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 		}
 	}
-	r, err := startTurn(ctx, sess, text, s.opts.KeepAlive)
+	// The browser broker records whose request started the turn, so the turn's browser
+	// tool calls reach that principal's controller only.
+	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, sess, text, s.opts.KeepAlive) })
 	if err != nil {
 		s.release()
 		return nil, err
 	}
-	r.release = s.release
+	r.release = func() { s.browser.unbind(sess.ID(), r.turnID); s.release() }
 	return r, nil
 }
 

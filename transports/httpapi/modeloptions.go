@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// ProviderInfo describes one configured model provider for GET /api/model/options.
+type ProviderInfo struct {
+	Name    string
+	Type    string // openai | replay
+	BaseURL string
+	APIKey  string            // sent when probing; never reported
+	Headers map[string]string // sent when probing
+	Models  []string          // configured model names, without the provider prefix
+	// Custom marks a saved custom endpoint whose /models list is probed: the current
+	// provider's when the picker opens, every custom provider's on refresh=1.
+	Custom bool
+}
+
+// Probe policy: a probe that takes longer than probeTimeout is reported as failed (an
+// offline saved endpoint must not stall the picker), and a result is reused for probeTTL.
+const (
+	probeTimeout = 5 * time.Second
+	probeTTL     = 5 * time.Minute
+	probeMaxBody = 4 << 20
+)
+
+// modelCatalog caches probe results per provider.
+type modelCatalog struct {
+	mu    sync.Mutex
+	cache map[string]probeResult
+	// client is the probe HTTP client (a test may shorten its timeout).
+	client *http.Client
+}
+
+type probeResult struct {
+	models []string
+	err    string
+	at     time.Time
+}
+
+func (m *modelCatalog) get(name string) (probeResult, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.cache[name]
+	if ok && time.Since(r.at) > probeTTL {
+		return r, false
+	}
+	return r, ok
+}
+
+func (m *modelCatalog) put(name string, r probeResult) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cache == nil {
+		m.cache = map[string]probeResult{}
+	}
+	m.cache[name] = r
+}
+
+func (m *modelCatalog) httpClient() *http.Client {
+	if m.client != nil {
+		return m.client
+	}
+	return &http.Client{Timeout: probeTimeout}
+}
+
+// probe lists the models of an OpenAI-compatible endpoint (GET {base}/models).
+func (m *modelCatalog) probe(ctx context.Context, p ProviderInfo) probeResult {
+	res := probeResult{at: time.Now()}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(p.BaseURL, "/")+"/models", nil)
+	if err != nil {
+		res.err = "invalid base_url: " + err.Error()
+		return res
+	}
+	for k, v := range p.Headers {
+		req.Header.Set(k, v)
+	}
+	if p.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.APIKey)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := m.httpClient().Do(req)
+	if err != nil {
+		res.err = redactURL(err.Error(), p.BaseURL)
+		return res
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, probeMaxBody))
+	if err != nil {
+		res.err = "reading the model list: " + err.Error()
+		return res
+	}
+	if resp.StatusCode != http.StatusOK {
+		res.err = fmt.Sprintf("GET /models answered HTTP %d", resp.StatusCode)
+		var env struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &env) == nil && env.Error.Message != "" {
+			res.err += ": " + headerSafe(env.Error.Message, 200)
+		}
+		return res
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		res.err = "GET /models did not return a model list: " + err.Error()
+		return res
+	}
+	for _, d := range list.Data {
+		if d.ID != "" && !slices.Contains(res.models, d.ID) {
+			res.models = append(res.models, d.ID)
+		}
+	}
+	slices.Sort(res.models)
+	return res
+}
+
+// redactURL keeps a transport error readable without echoing credentials a base URL carries.
+func redactURL(msg, base string) string {
+	if u, err := url.Parse(base); err == nil && u.User != nil {
+		msg = strings.ReplaceAll(msg, u.User.String()+"@", "")
+	}
+	return msg
+}
+
+// publicURL is a base URL without user info, query or fragment.
+func publicURL(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "" {
+		return ""
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// providers lists the configured providers, from Options.Providers or else from the engine.
+func (s *Server) providers() []ProviderInfo {
+	if s.opts.Providers != nil {
+		return s.opts.Providers()
+	}
+	var out []ProviderInfo
+	for _, name := range s.eng.Providers() {
+		out = append(out, ProviderInfo{Name: name})
+	}
+	return out
+}
+
+// modelOptions is the provider-aware picker inventory. refresh=1 busts the probe cache and
+// probes every saved custom provider (concurrently, each bounded by probeTimeout); otherwise
+// only the current provider is probed when it is custom. A failed probe is reported on its
+// provider; the request itself succeeds.
+func (s *Server) modelOptions(c *fiber.Ctx) error {
+	refresh := false
+	switch v := c.Query("refresh"); v {
+	case "", "0", "false":
+	case "1", "true":
+		refresh = true
+	default:
+		return badRequest("refresh", "invalid_value", "refresh must be 1, 0, true or false")
+	}
+	current, _, _ := s.eng.ResolveModel("")
+	curProv, curModel, _ := cutProvider(current)
+	provs := s.providers()
+	results := make([]probeResult, len(provs))
+	probed := make([]bool, len(provs))
+	var wg sync.WaitGroup
+	for i, p := range provs {
+		if !p.Custom || p.BaseURL == "" {
+			continue
+		}
+		if !refresh {
+			if r, ok := s.catalog.get(p.Name); ok {
+				results[i], probed[i] = r, true
+				continue
+			}
+			if p.Name != curProv {
+				continue
+			}
+		}
+		probed[i] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.catalog.probe(s.ctx, p)
+			s.catalog.put(p.Name, r)
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+
+	advertised := s.models()
+	rows := make([]fiber.Map, 0, len(provs))
+	for i, p := range provs {
+		var names []string
+		source := map[string]string{}
+		add := func(n, src string) {
+			if n != "" && !slices.Contains(names, n) {
+				names = append(names, n)
+				source[n] = src
+			}
+		}
+		for _, n := range p.Models {
+			add(n, "config")
+		}
+		for _, m := range advertised {
+			if pr, bare, ok := cutProvider(m); ok && pr == p.Name {
+				add(bare, "config")
+			}
+		}
+		for _, n := range results[i].models {
+			add(n, "probe")
+		}
+		if p.Name == curProv {
+			add(curModel, "default")
+		}
+		models := make([]fiber.Map, 0, len(names))
+		for _, n := range names {
+			models = append(models, fiber.Map{"id": p.Name + ":" + n, "name": n, "source": source[n], "default": p.Name == curProv && n == curModel})
+		}
+		probe := fiber.Map{"status": "skipped"}
+		switch {
+		case !p.Custom || p.BaseURL == "":
+			probe = fiber.Map{"status": "not_applicable"}
+		case probed[i] && results[i].err != "":
+			probe = fiber.Map{"status": "error", "error": results[i].err, "checked_at": results[i].at.UTC().Format(time.RFC3339)}
+		case probed[i]:
+			probe = fiber.Map{"status": "ok", "model_count": len(results[i].models), "checked_at": results[i].at.UTC().Format(time.RFC3339)}
+		}
+		rows = append(rows, fiber.Map{
+			"id": p.Name, "name": p.Name, "type": p.Type, "base_url": publicURL(p.BaseURL),
+			"custom": p.Custom, "current": p.Name == curProv, "models": models, "probe": probe,
+		})
+	}
+	var cur any
+	if current != "" {
+		cur = fiber.Map{"id": current, "provider": curProv, "model": curModel}
+	}
+	return c.JSON(fiber.Map{"object": "hermes.model_options", "current": cur, "default_model": current, "refreshed": refresh, "providers": rows})
+}

@@ -1,0 +1,614 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// Sessions REST: stored sessions as resources (/api/sessions…). A session is soft-deleted:
+// the store keeps its transcript, and these routes treat it as gone.
+
+const (
+	metaDeleted     = "deleted_at" // set on a deleted session's record
+	maxTitle        = 100
+	maxSystemPrompt = 100_000
+	sessionsDefault = 50
+	sessionsMax     = 200
+	messagesDefault = 200
+	messagesMax     = 1000
+)
+
+func (s *Server) sessionRoutes() {
+	s.app.Get("/api/sessions", s.sessionHeaders, s.listSessions)
+	s.app.Post("/api/sessions", s.sessionHeaders, s.createSession)
+	s.app.Get("/api/sessions/:id", s.sessionHeaders, s.getSession)
+	s.app.Patch("/api/sessions/:id", s.sessionHeaders, s.patchSession)
+	s.app.Delete("/api/sessions/:id", s.sessionHeaders, s.deleteSession)
+	s.app.Get("/api/sessions/:id/messages", s.sessionHeaders, s.sessionMessages)
+	s.app.Post("/api/sessions/:id/fork", s.sessionHeaders, s.forkSession)
+	s.app.Post("/api/sessions/:id/chat", s.sessionHeaders, s.sessionChat)
+	s.app.Post("/api/sessions/:id/chat/stream", s.sessionHeaders, s.sessionChatStream)
+}
+
+// sessionHeaders applies the session header rules to these routes too: a malformed
+// X-Hermes-Session-Id or X-Hermes-Session-Key is a 400 before anything else happens.
+func (s *Server) sessionHeaders(c *fiber.Ctx) error {
+	if id := c.Get(HeaderSessionID); id != "" {
+		if err := validSessionID(id); err != nil {
+			return err
+		}
+	}
+	if k := c.Get(HeaderSessionKey); k != "" {
+		if err := validSessionKey(k); err != nil {
+			return err
+		}
+	}
+	return c.Next()
+}
+
+func sessionNotFound(id string) *apiError {
+	return &apiError{Status: fiber.StatusNotFound, Message: "Session not found: " + id, Type: "invalid_request_error", Code: "session_not_found"}
+}
+
+// storeErr maps a store failure: a missing session is a 404, anything else means the store
+// cannot serve (503 session_db_unavailable), never a bare 500.
+func storeErr(err error, id string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrSessionNotFound):
+		return sessionNotFound(id)
+	case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrEngineClosed):
+		return err
+	}
+	return &apiError{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable: " + err.Error(), Type: "server_error", Code: "session_db_unavailable"}
+}
+
+// pathID reads and checks the :id parameter.
+func pathID(c *fiber.Ctx) (string, error) {
+	id := c.Params("id")
+	if id == "" {
+		return "", badRequest("id", "invalid_session_id", "missing session id")
+	}
+	if err := validSessionID(id); err != nil {
+		return "", withParam(err, "id")
+	}
+	return id, nil
+}
+
+// record returns the stored, not deleted, session id.
+func (s *Server) record(ctx context.Context, id string) (store.Session, error) {
+	rec, err := s.eng.Store().GetSession(ctx, id)
+	if err != nil {
+		// A session made live but not yet stored (a lazy one) exists for its owner.
+		if sess, ok := s.eng.Live(id); ok && errors.Is(err, store.ErrNotFound) {
+			return sess.Record(), nil
+		}
+		return store.Session{}, storeErr(err, id)
+	}
+	if rec.Meta[metaDeleted] != "" {
+		return store.Session{}, sessionNotFound(id)
+	}
+	return rec, nil
+}
+
+func unixOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.Unix()
+}
+
+// sessionJSON is the session resource.
+func (s *Server) sessionJSON(rec store.Session) fiber.Map {
+	status := "stored"
+	if sess, ok := s.eng.Live(rec.ID); ok {
+		status = string(sess.Status())
+		rec.Title, rec.Model = sess.Record().Title, sess.Record().Model // changes not yet re-read
+	}
+	if !rec.EndedAt.IsZero() && status == "stored" {
+		status = "ended"
+	}
+	var parent any
+	if rec.ParentID != "" {
+		parent = rec.ParentID
+	}
+	return fiber.Map{
+		"id": rec.ID, "object": "hermes.session.record", "title": rec.Title, "source": rec.Source, "model": rec.Model,
+		"cwd": rec.Cwd, "parent_id": parent, "parent_kind": rec.ParentKind, "status": status,
+		"created_at": rec.CreatedAt.Unix(), "updated_at": rec.UpdatedAt.Unix(), "ended_at": unixOrNil(rec.EndedAt),
+		"end_reason": rec.EndReason, "message_count": rec.RowCount,
+		"usage": fiber.Map{
+			"input_tokens": rec.Usage.InputTokens, "output_tokens": rec.Usage.OutputTokens,
+			"total_tokens": rec.Usage.InputTokens + rec.Usage.OutputTokens, "api_calls": rec.Usage.APICalls, "tool_calls": rec.Usage.ToolCalls,
+		},
+	}
+}
+
+func (s *Server) sessionEnvelope(rec store.Session) fiber.Map {
+	return fiber.Map{"object": "hermes.session", "session": s.sessionJSON(rec)}
+}
+
+// queryInt reads a non-negative integer query parameter.
+func queryInt(c *fiber.Ctx, name string, def int) (int, error) {
+	v := c.Query(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest(name, "invalid_value", "'"+name+"' must be a non-negative integer")
+	}
+	return n, nil
+}
+
+func queryBool(c *fiber.Ctx, name string) (bool, error) {
+	switch c.Query(name) {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, badRequest(name, "invalid_value", "'"+name+"' must be true, false, 1 or 0")
+}
+
+// listSessions: ?limit (default 50, at most 200) &offset &source &include_children. Children
+// (sub-agent sessions and compression continuations) are left out unless asked for; branches
+// are listed, they are sessions a user made.
+func (s *Server) listSessions(c *fiber.Ctx) error {
+	limit, err := queryInt(c, "limit", sessionsDefault)
+	if err != nil {
+		return err
+	}
+	limit = min(max(limit, 1), sessionsMax)
+	offset, err := queryInt(c, "offset", 0)
+	if err != nil {
+		return err
+	}
+	children, err := queryBool(c, "include_children")
+	if err != nil {
+		return err
+	}
+	all, err := s.eng.List(s.ctx, store.ListOptions{Source: c.Query("source")})
+	if err != nil {
+		return storeErr(err, "")
+	}
+	var kept []store.Session
+	for _, rec := range all {
+		if rec.Meta[metaDeleted] != "" {
+			continue
+		}
+		if !children && (rec.ParentKind == "delegate" || rec.ParentKind == "compression") {
+			continue
+		}
+		kept = append(kept, rec)
+	}
+	data := []fiber.Map{}
+	for i := offset; i < len(kept) && len(data) < limit; i++ {
+		data = append(data, s.sessionJSON(kept[i]))
+	}
+	return c.JSON(fiber.Map{"object": "list", "data": data, "total": len(kept), "limit": limit, "offset": offset, "has_more": offset+len(data) < len(kept)})
+}
+
+// fields decodes a JSON object body into its raw members.
+func fields(body []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := decodeJSON(body, &m); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Code == "invalid_type" {
+			return nil, badRequest("", "invalid_type", "the request body must be a JSON object")
+		}
+		return nil, err
+	}
+	if m == nil {
+		return nil, badRequest("", "invalid_type", "the request body must be a JSON object")
+	}
+	return m, nil
+}
+
+// strField reads an optional string member; present reports whether it was there (null
+// counts as absent).
+func strField(m map[string]json.RawMessage, name, code string) (v string, present bool, err error) {
+	raw, ok := m[name]
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return "", false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false, badRequest(name, code, "'"+name+"' must be a string")
+	}
+	return v, true, nil
+}
+
+func onlyFields(m map[string]json.RawMessage, allowed ...string) error {
+	for k := range m {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			return badRequest(k, "unsupported_session_field", fmt.Sprintf("unsupported field %q (allowed: %s)", k, strings.Join(allowed, ", ")))
+		}
+	}
+	return nil
+}
+
+func checkTitle(t string) error {
+	if len(t) > maxTitle {
+		return badRequest("title", "invalid_title", fmt.Sprintf("title too long (max %d characters)", maxTitle))
+	}
+	if hasControl(t) {
+		return badRequest("title", "invalid_title", "title must not contain control characters")
+	}
+	return nil
+}
+
+// titleErr maps a taken title to invalid_title (titles are unique).
+func titleErr(err error) error {
+	if errors.Is(err, store.ErrTitleTaken) {
+		return badRequest("title", "invalid_title", err.Error())
+	}
+	return err
+}
+
+// createSession: {id?|session_id?, title?, model?, system_prompt?} → 201. A system prompt
+// becomes the first (system) row of the transcript.
+func (s *Server) createSession(c *fiber.Ctx) error {
+	m, err := fields(c.Body())
+	if err != nil {
+		return err
+	}
+	if err := onlyFields(m, "id", "session_id", "title", "model", "system_prompt"); err != nil {
+		return err
+	}
+	id, _, err := strField(m, "id", "invalid_session_id")
+	if err != nil {
+		return err
+	}
+	sid, _, err := strField(m, "session_id", "invalid_session_id")
+	if err != nil {
+		return err
+	}
+	if id != "" && sid != "" && id != sid {
+		return badRequest("session_id", "invalid_session_id", "'id' and 'session_id' disagree")
+	}
+	if id == "" {
+		id = sid
+	}
+	if id != "" {
+		if err := validSessionID(id); err != nil {
+			return withParam(err, "id")
+		}
+	}
+	title, _, err := strField(m, "title", "invalid_title")
+	if err != nil {
+		return err
+	}
+	if err := checkTitle(title); err != nil {
+		return err
+	}
+	system, _, err := strField(m, "system_prompt", "invalid_system_prompt")
+	if err != nil {
+		return err
+	}
+	if len(system) > maxSystemPrompt {
+		return badRequest("system_prompt", "invalid_system_prompt", fmt.Sprintf("system_prompt too long (max %d bytes)", maxSystemPrompt))
+	}
+	modelName, present, err := strField(m, "model", "invalid_type")
+	if err != nil {
+		return err
+	}
+	if present {
+		if modelName, err = s.pickModel(modelName); err != nil {
+			return err
+		}
+	}
+	sess, err := s.eng.Create(s.ctx, engine.CreateOptions{ID: id, Title: strings.TrimSpace(title), Model: modelName, Source: Surface})
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
+	case err != nil:
+		return titleErr(err)
+	}
+	if strings.TrimSpace(system) != "" {
+		if _, err := s.eng.Store().AppendRows(s.ctx, sess.ID(), store.Fence{}, []store.Row{{Role: "system", Content: system, Time: time.Now().UTC()}}); err != nil {
+			return storeErr(err, sess.ID())
+		}
+	}
+	rec, err := s.record(s.ctx, sess.ID())
+	if err != nil {
+		return err
+	}
+	c.Set(HeaderSessionID, rec.ID)
+	return c.Status(fiber.StatusCreated).JSON(s.sessionEnvelope(rec))
+}
+
+func (s *Server) getSession(c *fiber.Ctx) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	rec, err := s.record(s.ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.sessionEnvelope(rec))
+}
+
+// patchSession: {title?, model?, end_reason?}. Everything is validated before anything is
+// changed; end_reason ends the session (a running turn is interrupted).
+func (s *Server) patchSession(c *fiber.Ctx) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	m, err := fields(c.Body())
+	if err != nil {
+		return err
+	}
+	if err := onlyFields(m, "title", "model", "end_reason"); err != nil {
+		return err
+	}
+	title, setTitle, err := strField(m, "title", "invalid_title")
+	if err != nil {
+		return err
+	}
+	if err := checkTitle(title); err != nil {
+		return err
+	}
+	modelName, setModel, err := strField(m, "model", "invalid_type")
+	if err != nil {
+		return err
+	}
+	if setModel {
+		if modelName, err = s.pickModel(modelName); err != nil {
+			return err
+		}
+	}
+	reason, end, err := strField(m, "end_reason", "invalid_type")
+	if err != nil {
+		return err
+	}
+	if end && (strings.TrimSpace(reason) == "" || len(reason) > 200 || hasControl(reason)) {
+		return badRequest("end_reason", "invalid_value", "end_reason must be a non-empty single line of at most 200 characters")
+	}
+	if _, err := s.record(s.ctx, id); err != nil {
+		return err
+	}
+	sess, err := s.eng.Open(s.ctx, id)
+	if err != nil {
+		return storeErr(err, id)
+	}
+	if setTitle {
+		if err := sess.SetTitle(s.ctx, title); err != nil {
+			return titleErr(err)
+		}
+	}
+	if setModel {
+		if _, err := sess.SetModel(s.ctx, modelName); err != nil {
+			return err
+		}
+	}
+	if end {
+		if err := sess.Close(s.ctx, reason); err != nil {
+			return storeErr(err, id)
+		}
+	}
+	rec, err := s.record(s.ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.sessionEnvelope(rec))
+}
+
+// deleteSession ends the session (interrupting a running turn) and hides it from these routes.
+func (s *Server) deleteSession(c *fiber.Ctx) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	rec, err := s.record(s.ctx, id)
+	if err != nil {
+		return err
+	}
+	if sess, ok := s.eng.Live(id); ok {
+		if err := sess.Close(s.ctx, "deleted"); err != nil {
+			return storeErr(err, id)
+		}
+	}
+	_, err = s.eng.Store().UpdateSession(s.ctx, id, 0, func(r *store.Session) error {
+		if r.Meta == nil {
+			r.Meta = map[string]string{}
+		}
+		r.Meta[metaDeleted] = time.Now().UTC().Format(time.RFC3339)
+		if r.EndedAt.IsZero() {
+			r.EndedAt, r.EndReason = time.Now().UTC(), "deleted"
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: a lazy session, never stored
+		return storeErr(err, id)
+	}
+	return c.JSON(fiber.Map{"object": "hermes.session.deleted", "id": rec.ID, "deleted": true})
+}
+
+func rowJSON(r store.Row) fiber.Map {
+	m := fiber.Map{"id": r.ID, "object": "hermes.session.message", "role": r.Role, "content": r.Content, "created_at": r.Time.Unix()}
+	if r.TurnID != "" {
+		m["turn_id"] = r.TurnID
+	}
+	if r.Reasoning != "" {
+		m["reasoning"] = r.Reasoning
+	}
+	if len(r.ToolCalls) > 0 {
+		m["tool_calls"] = r.ToolCalls
+	}
+	if r.ToolCallID != "" {
+		m["tool_call_id"] = r.ToolCallID
+	}
+	if r.ToolName != "" {
+		m["tool_name"] = r.ToolName
+	}
+	if r.DisplayKind != "" {
+		m["display_kind"] = r.DisplayKind
+	}
+	return m
+}
+
+// sessionMessages lists the active transcript: ?after_id (row id) &limit (default 200, at
+// most 1000).
+func (s *Server) sessionMessages(c *fiber.Ctx) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(c, "after_id", 0)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", messagesDefault)
+	if err != nil {
+		return err
+	}
+	limit = min(max(limit, 1), messagesMax)
+	if _, err := s.record(s.ctx, id); err != nil {
+		return err
+	}
+	rows, err := s.eng.Store().Rows(s.ctx, id, store.RowQuery{AfterID: uint64(after), Limit: limit + 1})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return storeErr(err, id)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	data := make([]fiber.Map, 0, len(rows))
+	for _, r := range rows {
+		data = append(data, rowJSON(r))
+	}
+	body := fiber.Map{"object": "list", "session_id": id, "data": data, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(rows) > 0 {
+		body["first_id"], body["last_id"] = rows[0].ID, rows[len(rows)-1].ID
+	}
+	return c.JSON(body)
+}
+
+// forkSession: {id?, title?, upto_row_id?} → 201 with the branch, whose transcript is a copy
+// of the parent's (up to and including upto_row_id).
+func (s *Server) forkSession(c *fiber.Ctx) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	m := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(c.Body())) > 0 {
+		if m, err = fields(c.Body()); err != nil {
+			return err
+		}
+	}
+	if err := onlyFields(m, "id", "title", "upto_row_id"); err != nil {
+		return err
+	}
+	newID, _, err := strField(m, "id", "invalid_session_id")
+	if err != nil {
+		return err
+	}
+	if newID != "" {
+		if err := validSessionID(newID); err != nil {
+			return withParam(err, "id")
+		}
+	}
+	title, _, err := strField(m, "title", "invalid_title")
+	if err != nil {
+		return err
+	}
+	if err := checkTitle(title); err != nil {
+		return err
+	}
+	var upto uint64
+	if raw, ok := m["upto_row_id"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &upto) != nil {
+			return badRequest("upto_row_id", "invalid_type", "'upto_row_id' must be a row id (a non-negative integer)")
+		}
+	}
+	parent, err := s.record(s.ctx, id)
+	if err != nil {
+		return err
+	}
+	var childID string
+	if newID == "" {
+		child, err := s.eng.Branch(s.ctx, id, engine.BranchOptions{UptoRowID: upto, Title: strings.TrimSpace(title), Source: Surface})
+		if err != nil {
+			return s.forkErr(err, id, newID)
+		}
+		childID = child.ID()
+	} else {
+		if childID, err = s.forkAs(parent, newID, strings.TrimSpace(title), upto); err != nil {
+			return s.forkErr(err, id, newID)
+		}
+	}
+	rec, err := s.record(s.ctx, childID)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(s.sessionEnvelope(rec))
+}
+
+// forkAs makes a branch under a caller-chosen id: the record is written with its lineage,
+// then the rows are copied. The branch is not made live; opening it reads it whole.
+func (s *Server) forkAs(parent store.Session, id, title string, upto uint64) (string, error) {
+	if _, live := s.eng.Live(id); live {
+		return "", fmt.Errorf("%w: session %q is live", store.ErrExists, id)
+	}
+	if title != "" {
+		if all, err := s.eng.List(s.ctx, store.ListOptions{}); err == nil {
+			for _, r := range all {
+				if r.Title == title {
+					return "", fmt.Errorf("%w: %q", store.ErrTitleTaken, title)
+				}
+			}
+		}
+	}
+	now := time.Now().UTC()
+	_, err := s.eng.Store().CreateSession(s.ctx, store.Session{
+		ID: id, Title: title, Source: Surface, Model: parent.Model, Cwd: parent.Cwd,
+		ParentID: parent.ID, ParentKind: "branch", CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.eng.Store().CopyRows(s.ctx, parent.ID, id, upto); err != nil {
+		// Do not leave a branch without its transcript behind.
+		_, _ = s.eng.Store().UpdateSession(context.WithoutCancel(s.ctx), id, 0, func(r *store.Session) error {
+			if r.Meta == nil {
+				r.Meta = map[string]string{}
+			}
+			r.Meta[metaDeleted] = now.Format(time.RFC3339)
+			return nil
+		})
+		return "", err
+	}
+	return id, nil
+}
+
+func (s *Server) forkErr(err error, parent, id string) error {
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
+	case errors.Is(err, store.ErrTitleTaken):
+		return titleErr(err)
+	case errors.Is(err, store.ErrStaleRow):
+		return badRequest("upto_row_id", "invalid_value", "upto_row_id is not an active row of session "+parent)
+	case errors.Is(err, engine.ErrNothingToBranch):
+		return &apiError{Status: fiber.StatusConflict, Message: err.Error(), Type: "invalid_request_error", Code: "nothing_to_fork", NoRetry: true}
+	}
+	return storeErr(err, parent)
+}

@@ -1,0 +1,55 @@
+package httpapi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// FuzzParseSessionChat: any body either gives a non-empty prompt or a 400 envelope.
+func FuzzParseSessionChat(f *testing.F) {
+	for _, s := range []string{
+		`{"input":"hi"}`, `{"message":{"content":"x"}}`, `{"message":{"role":"user","content":[{"type":"text","text":"a"}]}}`,
+		`{"input":[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":"b"}]}`,
+		`{"input":[{"type":"text","text":"a"}],"instructions":"s"}`, `[]`, `{"input":null}`, `{"input":[]}`, `{"system_message":1,"input":"a"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := parseSessionChat(b)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Code == "" {
+				t.Fatalf("%q: refusal %v is not a coded 400", b, err)
+			}
+			return
+		}
+		if strings.TrimSpace(in.prompt) == "" {
+			t.Fatalf("%q: accepted an empty prompt", b)
+		}
+	})
+}
+
+// FuzzControllerResult: a controller frame is either a result for a command id or refused.
+func FuzzControllerResult(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"browser.controller.result","command_id":"cmd_1","ok":true,"content":"page"}`,
+		`{"type":"browser.controller.result","command_id":"cmd_1","ok":false,"error":"no such element"}`,
+		`{"type":"browser.controller.result","command_id":"c","ok":true,"content":{"png":"..."}}`,
+		`{"type":"other"}`, `{}`, `[`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, rep, err := parseResult(b)
+		if err != nil {
+			return
+		}
+		if id == "" {
+			t.Fatalf("%q: a result without a command id", b)
+		}
+		if rep.IsError && rep.Content == "" {
+			t.Fatalf("%q: a failed result without a message", b)
+		}
+	})
+}
