@@ -363,7 +363,9 @@ async function processOne(ctx) {
     check(r.stopReason === "end_turn", `stopReason ${r.stopReason}`);
     const s = rec.since(mark, state.s1);
     const chunks = s.updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
-    check(chunks.length >= 3, `want the three streamed fragments as separate chunks, got ${chunks.length}: ${JSON.stringify(s.kinds)}`);
+    // The model streams three fragments; more than one chunk shows they were not buffered
+    // into one message (adjacent fragments may legitimately be merged).
+    check(chunks.length >= 2, `want the streamed fragments as separate chunks, got ${chunks.length}: ${JSON.stringify(s.kinds)}`);
     check(s.message === "Hello from Hermes.", `streamed text ${JSON.stringify(s.message)}`);
     check(seenAtResponse === s.updates.length, `${s.updates.length - seenAtResponse} update(s) reached the client after the prompt response`);
     // On the wire: every chunk precedes the response line.
@@ -511,15 +513,26 @@ async function processOne(ctx) {
     await prompt(agent, "no-such-session", "hello").catch((e) => (err = e));
     check(err && err.code === -32602, `prompt on an unknown session: ${err ? err.code + " " + err.message : "succeeded"}`);
   });
+
+  await runCase(ctx, "unknown methods: -32601 for a request, an extension notification ignored", async () => {
+    let err;
+    ctx.wire.allowClientMethod("session/frobnicate");
+    await timed(agent.request("session/frobnicate", { sessionId: state.s1 })).catch((e) => (err = e));
+    check(err && err.code === -32601, `unknown method: ${err ? err.code + " " + err.message : "succeeded"}`);
+    await agent.notify("_hermes-interop/ping", { n: 1 });
+    const r = await timed(agent.request(acp.methods.agent.session.list, { cwd: WORK }), "session/list after an extension notification");
+    check(Array.isArray(r.sessions), "the agent stopped answering after an extension notification");
+  });
 }
 
 async function processTwo(ctx) {
   const { agent, wire, rec } = ctx;
 
-  await runCase(ctx, "restart: initialize a new process on the same home", async () => {
+  await runCase(ctx, "restart: initialize a new process on the same home (version negotiation)", async () => {
     const r = await timed(
       agent.request(acp.methods.agent.initialize, {
-        protocolVersion: acp.PROTOCOL_VERSION,
+        // A client newer than the agent: the agent answers with the version it speaks.
+        protocolVersion: 99,
         clientCapabilities: {},
         clientInfo: { name: "hermes-interop", version: "1.0.0" },
       }),
@@ -583,6 +596,9 @@ async function main() {
     }
     if (e.stderrTail) console.log(`    agent stderr (tail):\n${e.stderrTail}`);
     return 1;
+  }
+  if (process.env.ACP_TRACE) {
+    for (const w of wires) for (const { seq, dir, msg } of w.log) console.log(`# ${w.label} ${String(seq).padStart(4)} ${dir === "in" ? "<-" : "->"} ${JSON.stringify(msg)}`);
   }
   const n = wires.reduce((a, w) => a + w.log.length, 0);
   const fromAgent = wires.reduce((a, w) => a + w.fromAgent().length, 0);
