@@ -59,8 +59,12 @@ func (t *Target) client() *http.Client {
 	return t.Client
 }
 
-func (t *Target) request(ctx context.Context, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(t.BaseURL, "/")+path, bytes.NewReader(body))
+func (t *Target) request(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(t.BaseURL, "/")+path, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +86,7 @@ func (t *Target) request(ctx context.Context, path string, body []byte) (*http.R
 // how long that took.
 func (t *Target) Post(ctx context.Context, path string, body []byte) (time.Duration, error) {
 	start := time.Now()
-	res, err := t.request(ctx, path, body)
+	res, err := t.request(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return 0, err
 	}
@@ -104,7 +108,16 @@ type Stream struct {
 // OpenStream posts body to path and returns once the first event arrived: from then on the
 // server holds the stream (for a chat completion, its turn runs).
 func (t *Target) OpenStream(ctx context.Context, path string, body []byte) (*Stream, error) {
-	res, err := t.request(ctx, path, body)
+	return t.open(ctx, http.MethodPost, path, body)
+}
+
+// OpenEvents is OpenStream for a GET event stream such as /runs/{id}/events.
+func (t *Target) OpenEvents(ctx context.Context, path string) (*Stream, error) {
+	return t.open(ctx, http.MethodGet, path, nil)
+}
+
+func (t *Target) open(ctx context.Context, method, path string, body []byte) (*Stream, error) {
+	res, err := t.request(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +153,9 @@ type Result struct {
 }
 
 // Drain reads the stream to its end and closes it. A chat stream must end with [DONE], a
-// Responses stream with response.completed; an in-band error, a failed or incomplete
-// response, or an early end is an error wrapping ErrStream.
+// Responses stream with response.completed, a run's event stream with run.completed; an
+// in-band error, a failed, incomplete or cancelled response or run, or an early end is an
+// error wrapping ErrStream.
 func (s *Stream) Drain() (Result, error) {
 	defer s.Close()
 	var r Result
@@ -161,6 +175,7 @@ func (s *Stream) Drain() (Result, error) {
 		}
 		var m struct {
 			Type    string          `json:"type"`
+			Event   string          `json:"event"` // run events name themselves here
 			Delta   string          `json:"delta"`
 			Error   json.RawMessage `json:"error"`
 			Choices []struct {
@@ -177,11 +192,13 @@ func (s *Stream) Drain() (Result, error) {
 			return r, fmt.Errorf("%w: in-band error %s", ErrStream, m.Error)
 		case m.Type == "response.output_text.delta":
 			text.WriteString(m.Delta)
-		case m.Type == "response.completed":
+		case m.Type == "response.completed" || m.Event == "run.completed":
 			r.Text = text.String()
 			return r, nil
 		case m.Type == "response.failed" || m.Type == "response.incomplete" || m.Type == "error":
 			return r, fmt.Errorf("%w: %s", ErrStream, m.Type)
+		case m.Event == "run.failed" || m.Event == "run.cancelled":
+			return r, fmt.Errorf("%w: %s", ErrStream, m.Event)
 		case ev.Name != "" && !strings.HasPrefix(ev.Name, "response."):
 			r.Named++
 		}
@@ -197,16 +214,15 @@ type Held struct {
 	Errors  []error   // why the others did not
 }
 
-// Hold opens n streams concurrently, body(i) being the request of the i-th, and returns when
-// every one has its first event or failed.
-func Hold(ctx context.Context, t *Target, n int, path string, body func(i int) []byte) *Held {
-	t.client()
+// Hold opens n streams concurrently, open(i) opening the i-th (e.g. with Target.OpenStream),
+// and returns when every one has its first event or failed.
+func Hold(n int, open func(i int) (*Stream, error)) *Held {
 	h := &Held{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			s, err := t.OpenStream(ctx, path, body(i))
+			s, err := open(i)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

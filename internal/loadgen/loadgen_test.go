@@ -150,12 +150,26 @@ func TestDrainChat(t *testing.T) {
 	}
 }
 
+func TestDrainRun(t *testing.T) {
+	tg := sseServer(t, 200, func(int) string {
+		return "retry: 3000\n\nid: 1\ndata: {\"event\":\"run.started\"}\n\n: keepalive\n\nid: 2\ndata: {\"event\":\"run.completed\"}\n\n"
+	})
+	s, err := tg.OpenEvents(context.Background(), "/runs/r/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Drain(); err != nil || r.Events != 2 {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
 func TestDrainFailures(t *testing.T) {
 	cases := map[string]string{
 		"in-band error": `data: {"choices":[]}` + "\n\n" + `data: {"error":{"message":"boom"}}` + "\n\n",
 		"no terminal":   `data: {"choices":[]}` + "\n\n",
 		"failed":        `event: response.created` + "\ndata: {\"type\":\"response.created\"}\n\n" + "data: {\"type\":\"response.failed\"}\n\n",
 		"not json":      "data: {\"choices\":[]}\n\ndata: nope\n\n",
+		"run cancelled": "id: 1\ndata: {\"event\":\"run.started\"}\n\nid: 2\ndata: {\"event\":\"run.cancelled\"}\n\n",
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -193,7 +207,12 @@ func TestHoldAndDrain(t *testing.T) {
 	tg := &Target{BaseURL: srv.URL + "/v1", APIKey: "k", Client: NewClient(50)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h := Hold(ctx, tg, 50, "/responses", func(i int) []byte { return []byte(fmt.Sprint(i)) })
+	h := Hold(50, func(i int) (*Stream, error) {
+		if i%2 == 0 {
+			return tg.OpenEvents(ctx, "/runs/x/events")
+		}
+		return tg.OpenStream(ctx, "/responses", []byte(fmt.Sprint(i)))
+	})
 	if len(h.Streams) != 50 || len(h.Errors) != 0 {
 		t.Fatalf("held %d, errors %v", len(h.Streams), h.Errors)
 	}

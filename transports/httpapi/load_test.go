@@ -1,0 +1,168 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/internal/loadgen"
+	"github.com/hermes-go/hermes/transports/httpapi"
+)
+
+// burst streams n one-word deltas with no latency: a stream benchmark over it measures how
+// fast the engine and the server turn model chunks into SSE events.
+type burst struct{ n int }
+
+func (m burst) Stream(ctx context.Context, r model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		for range m.n {
+			if !yield(model.Chunk{Text: "w "}, nil) {
+				return
+			}
+		}
+		yield(model.Chunk{FinishReason: "stop", Usage: &model.Usage{PromptTokens: 10, CompletionTokens: m.n, TotalTokens: 10 + m.n}}, nil)
+	}
+}
+
+// BenchmarkChatStreamEvents streams one chat completion of 2,000 deltas per iteration and
+// reports the SSE events the client received per second. Every delta must arrive: a stream
+// that drops some (a lagging subscription) fails the benchmark.
+func BenchmarkChatStreamEvents(b *testing.B) {
+	const deltas = 2000
+	tg := newTargetWith(b, burst{n: deltas}, nil)
+	lt := &loadgen.Target{BaseURL: tg.base + "/v1", APIKey: testKey}
+	want := strings.Repeat("w ", deltas)
+	events := 0
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		body := `{"model":"openai:fake-agent","stream":true,"messages":[{"role":"user","content":"stream ` + strconv.Itoa(i) + `"}]}`
+		s, err := lt.OpenStream(context.Background(), "/chat/completions", []byte(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := s.Drain()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Text != want {
+			b.Fatalf("stream %d: %d of %d bytes of text arrived", i, len(r.Text), len(want))
+		}
+		events += r.Events
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(events)/float64(b.N), "events/stream")
+}
+
+// held answers with one delta, then waits until release is closed (or the turn is
+// interrupted) before it finishes: every turn stays in flight until the benchmark lets go.
+type held struct {
+	release <-chan struct{}
+}
+
+func (m held) Stream(ctx context.Context, r model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		if !yield(model.Chunk{Text: "held "}, nil) {
+			return
+		}
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			yield(model.Chunk{}, ctx.Err())
+			return
+		}
+		if !yield(model.Chunk{Text: "released"}, nil) {
+			return
+		}
+		yield(model.Chunk{FinishReason: "stop", Usage: &model.Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12}}, nil)
+	}
+}
+
+// BenchmarkChatStreams1000 holds 1,000 streamed chat completions open at once (each its own
+// session and turn, the concurrency cap lifted), then lets every model answer finish and
+// drains them. It reports the errors (must be 0), how long opening all of them took, and the
+// Go heap and goroutines of the process (server and clients) while all are held. Run it with
+// -benchtime=1x; each iteration is the whole scenario.
+func BenchmarkChatStreams1000(b *testing.B) {
+	const streams = 1000
+	for i := range b.N {
+		release := make(chan struct{})
+		tg := newTargetWith(b, held{release: release}, func(o *httpapi.Options) { o.MaxConcurrent = -1 })
+		lt := &loadgen.Target{BaseURL: tg.base + "/v1", APIKey: testKey, Client: loadgen.NewClient(streams)}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		h := loadgen.Hold(streams, func(j int) (*loadgen.Stream, error) {
+			body := `{"model":"openai:fake-agent","stream":true,"messages":[{"role":"user","content":"client ` + strconv.Itoa(i) + `-` + strconv.Itoa(j) + `"}]}`
+			return lt.OpenStream(ctx, "/chat/completions", []byte(body))
+		})
+		opened := time.Since(start)
+		var during runtime.MemStats
+		runtime.ReadMemStats(&during)
+		goroutines := runtime.NumGoroutine()
+		close(release)
+		sum := h.Drain()
+		cancel()
+		if sum.Errors > 0 {
+			b.Errorf("%d of %d streams failed; first: %v", sum.Errors, streams, sum.Err)
+		}
+		if sum.Streams == streams && sum.Texts["held released"] != streams {
+			b.Errorf("unexpected answers: %v", sum.Texts)
+		}
+		b.ReportMetric(float64(sum.Errors), "errors")
+		b.ReportMetric(float64(len(h.Streams)), "held")
+		b.ReportMetric(float64(opened.Milliseconds()), "open-all-ms")
+		b.ReportMetric(float64(during.HeapInuse-min(before.HeapInuse, during.HeapInuse))/(1<<20), "heap-MB-held")
+		b.ReportMetric(float64(goroutines), "goroutines")
+		lt.Client.CloseIdleConnections()
+	}
+}
+
+// BenchmarkResponsesNonStreaming is BenchmarkChatNonStreaming for POST /v1/responses (each a
+// new stored response), from parallel clients.
+func BenchmarkResponsesNonStreaming(b *testing.B) {
+	tg := newTargetWith(b, instant{}, nil)
+	lt := &loadgen.Target{BaseURL: tg.base + "/v1", APIKey: testKey}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var n int64
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			mu.Lock()
+			n++
+			body := fmt.Sprintf(`{"model":"openai:fake-agent","input":"question %d"}`, n)
+			mu.Unlock()
+			d, err := lt.Post(context.Background(), "/responses", []byte(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, d)
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if len(lat) == 0 {
+		return
+	}
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(loadgen.Percentile(lat, 50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(loadgen.Percentile(lat, 99).Microseconds()), "p99-µs")
+}
