@@ -73,8 +73,11 @@ type controller struct {
 	principal string
 	caps      []string
 
-	mu      sync.Mutex // guards conn, pending, gone, replaced; wmu serialises writes
+	// wmu serialises writes and is held by whoever uses conn from outside the connection's
+	// own goroutine: detach takes it too, so the connection (which fiber recycles once its
+	// handler returns) outlives every such use. Lock order: wmu, then mu.
 	wmu     sync.Mutex
+	mu      sync.Mutex // guards conn, pending, gone, replaced
 	conn    *websocket.Conn
 	pending map[string]chan browser.Reply
 	gone    chan struct{} // closed when the current connection ends
@@ -245,14 +248,14 @@ func (ctl *controller) send(v any) error {
 	if err != nil {
 		return err
 	}
+	ctl.wmu.Lock()
+	defer ctl.wmu.Unlock()
 	ctl.mu.Lock()
 	conn := ctl.conn
 	ctl.mu.Unlock()
 	if conn == nil {
 		return errors.New("not connected")
 	}
-	ctl.wmu.Lock()
-	defer ctl.wmu.Unlock()
 	_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	return conn.WriteMessage(websocket.TextMessage, b)
 }
@@ -260,6 +263,8 @@ func (ctl *controller) send(v any) error {
 // detach ends conn's tenure: commands waiting on it fail at once, and the controller may
 // connect again (unless it was replaced).
 func (ctl *controller) detach(conn *websocket.Conn) {
+	ctl.wmu.Lock()
+	defer ctl.wmu.Unlock()
 	ctl.mu.Lock()
 	defer ctl.mu.Unlock()
 	if ctl.conn == conn {
@@ -305,16 +310,16 @@ func (s *Server) browserRegister(c *fiber.Ctx) error {
 	b.ctls[p] = ctl
 	b.mu.Unlock()
 	if old != nil {
+		old.wmu.Lock()
 		old.mu.Lock()
 		old.replaced = true
 		conn := old.conn
 		old.mu.Unlock()
 		if conn != nil {
-			old.wmu.Lock()
 			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseControllerReplaced, "replaced by a new registration"), time.Now().Add(time.Second))
-			old.wmu.Unlock()
 			_ = conn.Close()
 		}
+		old.wmu.Unlock()
 	}
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{
 		"object":        "hermes.browser_control.controller",
