@@ -161,6 +161,9 @@ func mcpStatus(ctx context.Context, io stdio) int {
 				fmt.Fprintf(io.out, "  %s\n", name)
 			}
 		}
+		for _, why := range st.Skipped {
+			fmt.Fprintf(io.out, "  skipped %s\n", why)
+		}
 	}
 	return code
 }

@@ -102,3 +102,33 @@ func TestMCPInteropTypeScriptClient(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPStatusWithThirdPartyServers: `hermes mcp status` with the npm filesystem server, a
+// server whose tools have malformed schemas (listed as skipped, the rest offered) and one that
+// exits at start (FAIL with what it printed).
+func TestMCPStatusWithThirdPartyServers(t *testing.T) {
+	n := interop.RequireNode(t)
+	home, data := t.TempDir(), t.TempDir()
+	cfg := "mcp:\n  servers:\n" +
+		"    fs:\n      command: " + n.BinScript(t, "mcp-server-filesystem") + "\n      args: [" + data + "]\n" +
+		"    bad:\n      command: " + n.Bin + "\n      args: [" + filepath.Join(n.Dir, "mcp_bad.mjs") + "]\n" +
+		"    quitter:\n      command: " + n.Bin + "\n      args: [-e, 'console.error(\"quitter: no licence key\"); process.exit(2)']\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := hermes(t, t.TempDir(), []string{"HERMES_HOME=" + home}, "mcp", "status")
+	if r.code != 1 {
+		t.Fatalf("exit %d: %+v", r.code, r)
+	}
+	for _, want := range []string{
+		"fs (stdio): ok, ", "  fs__read_text_file\n",
+		"bad (stdio): ok, 5 tools\n", "  bad__ok\n",
+		`  skipped string_schema: malformed input schema: input schema type is string, want "object"`,
+		"  skipped array_properties: malformed input schema",
+		"quitter (stdio): FAIL ", "quitter: no licence key",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/tool/mcptool"
@@ -191,21 +190,25 @@ func TestChatUsesConfiguredMCPServer(t *testing.T) {
 	}
 }
 
-// TestGatewayReloadMCP checks the gateway's reload.mcp hook restarts the configured servers
-// and reports each one.
+// TestGatewayReloadMCP checks the gateway's reload.mcp hook: it re-reads config.yaml (a
+// server added since the start is connected and reported), restarts the servers, and the
+// sessions live before it keep working, MCP tools included.
 func TestGatewayReloadMCP(t *testing.T) {
-	home, innerHome := t.TempDir(), t.TempDir()
-	cfgText := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
-		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + innerHome + "\"}\n"
-	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
+	home, innerHome, secondHome := t.TempDir(), t.TempDir(), t.TempDir()
+	server := func(name, h string) string {
+		return "    " + name + ":\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
+			"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + h + "\"}\n"
 	}
-	cfg, err := config.Load(func(k string) string {
-		if k == "HERMES_HOME" {
-			return home
+	writeCfg := func(servers string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("mcp:\n  servers:\n"+servers), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		return ""
-	})
+	}
+	writeCfg(server("inner", innerHome))
+	srv := openaitest.New(t)
+	env := map[string]string{"HERMES_HOME": home, "HERMES_MODEL": "openai:fake-agent", "OPENAI_BASE_URL": srv.URL(), "OPENAI_API_KEY": "test"}
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,43 +223,56 @@ func TestGatewayReloadMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	got, err := gatewayOptions(cfg, a, logger).ReloadMCP(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sess, err := a.eng.Create(ctx, engine.CreateOptions{Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidBefore := a.mcp.Status()[0].PID
+
+	writeCfg(server("inner", innerHome) + server("second", secondHome))
+	got, err := gatewayOptions(cfg, a, logger).ReloadMCP(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	status, ok := got.([]mcptool.Status)
-	if !ok || len(status) != 1 || status[0].Name != "inner" || !status[0].Connected || status[0].Tools != 4 {
+	if !ok || len(status) != 2 || status[0].Name != "inner" || !status[0].Connected || status[0].Tools != 4 ||
+		status[1].Name != "second" || !status[1].Connected || status[1].Tools != 4 {
 		t.Fatalf("reload.mcp: %#v", got)
+	}
+	if status[0].PID == pidBefore {
+		t.Errorf("inner was not restarted (pid %d)", pidBefore)
+	}
+
+	// The session is still live and its MCP tools reach the restarted server.
+	if _, ok := a.eng.Live(sess.Record().ID); !ok {
+		t.Fatal("the session was lost by the reload")
+	}
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "inner__list_sessions", Args: []string{`{}`}}),
+		openaitest.Text("listed"),
+	)
+	adm, err := sess.Submit(ctx, engine.Prompt{Text: "list them"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.Wait(ctx, adm.TurnID)
+	if err != nil || out.Status != engine.StatusCompleted || out.Text != "listed" {
+		t.Fatalf("turn after the reload: %+v %v", out, err)
+	}
+	if reqs := srv.Requests(); len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "sessions") {
+		t.Fatalf("the MCP result did not reach the model")
 	}
 }
 
-// TestMCPServeHTTP runs `hermes mcp serve --http` as a subprocess, drives it over streamable
-// HTTP, and stops it with SIGTERM.
+// TestMCPServeHTTP runs `hermes mcp serve --http` as a subprocess, drives it with mcp-go's
+// client over streamable HTTP (create a session, prompt it, read its history, list), and stops
+// it with SIGTERM.
 func TestMCPServeHTTP(t *testing.T) {
-	home := t.TempDir()
-	cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_API_KEY=test"}, "mcp", "serve", "--http", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	t.Cleanup(func() {
-		if !exited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no start-up line: %v", err)
-	}
-	_, url, ok := strings.Cut(strings.TrimSpace(line), "streamable HTTP on ")
-	if !ok {
-		t.Fatalf("start-up line %q", line)
-	}
+	srv := openaitest.New(t)
+	srv.Enqueue(openaitest.Text("Answered over HTTP."))
+	url, stop := startMCPHTTP(t, t.TempDir(), []string{"HERMES_HOME=" + t.TempDir(), "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=test"})
 	c, err := client.NewStreamableHttpClient(url)
 	if err != nil {
 		t.Fatal(err)
@@ -270,20 +286,25 @@ func TestMCPServeHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, created := mcpCall(t, c, "create_session", map[string]any{"title": "over http"})
-	if res.IsError || created["session_id"] == "" {
+	id, _ := created["session_id"].(string)
+	if res.IsError || id == "" {
 		t.Fatalf("create_session: %s", resultText(res))
 	}
+	res, out := mcpCall(t, c, "prompt", map[string]any{"session_id": id, "text": "question over http"})
+	if res.IsError || resultText(res) != "Answered over HTTP." || out["status"] != "completed" {
+		t.Fatalf("prompt: %s %v", resultText(res), out)
+	}
+	res, hist := mcpCall(t, c, "get_history", map[string]any{"session_id": id, "limit": 1})
+	rows, _ := hist["rows"].([]any)
+	if res.IsError || len(rows) != 1 || rows[0].(map[string]any)["content"] != "Answered over HTTP." {
+		t.Fatalf("get_history: %s", resultText(res))
+	}
 	res, list := mcpCall(t, c, "list_sessions", map[string]any{"limit": 5})
-	if sessions, _ := list["sessions"].([]any); res.IsError || len(sessions) != 1 {
+	if sessions, _ := list["sessions"].([]any); res.IsError || len(sessions) != 1 || sessions[0].(map[string]any)["title"] != "over http" {
 		t.Fatalf("list_sessions: %s", resultText(res))
 	}
 	c.Close()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	exited = true
-	if err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
