@@ -80,9 +80,15 @@ func (j jsonRPC) Until(m map[string]any, name string) bool {
 	return m["method"] == name || j.Event(m) == name
 }
 
+// Event names the gateway's "event" notifications by their type, and any other notification
+// by its method.
 func (jsonRPC) Event(m map[string]any) string {
-	if m["method"] != "event" {
+	method, _ := m["method"].(string)
+	if method == "" || m["id"] != nil {
 		return ""
+	}
+	if method != "event" {
+		return method
 	}
 	p, _ := m["params"].(map[string]any)
 	t, _ := p["type"].(string)

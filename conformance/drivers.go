@@ -71,9 +71,9 @@ func (acpDriver) Dialect() Dialect { return acpDialect{} }
 // sessionUpdate kind (agent_message_chunk, tool_call, …).
 type acpDialect struct{ jsonRPC }
 
-func (acpDialect) Event(m map[string]any) string {
+func (d acpDialect) Event(m map[string]any) string {
 	if m["method"] != "session/update" {
-		return ""
+		return d.jsonRPC.Event(m)
 	}
 	p, _ := m["params"].(map[string]any)
 	u, _ := p["update"].(map[string]any)

@@ -35,7 +35,7 @@ func kindOf(key string, v any) string {
 		return "session"
 	case "stored_session_id", "session_key", "resumed", "parent":
 		return "stored"
-	case "request_id":
+	case "request_id", "requestId":
 		return "request"
 	case "tool_id", "call_id", "toolCallId":
 		return "tool"
