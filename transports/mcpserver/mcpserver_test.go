@@ -3,12 +3,14 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hermes-go/hermes/engine"
@@ -236,4 +238,71 @@ func BenchmarkPromptOverHTTP(b *testing.B) {
 			b.Fatal(text(res))
 		}
 	}
+}
+
+// TestServeStdio drives ServeStdio in process over pipes with mcp-go's client: the whole tool
+// set (create, prompt, list, history) and a clean return when the client closes its end.
+func TestServeStdio(t *testing.T) {
+	srv := openaitest.New(t)
+	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{
+		Store:        st,
+		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: srv.URL(), MaxRetries: -1})},
+		DefaultModel: "openai:fake-agent",
+		Cwd:          t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- mcpserver.New(eng, mcpserver.Options{Version: "test"}).ServeStdio(context.Background(), toServer, fromServer)
+		fromServer.Close()
+	}()
+	c := client.NewClient(transport.NewIO(toClient, fromClient, io.NopCloser(strings.NewReader(""))))
+	ctx := ctxT(t)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init, err := c.Initialize(ctx, mcp.InitializeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if init.ServerInfo.Name != "hermes" || init.ServerInfo.Version != "test" {
+		t.Fatalf("server info %+v", init.ServerInfo)
+	}
+
+	srv.Enqueue(openaitest.Text("stdio answer"))
+	_, created := callTool(t, c, "create_session", map[string]any{"title": "piped"})
+	id, _ := created["session_id"].(string)
+	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "over a pipe"})
+	if res.IsError || text(res) != "stdio answer" || out["status"] != "completed" || out["turn_id"] == "" {
+		t.Fatalf("prompt: %q %v", text(res), out)
+	}
+	_, hist := callTool(t, c, "get_history", map[string]any{"session_id": id})
+	rows, _ := hist["rows"].([]any)
+	if len(rows) != 2 || rows[0].(map[string]any)["content"] != "over a pipe" || rows[1].(map[string]any)["role"] != "assistant" {
+		t.Fatalf("history %v", hist)
+	}
+	_, list := callTool(t, c, "list_sessions", map[string]any{})
+	sessions, _ := list["sessions"].([]any)
+	if len(sessions) != 1 || sessions[0].(map[string]any)["title"] != "piped" || sessions[0].(map[string]any)["rows"] != float64(2) {
+		t.Fatalf("list %v", list)
+	}
+
+	// The client closing its end ends ServeStdio without an error.
+	fromClient.Close()
+	if err := <-served; err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+	c.Close()
 }
