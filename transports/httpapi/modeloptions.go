@@ -26,10 +26,13 @@ type ProviderInfo struct {
 	// Custom marks a saved custom endpoint whose /models list is probed: the current
 	// provider's when the picker opens, every custom provider's on refresh=1.
 	Custom bool
+	// ProbeTimeout bounds one probe (default 5s): an offline endpoint must not stall the
+	// picker.
+	ProbeTimeout time.Duration
 }
 
-// Probe policy: a probe that takes longer than probeTimeout is reported as failed (an
-// offline saved endpoint must not stall the picker), and a result is reused for probeTTL.
+// Probe policy: a probe that takes longer than its timeout is reported as failed, and a
+// result is reused for probeTTL.
 const (
 	probeTimeout = 5 * time.Second
 	probeTTL     = 5 * time.Minute
@@ -40,8 +43,6 @@ const (
 type modelCatalog struct {
 	mu    sync.Mutex
 	cache map[string]probeResult
-	// client is the probe HTTP client (a test may shorten its timeout).
-	client *http.Client
 }
 
 type probeResult struct {
@@ -69,17 +70,14 @@ func (m *modelCatalog) put(name string, r probeResult) {
 	m.cache[name] = r
 }
 
-func (m *modelCatalog) httpClient() *http.Client {
-	if m.client != nil {
-		return m.client
-	}
-	return &http.Client{Timeout: probeTimeout}
-}
-
 // probe lists the models of an OpenAI-compatible endpoint (GET {base}/models).
 func (m *modelCatalog) probe(ctx context.Context, p ProviderInfo) probeResult {
 	res := probeResult{at: time.Now()}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	timeout := p.ProbeTimeout
+	if timeout <= 0 {
+		timeout = probeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(p.BaseURL, "/")+"/models", nil)
 	if err != nil {
@@ -93,9 +91,13 @@ func (m *modelCatalog) probe(ctx context.Context, p ProviderInfo) probeResult {
 		req.Header.Set("Authorization", "Bearer "+p.APIKey)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := m.httpClient().Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		res.err = redactURL(err.Error(), p.BaseURL)
+		if ctx.Err() != nil {
+			res.err = fmt.Sprintf("no answer within %s", timeout)
+		} else {
+			res.err = redactURL(err.Error(), p.BaseURL)
+		}
 		return res
 	}
 	defer resp.Body.Close()
@@ -165,7 +167,7 @@ func (s *Server) providers() []ProviderInfo {
 }
 
 // modelOptions is the provider-aware picker inventory. refresh=1 busts the probe cache and
-// probes every saved custom provider (concurrently, each bounded by probeTimeout); otherwise
+// probes every saved custom provider (concurrently, each bounded by its timeout); otherwise
 // only the current provider is probed when it is custom. A failed probe is reported on its
 // provider; the request itself succeeds.
 func (s *Server) modelOptions(c *fiber.Ctx) error {
