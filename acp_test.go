@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -178,5 +181,96 @@ func TestWriteSetupMergesConfig(t *testing.T) {
 	}
 	if err := providerReady(cfg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestACPStoreErrorOnFirstSessionMethod: the store opens while initialize is answered, so a
+// store that cannot open does not stop the handshake; the first session method reports it
+// as a JSON-RPC error, and --check reports it too.
+func TestACPStoreErrorOnFirstSessionMethod(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	// The store directory is a regular file: opening it fails.
+	if err := os.WriteFile(filepath.Join(home, "state"), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HERMES_HOME=" + home, "OPENAI_BASE_URL=http://127.0.0.1:1/v1", "OPENAI_API_KEY=k", "HERMES_MODEL=openai:fake"}
+	if r := hermes(t, work, env, "acp", "--check"); r.code != 1 || !strings.Contains(r.stdout, "store:    FAIL") {
+		t.Fatalf("--check: %d %s %s", r.code, r.stdout, r.err)
+	}
+	cmd := hermesCmd(t, work, env, "acp")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cc := sdk.NewClientSideConnection(&acpClient{}, stdin, stdout)
+	cc.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cc.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // every session method, not only the first, reports it
+		_, err = cc.NewSession(ctx, sdk.NewSessionRequest{Cwd: work, McpServers: []sdk.McpServer{}})
+		var re *sdk.RequestError
+		if !errors.As(err, &re) || re.Code != -32603 || !strings.Contains(re.Error(), "could not start") || !strings.Contains(re.Error(), "state") {
+			t.Fatalf("session/new with a broken store: %v", err)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\nstderr: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "could not start") {
+		t.Fatalf("stderr does not say why: %s", stderr.String())
+	}
+}
+
+// BenchmarkACPStartToInitialize times `hermes acp` from process start to the initialize
+// response on stdout. By default the test binary plays hermes (it links the test packages
+// too); set HERMES_ACP_BENCH_BIN to a built hermes binary for the product figure.
+func BenchmarkACPStartToInitialize(b *testing.B) {
+	home, work := b.TempDir(), b.TempDir()
+	bin, env := os.Args[0], []string{"HERMES_TEST_AS_MAIN=1"}
+	if p := os.Getenv("HERMES_ACP_BENCH_BIN"); p != "" {
+		bin, env = p, nil
+	}
+	env = append(append(os.Environ(), env...), "HERMES_HOME="+home, "OPENAI_BASE_URL=http://127.0.0.1:1/v1", "OPENAI_API_KEY=k", "HERMES_MODEL=openai:fake")
+	frame := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
+	for b.Loop() {
+		cmd := exec.Command(bin, "acp")
+		cmd.Dir, cmd.Env = work, env
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stdin.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadBytes('\n')
+		if err != nil || !bytes.Contains(line, []byte(`"protocolVersion":1`)) {
+			b.Fatalf("initialize: %q %v", line, err)
+		}
+		b.StopTimer()
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 }

@@ -24,13 +24,18 @@ type raw struct {
 
 func rawConnect(t *testing.T) (*raw, *openaitest.Server, string) {
 	t.Helper()
+	return rawConnectWith(t, acp.Options{Logger: quiet, MaxMessageBytes: 1 << 20})
+}
+
+func rawConnectWith(t *testing.T, o acp.Options) (*raw, *openaitest.Server, string) {
+	t.Helper()
 	srv, p := fakeProvider(t)
 	eng, cwd := newEngine(t, p, "")
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := acp.Serve(context.Background(), eng, c2aR, a2cW, acp.Options{Logger: quiet, MaxMessageBytes: 1 << 20})
+		err := acp.Serve(context.Background(), eng, c2aR, a2cW, o)
 		a2cW.Close()
 		done <- err
 	}()
