@@ -150,6 +150,7 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport string, d Diale
 	if workdir != "" {
 		r.ph.byName["$workdir"] = workdir
 		r.ph.root = filepath.Dir(workdir)
+		r.ph.byName["$dir"] = r.ph.root // the fixture's cassette is $dir/cassette.json
 	}
 	var err error
 	if r.conn, err = srv.Connect(); err != nil {
