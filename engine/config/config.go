@@ -49,6 +49,17 @@ type Config struct {
 	Store         Store               `yaml:"store"`
 	Scripts       Scripts             `yaml:"scripts"`
 	MCP           MCP                 `yaml:"mcp,omitempty"`
+	// BrowserControl is off unless enabled here or by HERMES_BROWSER_CONTROL=1.
+	BrowserControl BrowserControl `yaml:"browser_control"`
+}
+
+// BrowserControl configures browser control on hermes serve: a browser extension registered
+// with an API key carries out the agent's browser tool calls of the turns that key started,
+// limited to Capabilities.
+type BrowserControl struct {
+	Enabled      bool     `yaml:"enabled"`
+	Capabilities []string `yaml:"capabilities,omitempty"` // allowed actions; empty means all
+	Timeout      Duration `yaml:"timeout,omitempty"`      // per action; default 30s
 }
 
 // MCP configures Model Context Protocol servers whose tools are offered to the model as
@@ -89,6 +100,9 @@ type Files struct {
 type Server struct {
 	Addr   string `yaml:"addr"` // default 127.0.0.1:8642
 	APIKey string `yaml:"api_key,omitempty"`
+	// ExtraKeys are further API keys; each is its own principal (browser control binds a
+	// controller to the key that registered it).
+	ExtraKeys []string `yaml:"extra_api_keys,omitempty"`
 }
 
 // Store configures the session store.
@@ -149,6 +163,13 @@ func builtinProviders() map[string]Provider {
 		"llamacpp":   {Type: "openai", BaseURL: "http://127.0.0.1:8080/v1"},
 		"replay":     {Type: "replay"},
 	}
+}
+
+// BuiltinProvider reports whether name is a provider available without configuration; any
+// other provider is a saved custom endpoint.
+func BuiltinProvider(name string) bool {
+	_, ok := builtinProviders()[name]
+	return ok
 }
 
 // Load reads $HERMES_HOME/config.yaml (absent is fine) and applies the environment. getenv is
@@ -221,6 +242,15 @@ func Load(getenv func(string) string) (*Config, error) {
 	} else if v := getenv("API_SERVER_KEY"); v != "" {
 		c.Server.APIKey = v
 	}
+	switch v := getenv("HERMES_BROWSER_CONTROL"); v {
+	case "":
+	case "1", "true", "yes":
+		c.BrowserControl.Enabled = true
+	case "0", "false", "no":
+		c.BrowserControl.Enabled = false
+	default:
+		return nil, fmt.Errorf("HERMES_BROWSER_CONTROL=%q: want 1 or 0", v)
+	}
 	if v := getenv("HERMES_POLICY"); v != "" {
 		c.Policy = v
 	}
@@ -261,6 +291,10 @@ func (c *Config) Show() string {
 		masked.Providers[k] = p
 	}
 	masked.Server.APIKey = mask(c.Server.APIKey)
+	masked.Server.ExtraKeys = nil
+	for _, k := range c.Server.ExtraKeys {
+		masked.Server.ExtraKeys = append(masked.Server.ExtraKeys, mask(k))
+	}
 	// MCP env values and headers often carry tokens.
 	masked.MCP.Servers = map[string]MCPServer{}
 	for k, m := range c.MCP.Servers {

@@ -133,3 +133,38 @@ func TestLoadMCPServers(t *testing.T) {
 		t.Fatalf("both command and url: %v", err)
 	}
 }
+
+func TestLoadBrowserControlAndKeys(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load(env(map[string]string{"HERMES_HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BrowserControl.Enabled {
+		t.Fatal("browser control is on by default")
+	}
+	yml := "browser_control:\n  enabled: true\n  capabilities: [navigate, snapshot]\n  timeout: 10s\nserver:\n  extra_api_keys: [second-key-0123456789]\nproviders:\n  lab:\n    base_url: http://127.0.0.1:9/v1\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(env(map[string]string{"HERMES_HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := c.BrowserControl
+	if !bc.Enabled || len(bc.Capabilities) != 2 || bc.Capabilities[1] != "snapshot" || time.Duration(bc.Timeout) != 10*time.Second {
+		t.Fatalf("browser_control %+v", bc)
+	}
+	if len(c.Server.ExtraKeys) != 1 || strings.Contains(c.Show(), "second-key-0123456789") {
+		t.Fatalf("extra keys %v or not masked:\n%s", c.Server.ExtraKeys, c.Show())
+	}
+	if c, err = Load(env(map[string]string{"HERMES_HOME": home, "HERMES_BROWSER_CONTROL": "0"})); err != nil || c.BrowserControl.Enabled {
+		t.Fatalf("HERMES_BROWSER_CONTROL=0: %v %+v", err, c)
+	}
+	if _, err := Load(env(map[string]string{"HERMES_HOME": home, "HERMES_BROWSER_CONTROL": "maybe"})); err == nil {
+		t.Fatal("HERMES_BROWSER_CONTROL=maybe accepted")
+	}
+	if BuiltinProvider("lab") || !BuiltinProvider("openai") || !BuiltinProvider("replay") {
+		t.Fatal("BuiltinProvider")
+	}
+}
