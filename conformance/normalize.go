@@ -82,7 +82,7 @@ func (p *placeholders) name(kind string, v any) any {
 		return nil
 	}
 	switch kind {
-	case "time", "duration_s", "latest_seq", "duration", "duration_ns":
+	case "time", "duration_s", "latest_seq", "duration", "duration_ns", "api_calls":
 		return "$" + kind
 	case "cwd", "model", "provider", "currentModelId", "path":
 		return "$" + kind
