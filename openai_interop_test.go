@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/internal/interop"
+	"github.com/hermes-go/hermes/internal/loadgen"
 )
 
 // The official OpenAI clients (the openai npm package and openai-go) against a real
@@ -72,14 +74,24 @@ type serveProc struct {
 // model, waits for its "listening on" line, and stops it with SIGTERM when the test ends.
 func startServe(tb testing.TB, extraEnv ...string) *serveProc {
 	tb.Helper()
+	return startServeBin(tb, os.Args[0], extraEnv...)
+}
+
+// startServeBin is startServe with another hermes executable (bin).
+func startServeBin(tb testing.TB, bin string, extraEnv ...string) *serveProc {
+	tb.Helper()
 	home, cwd := tb.TempDir(), tb.TempDir()
 	if err := os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte(notesText+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	p := &serveProc{model: openaitest.New(tb), cwd: cwd, logs: &lockedBuffer{}}
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = cwd
-	cmd.Env = append(os.Environ(), "HERMES_TEST_AS_MAIN=1", "HERMES_HOME="+home, "HERMES_MODEL="+interopModel,
+	asMain := "0" // a built hermes ignores it; the test binary acts as hermes with "1"
+	if bin == os.Args[0] {
+		asMain = "1"
+	}
+	cmd.Env = append(os.Environ(), "HERMES_TEST_AS_MAIN="+asMain, "HERMES_HOME="+home, "HERMES_MODEL="+interopModel,
 		"OPENAI_BASE_URL="+p.model.URL(), "OPENAI_API_KEY=k", "HERMES_API_KEY="+testAPIKey)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	stderr, err := cmd.StderrPipe()
@@ -527,4 +539,108 @@ func holdStream(ctx context.Context, client openai.Client, prompt string) *heldS
 		h.done <- text.String()
 	}()
 	return h
+}
+
+// buildHermes compiles the hermes command into dir: memory figures must be those of the
+// shipped program, not of a test binary that also links the test dependencies.
+func buildHermes(dir string) (string, error) {
+	bin := filepath.Join(dir, "hermes")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// BenchmarkServeRSS measures the memory of a real `hermes serve` (the built binary, over the
+// fake model) from /proc/PID/status: at idle right after it listens, after a warm-up turn,
+// and under 1,000 concurrent SSE clients.
+//
+// The load: every turn slot of the server's concurrency cap is taken, by heldTurns-1 streamed
+// chat completions and one run, all held at the model; then 1,000 clients follow the run's
+// event stream (GET /v1/runs/{id}/events) at once. The cap of `hermes serve` is the
+// httpapi default (10), so 1,000 simultaneous chat turns cannot be held on this process; the
+// in-process BenchmarkChatStreams1000 (transports/httpapi) lifts the cap for that. Errors
+// (any stream not ending with its terminal event) are counted and must be 0. Run with
+// -benchtime=1x.
+func BenchmarkServeRSS(b *testing.B) {
+	bin, err := buildHermes(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const followers = 1000
+	for range b.N {
+		p := startServeBin(b, bin)
+		idle, err := loadgen.ReadMem(p.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		lt := &loadgen.Target{BaseURL: p.base + "/v1", APIKey: testAPIKey, Client: loadgen.NewClient(followers + heldTurns)}
+		p.model.Enqueue(openaitest.Text("warm"))
+		if _, err := lt.Post(ctx, "/chat/completions", []byte(`{"model":"`+interopModel+`","messages":[{"role":"user","content":"warm up"}]}`)); err != nil {
+			b.Fatal(err)
+		}
+		warm, _ := loadgen.ReadMem(p.cmd.Process.Pid)
+
+		gate := openaitest.NewGate()
+		for range heldTurns {
+			p.model.Enqueue(openaitest.Response{Text: []string{"held ", "then released"}, FaultAt: 2, Gate: gate})
+		}
+		chats := loadgen.Hold(heldTurns-1, func(i int) (*loadgen.Stream, error) {
+			return lt.OpenStream(ctx, "/chat/completions", []byte(`{"model":"`+interopModel+`","stream":true,"messages":[{"role":"user","content":"held chat `+strconv.Itoa(i)+`"}]}`))
+		})
+		runID, err := startRun(ctx, lt, "held run")
+		if err != nil {
+			gate.Release()
+			b.Fatal(err)
+		}
+		<-gate.Reached()
+		followersHeld := loadgen.Hold(followers, func(int) (*loadgen.Stream, error) {
+			return lt.OpenEvents(ctx, "/runs/"+runID+"/events")
+		})
+		loaded, err := loadgen.ReadMem(p.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		gate.Release()
+		chatSum, runSum := chats.Drain(), followersHeld.Drain()
+		after, _ := loadgen.ReadMem(p.cmd.Process.Pid)
+		cancel()
+		lt.Client.CloseIdleConnections()
+		errs := chatSum.Errors + runSum.Errors
+		if errs > 0 {
+			b.Errorf("%d streams failed; chat: %v; run followers: %v", errs, chatSum.Err, runSum.Err)
+		}
+		b.ReportMetric(float64(idle.RSS)/(1<<20), "idle-RSS-MB")
+		b.ReportMetric(float64(warm.RSS)/(1<<20), "warm-RSS-MB")
+		b.ReportMetric(float64(loaded.RSS)/(1<<20), "load-RSS-MB")
+		b.ReportMetric(float64(after.HWM)/(1<<20), "peak-HWM-MB")
+		b.ReportMetric(float64(len(followersHeld.Streams)+len(chats.Streams)), "streams-held")
+		b.ReportMetric(float64(errs), "errors")
+	}
+}
+
+// startRun posts a run and returns its id.
+func startRun(ctx context.Context, lt *loadgen.Target, input string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"input": input})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, lt.BaseURL+"/runs", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+lt.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := lt.Client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	var out struct {
+		RunID string `json:"run_id"`
+	}
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusAccepted || json.Unmarshal(raw, &out) != nil || out.RunID == "" {
+		return "", fmt.Errorf("POST /v1/runs: %d %s", res.StatusCode, raw)
+	}
+	return out.RunID, nil
 }
