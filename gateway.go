@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/httpapi"
@@ -198,6 +199,20 @@ func serverKey(cfg *config.Config, io stdio) (string, error) {
 	return key, nil
 }
 
+// serveProviders describes the engine's providers for /api/model/options; a provider that is
+// not built in is a saved custom endpoint, probed for its model list.
+func serveProviders(cfg *config.Config, eng *engine.Engine, gwo gateway.Options) []httpapi.ProviderInfo {
+	var out []httpapi.ProviderInfo
+	for _, name := range eng.Providers() {
+		p := cfg.Providers[name]
+		out = append(out, httpapi.ProviderInfo{
+			Name: name, Type: p.Type, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers,
+			Models: gwo.Models(name), Custom: p.Type == "openai" && !config.BuiltinProvider(name),
+		})
+	}
+	return out
+}
+
 // splitList splits a comma-separated setting, dropping empty items.
 func splitList(v string) []string {
 	var out []string
@@ -213,6 +228,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	addr := fs.String("addr", "", "listen address (default server.addr, 127.0.0.1:8642)")
+	browserControl := fs.Bool("browser-control", false, "enable browser control (a registered browser extension carries out the agent's browser tool calls)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -222,6 +238,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	}
 	if *addr != "" {
 		cfg.Server.Addr = *addr
+	}
+	if *browserControl {
+		cfg.BrowserControl.Enabled = true
 	}
 	key, err := serverKey(cfg, io)
 	if err != nil {
@@ -250,6 +269,14 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 				}
 			}
 			return out
+		},
+		ExtraKeys: cfg.Server.ExtraKeys,
+		BrowserControl: httpapi.BrowserControl{
+			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
+		},
+		Providers: func() []httpapi.ProviderInfo { return serveProviders(cfg, a.eng, gwo) },
+		Status: func(context.Context) map[string]any {
+			return map[string]any{"mcp": map[string]any{"servers": a.mcp.Status()}}
 		},
 	})
 	if err != nil {
