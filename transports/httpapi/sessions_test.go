@@ -1,12 +1,18 @@
 package httpapi_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/transports/httpapi"
 )
 
 // decode unmarshals a 2xx body.
@@ -297,5 +303,48 @@ func TestSessionsBadInput(t *testing.T) {
 	envelope(t, r, 413, "body_too_large")
 	if tg.fake.Pending() != 0 || len(tg.fake.Requests()) != 0 {
 		t.Fatal("a refused request reached the model")
+	}
+}
+
+func TestSessionChatStreamClientLeavesInterrupts(t *testing.T) {
+	tg := newTarget(t, func(o *httpapi.Options) { o.KeepAlive = 20 * time.Millisecond })
+	decodeAs[sessionEnv](t, tg.do(t, "POST", "/api/sessions", `{"id":"leave-1"}`, nil), 201)
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	tg.fake.Enqueue(openaitest.Response{Text: []string{"never", "seen"}, FaultAt: 1, Gate: gate})
+	req, err := http.NewRequest("POST", tg.base+"/api/sessions/leave-1/chat/stream", strings.NewReader(`{"input":"long job"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && sc.Text() != "event: message.started" {
+	}
+	<-gate.Reached()
+	res.Body.Close() // the client goes away while the model is still working
+	sess, ok := tg.eng.Live("leave-1")
+	if !ok {
+		t.Fatal("session not live")
+	}
+	// The server notices at its next keepalive write and interrupts the turn.
+	sub := sess.Subscribe(0)
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("no outcome: %v", err)
+		}
+		if ev.Type == engine.EvMessageComplete {
+			if o := ev.Data.(engine.Outcome); o.Status != engine.StatusCancelled || !o.Interrupted {
+				t.Fatalf("outcome %+v", o)
+			}
+			return
+		}
 	}
 }
