@@ -1,8 +1,15 @@
 // Package httpapi is the HTTP surface of `hermes serve`, built on fiber: health checks, bearer
 // authentication (constant-time), security headers and a CORS allow-list, the OpenAI-compatible
 // API (/v1/chat/completions, /v1/responses, /v1/models, /v1/capabilities), the runs API
-// (/v1/runs: detached turns with an SSE event log, approval, steer and stop), and the
-// WebSocket mount of the TUI gateway at /api/ws.
+// (/v1/runs: detached turns with an SSE event log, approval, steer and stop), sessions as
+// resources (/api/sessions: list, create, read, update, delete, messages, fork, and one turn
+// as JSON or as named SSE events), the provider-aware model picker (/api/model/options),
+// browser control (/v1/browser-control, off by default), and the WebSocket mount of the TUI
+// gateway at /api/ws.
+//
+// Every API key is a principal. Browser control binds a controller to the principal that
+// registered it, and a turn's browser tool calls go only to the controller of the principal
+// whose request started that turn.
 //
 // Every route fails with the OpenAI error envelope; classify is the one place that maps engine
 // errors to statuses and codes.
