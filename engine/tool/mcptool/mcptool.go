@@ -109,8 +109,10 @@ type Status struct {
 type Manager struct {
 	opts Options
 
-	mu      sync.Mutex // guards servers (Update replaces it)
-	servers []*server  // sorted by name
+	mu      sync.Mutex         // guards the fields below
+	servers []*server          // sorted by name; Update replaces it
+	removed map[string]*server // servers Update dropped, by name, so a return reuses them
+	closed  bool
 }
 
 // New returns a Manager for servers. Nothing is started until Tools or a call.
@@ -213,6 +215,10 @@ func (m *Manager) Update(ctx context.Context, servers map[string]ServerConfig) [
 		return []Status{}
 	}
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return m.Status()
+	}
 	old := make(map[string]*server, len(m.servers))
 	for _, s := range m.servers {
 		old[s.name] = s
@@ -220,14 +226,27 @@ func (m *Manager) Update(ctx context.Context, servers map[string]ServerConfig) [
 	next := make([]*server, 0, len(servers))
 	for _, n := range sortedNames(servers) {
 		s, ok := old[n]
-		if !ok {
-			s = &server{name: n, opts: &m.opts}
-		}
 		delete(old, n)
+		if !ok {
+			// A server that comes back is the same object, so the tools registries still hold
+			// for it work again.
+			if s, ok = m.removed[n]; ok {
+				delete(m.removed, n)
+				s.revive()
+			} else {
+				s = &server{name: n, opts: &m.opts}
+			}
+		}
 		s.configure(servers[n])
 		next = append(next, s)
 	}
 	m.servers = next
+	for n, s := range old {
+		if m.removed == nil {
+			m.removed = map[string]*server{}
+		}
+		m.removed[n] = s
+	}
 	m.mu.Unlock()
 	for _, s := range old {
 		s.remove()
@@ -255,8 +274,12 @@ func (m *Manager) Close() error {
 	if m == nil {
 		return nil
 	}
+	m.mu.Lock()
+	m.closed = true
+	servers := m.servers
+	m.mu.Unlock()
 	var errs []error
-	for _, s := range m.snapshot() {
+	for _, s := range servers {
 		errs = append(errs, s.close(ErrClosed))
 	}
 	return errors.Join(errs...)
@@ -454,7 +477,14 @@ func (s *server) remove() {
 	}
 }
 
-// close stops the server for good; later calls fail with why (ErrClosed or ErrRemoved).
+// revive undoes remove: the server starts again on its next use.
+func (s *server) revive() {
+	s.mu.Lock()
+	s.closed = nil
+	s.mu.Unlock()
+}
+
+// close stops the server; later calls fail with why (ErrClosed, or ErrRemoved until revive).
 func (s *server) close(why error) error {
 	s.mu.Lock()
 	cli, pid := s.cli, s.pid
@@ -569,29 +599,42 @@ func listTools(ctx context.Context, cli *client.Client) ([]listedTool, error) {
 		if resp.Error != nil {
 			return nil, fmt.Errorf("server error %d: %s", resp.Error.Code, resp.Error.Message)
 		}
-		var page struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
+		tools, next, err := decodeToolPage(resp.Result, len(out))
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(resp.Result, &page); err != nil {
-			return nil, fmt.Errorf("malformed tools/list result: %w", err)
-		}
-		for i, raw := range page.Tools {
-			var t listedTool
-			if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
-				t = listedTool{Name: fmt.Sprintf("#%d", len(out)+i), invalid: fmt.Sprintf("malformed tool entry: %.100s", raw)}
-			}
-			out = append(out, t)
-		}
-		if page.NextCursor == "" {
+		out = append(out, tools...)
+		if next == "" {
 			return out, nil
 		}
-		if seen[page.NextCursor] {
-			return nil, fmt.Errorf("tools/list repeats the cursor %q", page.NextCursor)
+		if seen[next] {
+			return nil, fmt.Errorf("tools/list repeats the cursor %q", next)
 		}
-		seen[page.NextCursor] = true
-		cursor = page.NextCursor
+		seen[next] = true
+		cursor = next
 	}
+}
+
+// decodeToolPage decodes one tools/list result entry by entry: an entry that cannot be
+// decoded is returned marked invalid (named by its position, counting from before+1) rather
+// than failing the page. It fails only when the result itself is not a tool list.
+func decodeToolPage(result json.RawMessage, before int) ([]listedTool, string, error) {
+	var page struct {
+		Tools      []json.RawMessage `json:"tools"`
+		NextCursor string            `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(result, &page); err != nil {
+		return nil, "", fmt.Errorf("malformed tools/list result: %w", err)
+	}
+	out := make([]listedTool, 0, len(page.Tools))
+	for i, raw := range page.Tools {
+		var t listedTool
+		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
+			t = listedTool{Name: fmt.Sprintf("#%d", before+i+1), invalid: fmt.Sprintf("malformed tool entry: %.100s", raw)}
+		}
+		out = append(out, t)
+	}
+	return out, page.NextCursor, nil
 }
 
 // rawInputSchema returns a tool's input schema, unchanged, if it is a JSON object schema (type

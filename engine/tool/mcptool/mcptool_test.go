@@ -632,14 +632,32 @@ func TestReloadReadsTheNewConfiguration(t *testing.T) {
 		t.Fatalf("removed server %d still running: %v", pid, err)
 	}
 
+	// Back in the configuration, the removed server's tools work again.
+	st = m.Update(context.Background(), map[string]mcptool.ServerConfig{"keep": changed, "added": stdioServer("ok"), "drop": stdioServer("ok")})
+	if len(st) != 3 || st[1].Name != "drop" || !st[1].Connected {
+		t.Fatalf("status after re-adding %+v", st)
+	}
+	if r, err := call(t, tools, "drop__pid", `{}`); err != nil || r.Content == dropPid.Content {
+		t.Fatalf("re-added server: %+v %v", r, err)
+	}
 	mu.Lock()
 	reconfErr = errors.New("config.yaml: line 3: bad indentation")
 	mu.Unlock()
 	st = m.Reload(context.Background())
-	if len(st) != 2 || !st[1].Connected {
+	if len(st) != 3 || !st[0].Connected || !st[1].Connected || !st[2].Connected {
 		t.Fatalf("status after a failed re-read %+v", st)
 	}
 	if !strings.Contains(logs.String(), "bad indentation") {
 		t.Errorf("the configuration error was not logged: %s", logs)
+	}
+
+	// After Close, Update starts nothing.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range m.Update(context.Background(), map[string]mcptool.ServerConfig{"late": stdioServer("ok")}) {
+		if st.Connected || st.Name == "late" {
+			t.Fatalf("status after Close and Update %+v", st)
+		}
 	}
 }

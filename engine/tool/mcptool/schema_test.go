@@ -2,6 +2,7 @@ package mcptool
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -48,5 +49,47 @@ func TestInputSchemaRejects(t *testing.T) {
 	in := `{"type":"object","$schema":"http://json-schema.org/draft-07/schema#","properties":{"a":{"type":"string"}},"additionalProperties":false,"x-extra":1}`
 	if out, err := rawInputSchema(json.RawMessage(in)); err != nil || string(out) != in {
 		t.Errorf("schema changed: %s (%v)", out, err)
+	}
+}
+
+// FuzzDecodeToolPage: any tools/list result either fails as a whole (not a list) or yields one
+// entry per element, each named, and each either invalid or decoded.
+func FuzzDecodeToolPage(f *testing.F) {
+	for _, s := range []string{
+		`{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"c"}`,
+		`{"tools":[{"name":5},{"description":"no name"},{"name":"ok","inputSchema":{"type":"object","properties":[]}}]}`,
+		`{"tools":null}`, `{"tools":{}}`, `[]`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		tools, _, err := decodeToolPage(raw, 0)
+		if err != nil {
+			return
+		}
+		var page struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if json.Unmarshal(raw, &page) != nil || len(tools) != len(page.Tools) {
+			t.Fatalf("%d entries from %q", len(tools), raw)
+		}
+		for _, tl := range tools {
+			if tl.Name == "" {
+				t.Fatalf("unnamed entry from %q", raw)
+			}
+		}
+	})
+}
+
+func TestDecodeToolPageKeepsGoodEntries(t *testing.T) {
+	tools, next, err := decodeToolPage(json.RawMessage(`{"tools":[{"name":5},{"name":"ok","inputSchema":{"type":"object","x-keep":true}}],"nextCursor":"p2"}`), 3)
+	if err != nil || next != "p2" || len(tools) != 2 {
+		t.Fatalf("%+v %q %v", tools, next, err)
+	}
+	if tools[0].Name != "#4" || !strings.Contains(tools[0].invalid, "malformed tool entry") {
+		t.Errorf("bad entry %+v", tools[0])
+	}
+	if tools[1].Name != "ok" || tools[1].invalid != "" || string(tools[1].InputSchema) != `{"type":"object","x-keep":true}` {
+		t.Errorf("good entry %+v", tools[1])
 	}
 }
