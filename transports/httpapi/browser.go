@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -351,7 +352,7 @@ func (s *Server) browserUpgrade(c *fiber.Ctx) error {
 	b.mu.Unlock()
 	// A controller of another principal is reported exactly like an unknown one.
 	if id == "" || ctl == nil || ctl.id != id {
-		return &apiError{Status: fiber.StatusNotFound, Message: "no registered controller " + strconvQuote(id) + " for this API key", Type: "invalid_request_error", Param: "controller_id", Code: "controller_not_found"}
+		return &apiError{Status: fiber.StatusNotFound, Message: "no registered controller " + strconv.Quote(id) + " for this API key", Type: "invalid_request_error", Param: "controller_id", Code: "controller_not_found"}
 	}
 	ctl.mu.Lock()
 	busy := ctl.conn != nil
@@ -362,8 +363,6 @@ func (s *Server) browserUpgrade(c *fiber.Ctx) error {
 	c.Locals("hermes.controller", ctl)
 	return c.Next()
 }
-
-func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 type controllerMessage struct {
 	Type      string          `json:"type"`
