@@ -89,6 +89,7 @@ func TestACPInterop(t *testing.T) {
 	cmd.Env = append(os.Environ(),
 		"HERMES_BIN="+bin, "HERMES_TEST_AS_MAIN=1", "ACP_WORK="+work,
 		"HERMES_HOME="+home, "HERMES_MODEL=openai:fake", "OPENAI_BASE_URL="+srv.URL(), "OPENAI_API_KEY=test-key",
+		"HERMES_POLICY=", // the built-in policy: dangerous commands ask, the busy default applies
 	)
 	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer

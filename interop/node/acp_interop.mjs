@@ -370,7 +370,7 @@ async function processOne(ctx) {
     check(seenAtResponse === s.updates.length, `${s.updates.length - seenAtResponse} update(s) reached the client after the prompt response`);
     // On the wire: every chunk precedes the response line.
     const ex = lastExchange(wire, "session/prompt", state.s1);
-    check(ex.response, "no prompt response on the wire");
+    check(ex && ex.response, "no prompt response on the wire");
     const after = wire.log.filter((e) => e.seq > ex.response.seq && e.msg.method === "session/update" && e.msg.params.sessionId === state.s1);
     check(after.length === 0, `updates after the response on the wire: ${after.map((e) => e.seq)}`);
   });
@@ -461,6 +461,7 @@ async function processOne(ctx) {
     check(s.message.includes("Second prompt wins."), `message ${JSON.stringify(s.message)}`);
     // The second turn's text precedes the second prompt's response on the wire.
     const ex = wire.exchange("session/prompt", (p) => p.sessionId === state.s3 && p.prompt[0].text === "busy: second")[0];
+    check(ex && ex.response, "the second prompt's exchange is not on the wire");
     const textSeq = seqOf(wire, (m, d) => d === "in" && m.method === "session/update" && m.params.sessionId === state.s3 && m.params.update.content?.text?.includes("wins"));
     check(textSeq > ex.request.seq && textSeq < ex.response.seq, `second turn text at seq ${textSeq}, request ${ex.request.seq}, response ${ex.response.seq}`);
   });
@@ -481,7 +482,7 @@ async function processOne(ctx) {
     r = await prompt(agent, state.s1, "model: and now?");
     check(r.stopReason === "end_turn" && rec.since(mark, state.s1).message === "Answered by fake.", "turn on openai:fake");
     let err;
-    await timed(agent.request(acp.methods.agent.session.setConfigOption, { sessionId: state.s1, configId: "model", value: "nosuchprovider:x" })).catch((e) => (err = e));
+    await timed(agent.request(acp.methods.agent.session.setConfigOption, { sessionId: state.s1, configId: "model", value: "nosuchprovider:x" }), "session/set_config_option (unknown model)").catch((e) => (err = e));
     check(err && err.code === -32602, `an unknown model must be invalid params, got ${err ? err.code + " " + err.message : "success"}`);
   });
 
@@ -517,7 +518,7 @@ async function processOne(ctx) {
   await runCase(ctx, "unknown methods: -32601 for a request, an extension notification ignored", async () => {
     let err;
     ctx.wire.allowClientMethod("session/frobnicate");
-    await timed(agent.request("session/frobnicate", { sessionId: state.s1 })).catch((e) => (err = e));
+    await timed(agent.request("session/frobnicate", { sessionId: state.s1 }), "session/frobnicate").catch((e) => (err = e));
     check(err && err.code === -32601, `unknown method: ${err ? err.code + " " + err.message : "succeeded"}`);
     await agent.notify("_hermes-interop/ping", { n: 1 });
     const r = await timed(agent.request(acp.methods.agent.session.list, { cwd: WORK }), "session/list after an extension notification");
@@ -556,6 +557,7 @@ async function processTwo(ctx) {
     for (const id of ["call_once", "call_s1", "call_s2"]) check(s.last(id) === "completed", `replayed ${id}: ${s.tools.get(id)?.statuses}`);
     // Wire order: replay strictly between the load request and its response.
     const ex = lastExchange(wire, "session/load", state.s1);
+    check(ex && ex.response, "no load response on the wire");
     const ups = wire.log.filter((e) => e.msg.method === "session/update" && e.msg.params.sessionId === state.s1);
     check(ups.length > 0 && ups.every((e) => e.seq > ex.request.seq && e.seq < ex.response.seq), `replayed updates at ${ups.map((e) => e.seq)}, load request ${ex.request.seq}, response ${ex.response.seq}`);
   });
