@@ -613,6 +613,8 @@ func BenchmarkServeRSS(b *testing.B) {
 			b.Errorf("%d streams failed; chat: %v; run followers: %v", errs, chatSum.Err, runSum.Err)
 		}
 		b.ReportMetric(float64(idle.RSS)/(1<<20), "idle-RSS-MB")
+		b.ReportMetric(float64(idle.Anon)/(1<<20), "idle-anon-MB")
+		b.ReportMetric(float64(idle.File)/(1<<20), "idle-file-MB")
 		b.ReportMetric(float64(warm.RSS)/(1<<20), "warm-RSS-MB")
 		b.ReportMetric(float64(loaded.RSS)/(1<<20), "load-RSS-MB")
 		b.ReportMetric(float64(after.HWM)/(1<<20), "peak-HWM-MB")

@@ -286,8 +286,10 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 
 // Mem is the memory of a process as the kernel reports it.
 type Mem struct {
-	RSS int64 // VmRSS: resident now, bytes
-	HWM int64 // VmHWM: the peak resident size, bytes
+	RSS  int64 // VmRSS: resident now, bytes
+	HWM  int64 // VmHWM: the peak resident size, bytes
+	Anon int64 // RssAnon: the resident heap, stacks and other anonymous memory
+	File int64 // RssFile: resident pages of mapped files, mostly the executable itself
 }
 
 // ReadMem reads /proc/<pid>/status (Linux only).
@@ -299,7 +301,8 @@ func ReadMem(pid int) (Mem, error) {
 	return parseStatus(b)
 }
 
-// parseStatus reads VmRSS and VmHWM ("VmRSS:	   29080 kB") from a /proc status file.
+// parseStatus reads VmRSS, VmHWM, RssAnon and RssFile ("VmRSS:	   29080 kB") from a /proc
+// status file; the last two are optional (kernels before 4.5 lack them).
 func parseStatus(b []byte) (Mem, error) {
 	var m Mem
 	var seen int
@@ -314,6 +317,10 @@ func parseStatus(b []byte) (Mem, error) {
 			dst = &m.RSS
 		case "VmHWM":
 			dst = &m.HWM
+		case "RssAnon":
+			dst = &m.Anon
+		case "RssFile":
+			dst = &m.File
 		default:
 			continue
 		}
@@ -326,7 +333,9 @@ func parseStatus(b []byte) (Mem, error) {
 			return Mem{}, fmt.Errorf("loadgen: %s: %v", name, err)
 		}
 		*dst = kb << 10
-		seen++
+		if dst == &m.RSS || dst == &m.HWM {
+			seen++
+		}
 	}
 	if seen != 2 {
 		return Mem{}, errors.New("loadgen: no VmRSS/VmHWM in the status file (not Linux, or a kernel thread)")

@@ -247,7 +247,7 @@ func TestReadMem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.RSS <= 0 || m.HWM < m.RSS {
+	if m.RSS <= 0 || m.HWM < m.RSS || m.Anon <= 0 || m.File <= 0 || m.Anon+m.File > m.RSS {
 		t.Fatalf("%+v", m)
 	}
 	if _, err := parseStatus([]byte("Name:\tx\nVmRSS:\t12 MB\nVmHWM:\t1 kB\n")); err == nil {
