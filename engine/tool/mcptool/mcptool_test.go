@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +35,10 @@ func TestMain(m *testing.M) {
 	case "never":
 		fmt.Fprintln(os.Stderr, "fatal: cannot open the database")
 		os.Exit(1)
-	case "sleep": // a grandchild that outlives its parent unless its group is killed
+	case "sleep": // a grandchild that outlives its parent unless its group is killed; a mute server
+		if f := os.Getenv("MCPTOOL_TEST_PIDFILE"); f != "" {
+			os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o644)
+		}
 		time.Sleep(time.Hour)
 		os.Exit(0)
 	default:
@@ -659,5 +663,35 @@ func TestReloadReadsTheNewConfiguration(t *testing.T) {
 		if st.Connected || st.Name == "late" {
 			t.Fatalf("status after Close and Update %+v", st)
 		}
+	}
+}
+
+// TestStartTimeout: a server that never answers initialize fails its start within
+// StartTimeout with a clear error, and the child is stopped.
+func TestStartTimeout(t *testing.T) {
+	logs := &logBuffer{}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cfg := stdioServer("sleep")
+	cfg.Env["MCPTOOL_TEST_PIDFILE"] = pidFile
+	m := mcptool.New(map[string]mcptool.ServerConfig{"mute": cfg}, mcptool.Options{
+		Logger:       slog.New(slog.NewTextHandler(logs, nil)),
+		StartTimeout: time.Second,
+	})
+	t.Cleanup(func() { m.Close() })
+	if tools := m.Tools(context.Background()); len(tools) != 0 {
+		t.Fatalf("tools from a mute server: %d", len(tools))
+	}
+	st := m.Status()[0]
+	if st.Connected || st.PID != 0 || !strings.Contains(st.Error, "initialize") || !strings.Contains(st.Error, "deadline exceeded") {
+		t.Fatalf("status %+v", st)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		// Killed before it got as far as writing its pid (a slow machine): nothing to check.
+		return
+	}
+	pid, _ := strconv.Atoi(string(b))
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the mute server %d outlived its failed start: %v", pid, err)
 	}
 }
