@@ -690,7 +690,10 @@ func TestStartTimeout(t *testing.T) {
 		// Killed before it got as far as writing its pid (a slow machine): nothing to check.
 		return
 	}
-	pid, _ := strconv.Atoi(string(b))
+	pid, err := strconv.Atoi(string(b))
+	if err != nil || pid <= 0 {
+		return // killed while writing it
+	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("the mute server %d outlived its failed start: %v", pid, err)
 	}
