@@ -115,7 +115,13 @@ func (s *Server) initBrowser() error {
 // turnCtx is the context a handler starts a turn with: the server's (ended by Shutdown),
 // carrying the request's principal for the browser broker.
 func (s *Server) turnCtx(c *fiber.Ctx) context.Context {
-	return context.WithValue(s.ctx, principalKey{}, principal(c))
+	return withPrincipal(s.ctx, principal(c))
+}
+
+// withPrincipal is ctx carrying principal p, for a turn started after its request returned
+// (a queued run): startTurn, or broker.bind, then records p as the turn's owner.
+func withPrincipal(ctx context.Context, p string) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
 }
 
 type principalKey struct{}
