@@ -649,3 +649,47 @@ func TestInteropStreamableHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestInteropCrashDuringATurn: the server exits in the middle of a call the model made; the
+// turn does not hang, the model sees the failure as the tool result, and its next call to the
+// server (same turn) runs on a restarted process.
+func TestInteropCrashDuringATurn(t *testing.T) {
+	n := interop.RequireNode(t)
+	_, tools, _ := manage(t, map[string]mcptool.ServerConfig{"c": nodeScript(n, "mcp_crash.mjs", nil)}, mcptool.Options{})
+	reg := tool.NewRegistry(tools["c__crash"], tools["c__pid"])
+	srv := openaitest.New(t)
+	eng := newEngine(t, srv, reg, nil, t.TempDir())
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{ID: "call_crash", Name: "c__crash", Args: []string{`{}`}}),
+		openaitest.ToolCalls(openaitest.Call{ID: "call_pid", Name: "c__pid", Args: []string{`{}`}}),
+		openaitest.Text("recovered"),
+	)
+	s, err := eng.Create(testCtx(t), engine.CreateOptions{Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := runTurn(t, s, "crash it"); out.Status != engine.StatusCompleted || out.Text != "recovered" {
+		t.Fatalf("outcome %+v", out)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	if !strings.Contains(string(reqs[1].Body), "stopped during the call") {
+		t.Errorf("the model did not see the crash: %s", reqs[1].Body)
+	}
+	var body struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			Content    string `json:"content"`
+			ToolCallID string `json:"tool_call_id"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[2].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	last := body.Messages[len(body.Messages)-1]
+	if pid, err := strconv.Atoi(last.Content); last.ToolCallID != "call_pid" || err != nil || pid <= 0 {
+		t.Fatalf("the call after the crash: %+v", last)
+	}
+}
