@@ -3,9 +3,11 @@
 // A Manager owns one connection per configured server (a stdio child process, or a streamable
 // HTTP endpoint). Servers are connected when the registry is built (Manager.Tools), because the
 // model must see the tool list before its first turn; a server that fails to start is logged
-// and contributes no tools, and the engine runs without it. Each remote tool is offered as
-// "server__tool" with the server's JSON schema. Because they are plain tools, MCP calls go
-// through the engine's approval policy like any other (the policy sees Tool = "server__tool").
+// and contributes no tools, and the engine runs without it (Status carries the error). Each
+// remote tool is offered as "server__tool" with the server's JSON schema, unchanged; a tool
+// whose schema is not an object schema is left out and named in Status.Skipped. Because they
+// are plain tools, MCP calls go through the engine's approval policy like any other (the
+// policy sees Tool = "server__tool").
 //
 // A connection that dies (the child exits, the pipe breaks) is dropped and restarted on the
 // next call to one of its tools; consecutive failed starts back off exponentially so a broken
