@@ -348,3 +348,18 @@ func TestSessionChatStreamClientLeavesInterrupts(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionsStoreUnavailable(t *testing.T) {
+	tg := newTarget(t, nil)
+	decodeAs[sessionEnv](t, tg.do(t, "POST", "/api/sessions", `{"id":"db-1"}`, nil), 201)
+	if err := tg.eng.Store().Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/sessions", "/api/sessions/db-1", "/api/sessions/db-1/messages"} {
+		envelope(t, tg.do(t, "GET", path, "", nil), 503, "session_db_unavailable")
+	}
+	r := tg.do(t, "GET", "/health/detailed", "", nil)
+	if r.status != 503 || !strings.Contains(string(r.body), `"degraded"`) {
+		t.Fatalf("health with a closed store: %d %s", r.status, r.body)
+	}
+}
