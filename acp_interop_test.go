@@ -21,7 +21,7 @@ import (
 type acpScriptStep struct {
 	resp  openaitest.Response
 	model string
-	body  string
+	body  []string
 }
 
 func acpTerminal(id, command string) openaitest.Response {
@@ -34,31 +34,35 @@ func acpTerminal(id, command string) openaitest.Response {
 var acpInteropScript = []acpScriptStep{
 	// --- first hermes acp process ---
 	// prompt: streamed in three fragments
-	{openaitest.Text("Hello", " from", " Hermes."), "fake", "stream: say hello"},
+	{openaitest.Text("Hello", " from", " Hermes."), "fake", []string{"stream: say hello"}},
 	// permission allow once: the dangerous call, then the answer after it ran
-	{acpTerminal("call_once", "rm -r build-once"), "fake", "allow-once: remove build-once"},
-	{openaitest.Text("Removed build-once."), "fake", `"tool_call_id":"call_once"`},
+	{acpTerminal("call_once", "rm -r build-once"), "fake", []string{"allow-once: remove build-once"}},
+	{openaitest.Text("Removed build-once."), "fake", []string{`"tool_call_id":"call_once"`}},
 	// permission allow for session: two matching calls, one question
-	{acpTerminal("call_s1", "rm -r build-s1"), "fake", "allow-session: remove build-s1 and build-s2"},
-	{acpTerminal("call_s2", "rm -r build-s2"), "fake", `"tool_call_id":"call_s1"`},
-	{openaitest.Text("Removed both."), "fake", `"tool_call_id":"call_s2"`},
+	{acpTerminal("call_s1", "rm -r build-s1"), "fake", []string{"allow-session: remove build-s1 and build-s2"}},
+	{acpTerminal("call_s2", "rm -r build-s2"), "fake", []string{`"tool_call_id":"call_s1"`}},
+	{openaitest.Text("Removed both."), "fake", []string{`"tool_call_id":"call_s2"`}},
 	// permission deny (second session): the model sees the refusal
-	{acpTerminal("call_deny", "rm -r keep"), "fake", "deny: remove keep"},
-	{openaitest.Text("Left keep alone."), "fake", "BLOCKED: the user denied"},
+	{acpTerminal("call_deny", "rm -r keep"), "fake", []string{"deny: remove keep"}},
+	{openaitest.Text("Left keep alone."), "fake", []string{"BLOCKED: the user denied"}},
 	// cancel mid-tool: the turn is cancelled during the sleep, so no follow-up request
-	{acpTerminal("call_sleep", "sleep 30"), "fake", "cancel: wait"},
+	{acpTerminal("call_sleep", "sleep 30"), "fake", []string{"cancel: wait"}},
+	// cancel while the permission request is open: the turn ends before the call runs
+	{acpTerminal("call_perm", "rm -r keep"), "fake", []string{"cancel-permission: remove keep"}},
+	// prompt content blocks: the embedded resource as context, the image as an image part
+	{openaitest.Text("Seen."), "fake", []string{"EMBEDDED-CONTEXT-MARKER", "notes.md", `"type":"image_url"`, "data:image/png;base64,"}},
 	// second concurrent prompt (third session): the first turn sleeps until interrupted,
 	// then the second prompt's turn runs
-	{acpTerminal("call_busy", "sleep 30"), "fake", "busy: first"},
-	{openaitest.Text("Second prompt wins."), "fake", "busy: second"},
+	{acpTerminal("call_busy", "sleep 30"), "fake", []string{"busy: first"}},
+	{openaitest.Text("Second prompt wins."), "fake", []string{"busy: second"}},
 	// /model openai:other (no request), a turn on it, then the config option sets it back
-	{openaitest.Text("Answered by other."), "other", "model: which model?"},
-	{openaitest.Text("Answered by fake."), "fake", "model: and now?"},
+	{openaitest.Text("Answered by other."), "other", []string{"model: which model?"}},
+	{openaitest.Text("Answered by fake."), "fake", []string{"model: and now?"}},
 	// fork of the first session: the fork's first turn carries the parent's history
-	{openaitest.Text("Forked reply."), "fake", "Hello from Hermes."},
+	{openaitest.Text("Forked reply."), "fake", []string{"fork: continue", "Hello from Hermes.", "Answered by fake."}},
 	// --- second process, same HERMES_HOME ---
 	// resume of the second session: the turn carries its history from the first process
-	{openaitest.Text("Resumed."), "fake", "Left keep alone."},
+	{openaitest.Text("Resumed."), "fake", []string{"resume: still there?", "Left keep alone.", "Seen."}},
 }
 
 // TestACPInterop runs the official ACP TypeScript client against the real `hermes acp`
@@ -111,8 +115,13 @@ func TestACPInterop(t *testing.T) {
 		if err := json.Unmarshal(reqs[i].Body, &body); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		if body.Model != s.model || !strings.Contains(string(reqs[i].Body), s.body) {
-			t.Errorf("request %d: model %q (want %q), body contains %q: %v", i, body.Model, s.model, s.body, strings.Contains(string(reqs[i].Body), s.body))
+		if body.Model != s.model {
+			t.Errorf("request %d: model %q, want %q", i, body.Model, s.model)
+		}
+		for _, want := range s.body {
+			if !strings.Contains(string(reqs[i].Body), want) {
+				t.Errorf("request %d lacks %q:\n%.2000s", i, want, reqs[i].Body)
+			}
 		}
 	}
 }

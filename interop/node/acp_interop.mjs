@@ -85,11 +85,11 @@ class Recorder {
     });
   }
 
-  permission(params) {
+  async permission(params) {
     this.permissions.push(params);
     let choice = null;
     try {
-      choice = this.answer(params);
+      choice = await this.answer(params);
     } catch (e) {
       this.violations.push(`permission request ${params.toolCall.toolCallId}: ${e.message}`);
     }
@@ -442,6 +442,46 @@ async function processOne(ctx) {
     check(s.tools.size >= 1, "no tool call shown");
     for (const [id, t] of s.tools) check(TERMINAL.has(t.statuses[t.statuses.length - 1]), `tool call ${id} left ${t.statuses}`);
     check(s.last("call_sleep") === "failed", `a cancelled call must end failed: ${s.tools.get("call_sleep").statuses}`);
+  });
+
+  await runCase(ctx, "cancel while a permission is pending: answered cancelled, the call fails", async () => {
+    // The client's side of a cancel (spec): send session/cancel, then answer every pending
+    // permission request of the turn with the cancelled outcome.
+    const mark = rec.mark();
+    let asked;
+    const seen = new Promise((resolve) => {
+      rec.answer = (p) => new Promise((answer) => resolve({ p, answer }));
+    });
+    const pending = prompt(agent, state.s2, "cancel-permission: remove keep");
+    asked = await timed(seen, "the permission request");
+    check(asked.p.toolCall.toolCallId === "call_perm", `permission for ${asked.p.toolCall.toolCallId}`);
+    await agent.notify(acp.methods.agent.session.cancel, { sessionId: state.s2 });
+    asked.answer(null);
+    const r = await pending;
+    check(r.stopReason === "cancelled", `stopReason ${r.stopReason}`);
+    const s = rec.since(mark, state.s2);
+    check(s.last("call_perm") === "failed", `call_perm statuses ${s.tools.get("call_perm")?.statuses}`);
+    check(exists("keep"), "keep was removed although the turn was cancelled before approval");
+    rec.expectNoPermission();
+  });
+
+  await runCase(ctx, "prompt content: resource_link, embedded resource and image reach the model", async () => {
+    // A 1x1 PNG.
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    const mark = rec.mark();
+    const r = await timed(
+      agent.request(acp.methods.agent.session.prompt, {
+        sessionId: state.s2,
+        prompt: [
+          { type: "text", text: "blocks: look at these" },
+          { type: "resource_link", uri: `file://${WORK}/notes.md`, name: "notes.md" },
+          { type: "resource", resource: { uri: `file://${WORK}/spec.txt`, text: "EMBEDDED-CONTEXT-MARKER", mimeType: "text/plain" } },
+          { type: "image", data: png, mimeType: "image/png" },
+        ],
+      }),
+      "prompt with content blocks",
+    );
+    check(r.stopReason === "end_turn" && rec.since(mark, state.s2).message === "Seen.", `content-block turn: ${r.stopReason}`);
   });
 
   await runCase(ctx, "second concurrent prompt: the default busy mode interrupts the running turn", async () => {
