@@ -26,6 +26,9 @@ type Meta struct {
 	Transports []string `json:"transports"`
 	Ignore     []string `json:"ignore,omitempty"` // event types dropped before comparing
 	Config     string   `json:"config,omitempty"` // config.yaml contents
+	// Remote marks a fixture that needs nothing of its own from the server (no model, policy
+	// or configuration), so it also runs against a server someone else started.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // Step is one line of client.jsonl.
@@ -359,10 +362,21 @@ func Check(ctx context.Context, f *Fixture, d Driver, binary, dir string, update
 		return err
 	}
 	defer srv.Close()
+	return f.verify(ctx, srv, d, env.Dir, update)
+}
+
+// CheckServer replays f on srv, a server someone else runs, with the frame rules of driver
+// d, and compares with the recording. Only fixtures marked remote make sense there: the
+// server has its own model, policy and configuration.
+func CheckServer(ctx context.Context, f *Fixture, d Driver, srv Server) error {
+	return f.verify(ctx, srv, d, "", false)
+}
+
+func (f *Fixture) verify(ctx context.Context, srv Server, d Driver, workdir string, update bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	g, _ := d.(Greeter)
-	got, err := f.Run(ctx, srv, d.Name(), dialectOf(d), env.Dir, g != nil && g.Greets())
+	got, err := f.Run(ctx, srv, d.Name(), dialectOf(d), workdir, g != nil && g.Greets())
 	want, ok := f.Want(d.Name())
 	if err != nil {
 		if ok && !update { // the first drift explains a run that went off the rails
