@@ -56,10 +56,12 @@ type runRecord struct {
 	// Generation counts the executions this admission was handed to: 0 while queued, 1 once a
 	// process started it. resolve-unknown must name it, so a resolution meant for one execution
 	// can never settle another.
-	Generation int64  `json:"execution_generation"`
-	Owner      string `json:"owner"` // ownerScope of the API key that admitted the run
-	SessionID  string `json:"session_id"`
-	Status     string `json:"status"`
+	Generation int64 `json:"execution_generation"`
+	// Owner is the principal (a digest of the API key, see Principal) that admitted the run:
+	// only it sees the run, and its Idempotency-Keys are its own.
+	Owner     string `json:"owner"`
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
 	// Process is the id of the server instance that executes (or last executed) the run: a
 	// running record of another process, found after a restart, is restart-unknown.
 	Process     string `json:"process,omitempty"`
@@ -78,13 +80,6 @@ type runRecord struct {
 }
 
 func (r *runRecord) settled() bool { return terminal(r.Status) }
-
-// ownerScope is the opaque owner of runs admitted with apiKey: a hash, so the key itself is
-// never stored, and distinct keys (a rotated one included) never see each other's runs.
-func ownerScope(apiKey string) string {
-	h := sha256.Sum256([]byte("hermes run owner\x00" + apiKey))
-	return hex.EncodeToString(h[:16])
-}
 
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))

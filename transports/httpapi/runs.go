@@ -241,7 +241,7 @@ func runNotFound(id string) error {
 // get returns the caller's run: from memory, or a settled run from its durable record (after
 // a restart, or once its event log was dropped). A run of another owner is not found.
 func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
-	owner := ownerScope(bearer(c.Get(fiber.HeaderAuthorization)))
+	owner := principal(c)
 	s.runs.mu.Lock()
 	r, ok := s.runs.m[id]
 	s.runs.mu.Unlock()
@@ -301,7 +301,7 @@ type runRequest struct {
 // starting another, for idempotencyRetention and across restarts; the same key with a
 // different body is a 409.
 func (s *Server) createRun(c *fiber.Ctx) error {
-	owner := ownerScope(bearer(c.Get(fiber.HeaderAuthorization)))
+	owner := principal(c)
 	fp := sha256Hex(string(c.Body()) + "\n" + c.Get(HeaderSessionKey))
 	ikey := c.Get("Idempotency-Key")
 	if ikey == "" {
@@ -321,11 +321,11 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 		r, err := s.getRunFor(c, runID)
 		if err == nil {
 			r.mu.Lock()
-			status, sid, adm := r.status, r.sessionID, r.rec.AdmissionID
+			status, sid := r.status, r.sessionID
 			r.mu.Unlock()
 			c.Set("Idempotency-Replayed", "true")
 			c.Set(HeaderSessionID, sid)
-			return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": runID, "status": status, "session_id": sid, "admission_id": adm, "replayed": true})
+			return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": runID, "status": status, "session_id": sid, "replayed": true})
 		}
 		// The record was swept between the lookup and the read: the key is free again.
 	}
@@ -396,8 +396,9 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 		c.Set(HeaderSessionKey, key)
 	}
 	c.Set(HeaderSessionID, sess.ID())
-	// "started" as the reference answers; GET /v1/runs/{id} tells queued from running.
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "admission_id": rec.AdmissionID, "replayed": false})
+	// "started" as the reference answers; GET /v1/runs/{id} tells queued from running and
+	// carries the admission.
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "replayed": false})
 }
 
 // storeCtx is the context of ledger writes: they must land even while the server stops (a
@@ -550,7 +551,7 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 		if stopping {
 			status = ""
 		}
-		r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID(), "admission_id": rec.AdmissionID, "execution_generation": rec.Generation})
+		r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
 		r.mu.Unlock()
 		if stopping {
 			sess.Interrupt("user")

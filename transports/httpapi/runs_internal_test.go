@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/openai"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/memstore"
+	"github.com/hermes-go/hermes/transports/gateway"
+)
+
+const (
+	internalKey = "internal-key-0123456789"
+	otherKey2   = "second-key-0123456789"
+)
+
+// newInternal builds a server (not listening: requests go through fiber's Test) over st.
+func newInternal(t testing.TB, st store.Store) *Server {
+	t.Helper()
+	fake := openaitest.New(t)
+	fake.Enqueue(openaitest.Text("new"))
+	prov := openai.New(openai.Config{BaseURL: fake.URL(), MaxRetries: -1})
+	eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"openai": prov}, DefaultModel: "openai:fake", Cwd: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway.New(eng, gateway.Options{})
+	s, err := New(eng, gw, Options{APIKey: internalKey, ExtraKeys: []string{otherKey2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		gw.Close()
+		eng.Close()
+	})
+	return s
+}
+
+func (s *Server) testCall(t testing.TB, method, path, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+internalKey)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := s.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return res.StatusCode, m
+}
+
+// settledRecord writes a settled keyed run of owner, settled at `at`.
+func settledRecord(t testing.TB, l ledger, id, owner, key, body string, at time.Time) runRecord {
+	t.Helper()
+	rec := runRecord{RunID: id, AdmissionID: "adm_" + id, Owner: owner, SessionID: "s", Status: runCompleted, Generation: 1,
+		Fingerprint: sha256Hex(body + "\n"), IdemKey: sha256Hex(key), Order: nextOrder(), CreatedAt: at, SettledAt: at,
+		Result: map[string]any{"completed": true, "output": "old"}}
+	rec, err := l.create(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// Runs and their Idempotency-Keys belong to the key that admitted them: another key neither
+// sees the run nor replays it.
+func TestRunsScopedToOwner(t *testing.T) {
+	st := memstore.New()
+	l := ledger{st: st}
+	body := `{"input":"hi"}`
+	settledRecord(t, l, "run_other", Principal("some-other-key-0123"), "k1", body, time.Now())
+	mine := settledRecord(t, l, "run_mine", Principal(internalKey), "k2", body, time.Now())
+	s := newInternal(t, st)
+
+	if code, m := s.testCall(t, "GET", "/v1/runs/run_other", "", nil); code != 404 || m["error"].(map[string]any)["code"] != "run_not_found" {
+		t.Fatalf("a foreign run: %d %v", code, m)
+	}
+	if code, m := s.testCall(t, "GET", "/v1/runs/run_mine", "", nil); code != 200 || m["output"] != "old" || m["admission_id"] != mine.AdmissionID {
+		t.Fatalf("own run: %d %v", code, m)
+	}
+	// k2 replays for its owner; k1 is another owner's key, so here it admits a new run.
+	if code, m := s.testCall(t, "POST", "/v1/runs", body, map[string]string{"Idempotency-Key": "k2"}); code != 202 || m["run_id"] != "run_mine" || m["replayed"] != true {
+		t.Fatalf("replay: %d %v", code, m)
+	}
+	if code, m := s.testCall(t, "POST", "/v1/runs", body, map[string]string{"Idempotency-Key": "k1"}); code != 202 || m["run_id"] == "run_other" || m["replayed"] != false {
+		t.Fatalf("a foreign key: %d %v", code, m)
+	}
+	// Live: a run admitted with the second key is that principal's alone, and the same
+	// Idempotency-Key with the same body is a separate admission per principal.
+	other := map[string]string{"Authorization": "Bearer " + otherKey2, "Idempotency-Key": "shared"}
+	code, theirs := s.testCall(t, "POST", "/v1/runs", `{"input":"theirs"}`, other)
+	if code != 202 {
+		t.Fatalf("%d %v", code, theirs)
+	}
+	id := theirs["run_id"].(string)
+	if code, _ := s.testCall(t, "GET", "/v1/runs/"+id, "", nil); code != 404 {
+		t.Fatalf("another principal's run: %d", code)
+	}
+	if code, _ := s.testCall(t, "GET", "/v1/runs/"+id, "", other); code != 200 {
+		t.Fatalf("own run: %d", code)
+	}
+	if code, m := s.testCall(t, "POST", "/v1/runs", `{"input":"theirs"}`, map[string]string{"Idempotency-Key": "shared"}); code != 202 || m["run_id"] == id || m["replayed"] != false {
+		t.Fatalf("the same key under another principal: %d %v", code, m)
+	}
+	if code, m := s.testCall(t, "POST", "/v1/runs", `{"input":"theirs"}`, other); code != 202 || m["run_id"] != id || m["replayed"] != true {
+		t.Fatalf("replay for the principal that owns the key: %d %v", code, m)
+	}
+	// The record keeps a digest of the key, never the key.
+	all, err := st.ListKV(context.Background(), kvRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range all {
+		if strings.Contains(string(v), internalKey) || strings.Contains(string(v), otherKey2) || strings.Contains(string(v), `"shared"`) {
+			t.Fatalf("%s holds a secret: %s", k, v)
+		}
+	}
+}
+
+// Settled records older than the retention are dropped with their keys, at start and by the
+// sweeper; unsettled ones never are.
+func TestRunRecordsSwept(t *testing.T) {
+	st := memstore.New()
+	l := ledger{st: st}
+	owner := Principal(internalKey)
+	body := `{"input":"hi"}`
+	settledRecord(t, l, "run_ancient", owner, "k-old", body, time.Now().Add(-idempotencyRetention-time.Minute))
+	settledRecord(t, l, "run_recent", owner, "k-new", body, time.Now().Add(-time.Hour))
+	s := newInternal(t, st)
+	if _, err := st.GetKV(context.Background(), kvRun+"run_ancient"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an expired record survived the start: %v", err)
+	}
+	if code, m := s.testCall(t, "POST", "/v1/runs", body, map[string]string{"Idempotency-Key": "k-new"}); code != 202 || m["run_id"] != "run_recent" {
+		t.Fatalf("replay within the retention: %d %v", code, m)
+	}
+	// An unsettled record, however old, stays.
+	old := time.Now().Add(-48 * time.Hour)
+	if _, err := l.create(context.Background(), runRecord{RunID: "run_stuck", Owner: owner, Status: recRunning, Generation: 1, Process: "proc_gone", CreatedAt: old}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.runs.sweep(context.Background(), time.Now().Add(idempotencyRetention))
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d: %v", n, err)
+	}
+	if _, err := st.GetKV(context.Background(), kvRun+"run_stuck"); err != nil {
+		t.Fatalf("an unsettled record was swept: %v", err)
+	}
+	if id, _ := s.runs.lookup(owner, sha256Hex("k-new"), sha256Hex(body+"\n")); id != "" {
+		t.Fatalf("an expired key still replays %s", id)
+	}
+}
+
+// The compare-and-set refuses what does not match and writes nothing then.
+func TestLedgerUpdateAborts(t *testing.T) {
+	l := ledger{st: memstore.New()}
+	ctx := context.Background()
+	rec, err := l.create(ctx, runRecord{RunID: "run_a", Status: recQueued})
+	if err != nil || rec.Version != 1 {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	if _, err := l.create(ctx, runRecord{RunID: "run_a"}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if _, err := l.update(ctx, "run_a", func(r *runRecord) error { r.Status = recRunning; return errRunNotQueued }); !errors.Is(err, errRunNotQueued) {
+		t.Fatalf("%v", err)
+	}
+	got, err := l.get(ctx, "run_a")
+	if err != nil || got.Status != recQueued || got.Version != 1 {
+		t.Fatalf("an aborted update wrote: %+v %v", got, err)
+	}
+	if _, err := l.update(ctx, "run_missing", func(*runRecord) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("%v", err)
+	}
+}
+
+// FuzzRunRecord feeds arbitrary bytes as a stored run record: listing skips what does not
+// decode, and whatever decodes can be rebuilt into a run without panicking.
+func FuzzRunRecord(f *testing.F) {
+	f.Add([]byte(`{"run_id":"run_1","status":"running","execution_generation":1,"process":"p"}`))
+	f.Add([]byte(`{"run_id":"run_2","status":"completed","result":{"completed":true}}`))
+	f.Add([]byte(`{"run_id":"run_3","status":"queued"}`))
+	f.Add([]byte(`{"run_id":7}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st := memstore.New()
+		if err := st.PutKV(context.Background(), kvRun+"run_x", b); err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		recs, err := ledger{st: st}.list(context.Background(), func(string, error) { bad++ })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs)+bad != 1 {
+			t.Fatalf("%d records, %d bad", len(recs), bad)
+		}
+		for _, rec := range recs {
+			r := recoveredRun(rec, "proc_now")
+			if len(r.events) != 1 {
+				t.Fatalf("%d events", len(r.events))
+			}
+			_ = r.statusObject()
+		}
+	})
+}
+
+// FuzzResolveUnknownBody sends arbitrary bodies to resolve-unknown: every answer is a client
+// error (400, 404 or 409), never a server error.
+func FuzzResolveUnknownBody(f *testing.F) {
+	st := memstore.New()
+	l := ledger{st: st}
+	if _, err := l.create(context.Background(), runRecord{RunID: "run_u", AdmissionID: "adm_u", Owner: Principal(internalKey),
+		SessionID: "s", Status: recRunning, Generation: 1, Process: "proc_gone", CreatedAt: time.Now()}); err != nil {
+		f.Fatal(err)
+	}
+	s := newInternal(f, st)
+	f.Add(`{"admission_id":"adm_u","execution_generation":2}`)
+	f.Add(`{"admission_id":"adm_x","execution_generation":1}`)
+	f.Add(`{"admission_id":null,"execution_generation":1e400}`)
+	f.Add(`{"execution_generation":"1"}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		code, m := s.testCall(t, "POST", "/v1/runs/run_u/resolve-unknown", body, nil)
+		if code == 200 {
+			// Only the exact admission resolves it (once; later bodies get 409).
+			var req struct {
+				AdmissionID string `json:"admission_id"`
+				Generation  int64  `json:"execution_generation"`
+			}
+			if json.Unmarshal([]byte(body), &req) != nil || req.AdmissionID != "adm_u" || req.Generation != 1 {
+				t.Fatalf("%q resolved the run: %v", body, m)
+			}
+			return
+		}
+		if code != 400 && code != 409 {
+			t.Fatalf("%q: %d %v", body, code, m)
+		}
+	})
+}
