@@ -79,7 +79,13 @@ func gatewayOptions(cfg *config.Config, a *assembled, logger *slog.Logger) gatew
 		Home:        cfg.Home,
 		ReloadEnv:   func() ([]string, error) { return loadDotEnv(filepath.Join(cfg.Home, ".env")) },
 		ReloadMCP:   func(ctx context.Context) (any, error) { return a.mcp.Reload(ctx), nil },
-		Logger:      logger,
+		MCPStatus: func() any {
+			if st := a.mcp.Status(); len(st) > 0 {
+				return st
+			}
+			return nil
+		},
+		Logger: logger,
 	}
 }
 

@@ -331,3 +331,40 @@ func TestMCPStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewaySessionInfoMCPStatus checks that MCP server status (connected, tool count, error)
+// reaches gateway clients in session info and session.status: one server that serves and one
+// that cannot start.
+func TestGatewaySessionInfoMCPStatus(t *testing.T) {
+	inner := t.TempDir()
+	tg := stdioTarget(t, "mcp:\n  servers:\n"+
+		"    inner:\n      command: "+os.Args[0]+"\n      args: [mcp, serve]\n"+
+		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \""+inner+"\"}\n"+
+		"    broken:\n      command: "+filepath.Join(t.TempDir(), "no-such-server")+"\n")
+	c := open(t, tg, false)
+	created := call(t, c, "session.create", map[string]any{})
+	check := func(where string, v any) {
+		t.Helper()
+		list, _ := v.([]any)
+		byName := map[string]map[string]any{}
+		for _, s := range list {
+			m, _ := s.(map[string]any)
+			name, _ := m["name"].(string)
+			byName[name] = m
+		}
+		in, br := byName["inner"], byName["broken"]
+		if len(list) != 2 || in == nil || br == nil {
+			t.Fatalf("%s: mcp_servers = %v", where, v)
+		}
+		if in["connected"] != true || in["tools"] != float64(4) {
+			t.Errorf("%s: inner = %v, want connected with 4 tools", where, in)
+		}
+		if br["connected"] == true || br["error"] == nil || br["error"] == "" {
+			t.Errorf("%s: broken = %v, want not connected with an error", where, br)
+		}
+	}
+	info, _ := created["info"].(map[string]any)
+	check("session.create info", info["mcp_servers"])
+	st := call(t, c, "session.status", map[string]any{"session_id": created["session_id"]})
+	check("session.status", st["mcp_servers"])
+}

@@ -643,7 +643,11 @@ func sessionStatus(_ context.Context, c *client, m string, raw json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"output": statusText(l), "status": l.s.Status()}, nil
+	out := map[string]any{"output": statusText(l), "status": l.s.Status()}
+	if st := mcpStatus(l); st != nil {
+		out["mcp_servers"] = st
+	}
+	return out, nil
 }
 
 func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {

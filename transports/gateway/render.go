@@ -177,7 +177,19 @@ func liveInfo(l *live) map[string]any {
 	if snap.Inflight != nil {
 		info["turn_started_at"] = snap.Inflight.Started.Unix()
 	}
+	if st := mcpStatus(l); st != nil {
+		info["mcp_servers"] = st
+	}
 	return info
+}
+
+// mcpStatus is the MCP server status for session info, nil when no server is configured (the
+// field is then left out, so sessions without MCP keep their exact info shape).
+func mcpStatus(l *live) any {
+	if l.mcp == nil {
+		return nil
+	}
+	return l.mcp()
 }
 
 // toolContext is a one-line preview of a call from its arguments.

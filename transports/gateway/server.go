@@ -33,6 +33,9 @@ type Options struct {
 	ReloadEnv func() ([]string, error)
 	// ReloadMCP reconnects MCP servers; it returns their status.
 	ReloadMCP func(ctx context.Context) (any, error)
+	// MCPStatus reports the MCP servers a session's tools come from (connected, tool count,
+	// error per server); it is shown as mcp_servers in session info and session.status.
+	MCPStatus func() any
 	// OrphanGrace is how long a session nobody is attached to stays live before it is closed
 	// (it stays stored and resumable). Running sessions and sessions waiting on a person are
 	// never reaped. Default 20s; negative keeps orphans live forever.
@@ -64,6 +67,7 @@ type Server struct {
 type live struct {
 	rid string
 	s   *engine.Session
+	mcp func() any // Options.MCPStatus; nil when none is configured
 
 	mu                sync.Mutex
 	clients           map[*client]*attachment
@@ -153,7 +157,7 @@ func (g *Server) register(s *engine.Session) *live {
 	for g.sessions[rid] != nil {
 		rid = randHex(4)
 	}
-	l := &live{rid: rid, s: s, clients: map[*client]*attachment{}, cols: 80, lastActive: time.Now()}
+	l := &live{rid: rid, s: s, mcp: g.opts.MCPStatus, clients: map[*client]*attachment{}, cols: 80, lastActive: time.Now()}
 	g.sessions[rid] = l
 	g.byStored[s.ID()] = l
 	g.order = append(g.order, rid)
