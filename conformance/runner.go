@@ -149,7 +149,7 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport string, d Diale
 	if !ok {
 		steps = f.steps[""]
 	}
-	r := &session{f: f, ctx: ctx, srv: srv, d: d, greets: greets, ph: newPlaceholders()}
+	r := &playback{f: f, ctx: ctx, srv: srv, d: d, greets: greets, ph: newPlaceholders()}
 	if workdir != "" {
 		r.ph.byName["$workdir"] = workdir
 		r.ph.root = filepath.Dir(workdir)
@@ -161,7 +161,7 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport string, d Diale
 	}
 	defer func() { r.conn.Close() }()
 	if greets { // the connection's first frame
-		if err := r.receive(0, any1); err != nil {
+		if err := r.receive(0, anyFrame); err != nil {
 			return r.out, err
 		}
 	}
@@ -173,8 +173,8 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport string, d Diale
 	return r.out, nil
 }
 
-// session is one run of a fixture's steps on one server.
-type session struct {
+// playback is one run of a fixture's steps on one server.
+type playback struct {
 	f      *Fixture
 	ctx    context.Context
 	srv    Server
@@ -185,10 +185,10 @@ type session struct {
 	out    []string
 }
 
-func any1(map[string]any) bool { return true }
+func anyFrame(map[string]any) bool { return true }
 
 // receive reads frames, recording each, until stop accepts one.
-func (r *session) receive(step int, stop func(map[string]any) bool) error {
+func (r *playback) receive(step int, stop func(map[string]any) bool) error {
 	for {
 		raw, err := r.conn.Recv(r.ctx)
 		if err != nil {
@@ -213,7 +213,7 @@ func (r *session) receive(step int, stop func(map[string]any) bool) error {
 
 // step performs one step: at most one of close, reconnect, send, raw and answer, then the
 // await and until reads.
-func (r *session) step(n int, s Step) error {
+func (r *playback) step(n int, s Step) error {
 	var frame []byte
 	switch {
 	case s.Close:
@@ -225,7 +225,7 @@ func (r *session) step(n int, s Step) error {
 		}
 		r.conn = c
 		if r.greets {
-			return r.receive(n, any1)
+			return r.receive(n, anyFrame)
 		}
 		return nil
 	case s.Raw != "":
