@@ -554,7 +554,7 @@ func buildHermes(dir string) (string, error) {
 
 // BenchmarkServeRSS measures the memory of a real `hermes serve` (the built binary, over the
 // fake model) from /proc/PID/status: at idle right after it listens, after a warm-up turn,
-// and under 1,000 concurrent SSE clients.
+// under 1,000 concurrent SSE clients, and after 500 more one-turn conversations.
 //
 // The load: every turn slot of the server's concurrency cap is taken, by heldTurns-1 streamed
 // chat completions and one run, all held at the model; then 1,000 clients follow the run's
@@ -562,7 +562,8 @@ func buildHermes(dir string) (string, error) {
 // httpapi default (10), so 1,000 simultaneous chat turns cannot be held on this process; the
 // in-process BenchmarkChatStreams1000 (transports/httpapi) lifts the cap for that. Errors
 // (any stream not ending with its terminal event) are counted and must be 0. Run with
-// -benchtime=1x.
+// -benchtime=1x. HERMES_BENCH_SERVE_ENV adds space-separated KEY=VALUE pairs to the server's
+// environment, e.g. "GOMEMLIMIT=48MiB" to compare runtime settings.
 func BenchmarkServeRSS(b *testing.B) {
 	bin, err := buildHermes(b.TempDir())
 	if err != nil {
@@ -570,7 +571,7 @@ func BenchmarkServeRSS(b *testing.B) {
 	}
 	const followers = 1000
 	for range b.N {
-		p := startServeBin(b, bin)
+		p := startServeBin(b, bin, strings.Fields(os.Getenv("HERMES_BENCH_SERVE_ENV"))...)
 		idle, err := loadgen.ReadMem(p.cmd.Process.Pid)
 		if err != nil {
 			b.Fatal(err)
@@ -605,6 +606,18 @@ func BenchmarkServeRSS(b *testing.B) {
 		}
 		gate.Release()
 		chatSum, runSum := chats.Drain(), followersHeld.Drain()
+		lt.Client.CloseIdleConnections()
+		drained, _ := loadgen.ReadMem(p.cmd.Process.Pid)
+		// Churn: many short conversations. Each is a new session written to the store (filling
+		// the memtable, whose arena is allocated at open but resident only once written) and
+		// stays live in the engine afterwards.
+		const churn = 500
+		for i := range churn {
+			p.model.Enqueue(openaitest.Text("short answer"))
+			if _, err := lt.Post(ctx, "/chat/completions", []byte(`{"model":"`+interopModel+`","messages":[{"role":"user","content":"churn `+strconv.Itoa(i)+`"}]}`)); err != nil {
+				b.Fatal(err)
+			}
+		}
 		after, _ := loadgen.ReadMem(p.cmd.Process.Pid)
 		cancel()
 		lt.Client.CloseIdleConnections()
@@ -617,6 +630,8 @@ func BenchmarkServeRSS(b *testing.B) {
 		b.ReportMetric(float64(idle.File)/(1<<20), "idle-file-MB")
 		b.ReportMetric(float64(warm.RSS)/(1<<20), "warm-RSS-MB")
 		b.ReportMetric(float64(loaded.RSS)/(1<<20), "load-RSS-MB")
+		b.ReportMetric(float64(drained.RSS)/(1<<20), "drained-RSS-MB")
+		b.ReportMetric(float64(after.RSS)/(1<<20), "churn-RSS-MB")
 		b.ReportMetric(float64(after.HWM)/(1<<20), "peak-HWM-MB")
 		b.ReportMetric(float64(len(followersHeld.Streams)+len(chats.Streams)), "streams-held")
 		b.ReportMetric(float64(errs), "errors")
