@@ -74,6 +74,7 @@
 //	behaviour_28_chat_stream       28    streamed chat completion: role chunk, tool progress, finish, usage, [DONE]
 //	behaviour_29_responses_chain   29    previous_response_id chains; unknown id and conversation conflicts refused
 //	behaviour_30_run_approval      30    run admission, waiting_for_approval, approval and steer refusals, completion
+//	behaviour_30_run_steer         30    steer while running is accepted and delivered with the tool result; blank is 400
 //	behaviour_30_run_stop_budget   30    stop while waiting ends cancelled; the iteration budget ends failed
 //	policy_allow, policy_deny,     cross-surface policy: one policy script allows, denies or asks for the same
 //	policy_ask                     tool call identically on gateway-stdio, gateway-ws, acp-stdio, http runs and cli
