@@ -238,7 +238,7 @@ func runNotFound(id string) error {
 	return &apiError{Status: fiber.StatusNotFound, Message: "Run not found: " + id, Type: "invalid_request_error", Param: "run_id", Code: "run_not_found"}
 }
 
-// get returns the caller's run: from memory, or a settled run from its durable record (after
+// getRunFor returns the caller's run: from memory, or a settled run from its durable record (after
 // a restart, or once its event log was dropped). A run of another owner is not found.
 func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 	owner := principal(c)

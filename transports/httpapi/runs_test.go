@@ -162,6 +162,13 @@ func TestRunApprovalAndReplay(t *testing.T) {
 	if len(replay) != len(frames)-2 || replay[0].id != 3 || replay[len(replay)-1].data["event"] != "run.completed" {
 		t.Fatalf("replay %v", replay)
 	}
+	for i, f := range replay {
+		want, _ := json.Marshal(frames[i+2].data)
+		got, _ := json.Marshal(f.data)
+		if f.id != frames[i+2].id || string(got) != string(want) {
+			t.Fatalf("replayed frame %d: %s, want %s", f.id, got, want)
+		}
+	}
 	// Nothing left to replay on a finished run: 204 stops an EventSource.
 	if rs3 := tg.events(t, id, strconv.Itoa(len(frames))); rs3.res.StatusCode != 204 {
 		t.Fatalf("status %d", rs3.res.StatusCode)
