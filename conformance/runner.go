@@ -159,7 +159,12 @@ func (f *Fixture) Run(ctx context.Context, srv Server, transport string, d Diale
 	if r.conn, err = srv.Connect(); err != nil {
 		return nil, err
 	}
-	defer func() { r.conn.Close() }()
+	r.conns = append(r.conns, r.conn)
+	defer func() {
+		for _, c := range r.conns { // Close may come twice: a close step, then here
+			c.Close()
+		}
+	}()
 	if greets { // the connection's first frame
 		if err := r.receive(0, anyFrame); err != nil {
 			return r.out, err
@@ -181,7 +186,8 @@ type playback struct {
 	d      Dialect
 	greets bool
 	ph     *placeholders
-	conn   Conn
+	conn   Conn   // the current connection
+	conns  []Conn // every connection opened, closed at the end
 	out    []string
 }
 
@@ -224,6 +230,7 @@ func (r *playback) step(n int, s Step) error {
 			return fmt.Errorf("step %d: %w", n, err)
 		}
 		r.conn = c
+		r.conns = append(r.conns, c)
 		if r.greets {
 			return r.receive(n, anyFrame)
 		}
