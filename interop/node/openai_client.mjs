@@ -264,6 +264,21 @@ async function main() {
     const texts = await Promise.all(held.map(async (s) => (await collect(s)).text));
     check(texts.every((t) => t === 'released'), 'held streams end with their answer', texts);
   });
+
+  // The SDK's stream helpers validate the sequence (role once, finish_reason, the
+  // response.* order) and build the final object; raw iteration does not.
+  await step('chat .stream() helper and finalChatCompletion()', async () => {
+    const s = client.chat.completions.stream({ model, messages: [{ role: 'user', content: 'Node: helper question' }] });
+    const final = await s.finalChatCompletion();
+    check(final.choices[0].message.content === 'Helper answer.', 'final content', final.choices[0].message);
+    check(final.choices[0].finish_reason === 'stop', 'final finish_reason', final.choices[0].finish_reason);
+  });
+
+  await step('responses.stream() helper and finalResponse()', async () => {
+    const s = client.responses.stream({ model, input: 'Node: helper response' });
+    const final = await s.finalResponse();
+    check(final.status === 'completed' && final.output_text === 'Helper response.', 'final response', final);
+  });
 }
 
 try {
