@@ -68,12 +68,13 @@ type run struct {
 	events   []runEvent
 	changed  chan struct{} // closed and replaced on every event
 	result   map[string]any
-	resolved chan struct{} // closed when a restart-unknown run is resolved
+	done     chan struct{} // closed when the run settles (finish)
+	doneOnce sync.Once
 }
 
 func newRun(rec runRecord, status string) *run {
 	return &run{id: rec.RunID, owner: rec.Owner, sessionID: rec.SessionID, created: rec.CreatedAt, rec: rec,
-		model: rec.Model, status: status, updated: time.Now(), changed: make(chan struct{}), resolved: make(chan struct{})}
+		model: rec.Model, status: status, updated: time.Now(), changed: make(chan struct{}), done: make(chan struct{})}
 }
 
 func terminal(status string) bool {
@@ -472,7 +473,7 @@ func (s *Server) execute(r *run) {
 	switch r.getStatus() {
 	case runUnknown:
 		select {
-		case <-r.resolved:
+		case <-r.done: // resolved
 		case <-s.ctx.Done():
 		}
 		return
@@ -483,6 +484,8 @@ func (s *Server) execute(r *run) {
 	if s.slots != nil {
 		select {
 		case s.slots <- struct{}{}:
+		case <-r.done: // stopped while waiting for a slot
+			return
 		case <-s.ctx.Done():
 			return
 		}
@@ -656,12 +659,13 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 		fields[k] = v
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if stored {
 		r.rec = rec
 	}
 	r.result = res
 	r.emitLocked("run."+status, status, fields)
+	r.mu.Unlock()
+	r.doneOnce.Do(func() { close(r.done) })
 }
 
 // settleQueued settles a run that never started (stopped while queued, the server stopping,

@@ -82,6 +82,7 @@ func recoveredRun(rec runRecord, boot string) *run {
 		}
 		r.emitLocked("run."+rec.Status, "", fields)
 		r.updated = rec.SettledAt
+		r.doneOnce.Do(func() { close(r.done) })
 	case rec.Status == recRunning && rec.Process != boot:
 		r = newRun(rec, runUnknown)
 		r.emitLocked("run.unknown", "", map[string]any{"session_id": rec.SessionID, "admission_id": rec.AdmissionID,
@@ -165,9 +166,8 @@ func (s *Server) resolveUnknown(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
-	// Only the winner of the compare-and-set gets here, so the channel is closed once.
+	// Only the winner of the compare-and-set gets here: the run settles once.
 	r.finish(rec, true, runInterrupted, res)
-	close(r.resolved)
 	return c.JSON(fiber.Map{"object": "hermes.run.unknown_resolution", "run_id": r.id, "status": runInterrupted, "session_id": rec.SessionID,
 		"admission_id": rec.AdmissionID, "execution_generation": rec.Generation, "resolved": true})
 }
