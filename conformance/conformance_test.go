@@ -88,9 +88,11 @@ func recordCassette(t *testing.T, f *Fixture) {
 	var reqs []model.Request
 	for i, s := range steps {
 		r := openaitest.Response{Text: s.Text}
-		for _, c := range s.Calls {
+		for j, c := range s.Calls {
 			n := len(c.Args) / 2
-			r.Calls = append(r.Calls, openaitest.Call{Name: c.Name, Args: []string{c.Args[:n], c.Args[n:]}})
+			// ids unique in the session, as a provider's are
+			id := fmt.Sprintf("call_%d_%d", i+1, j+1)
+			r.Calls = append(r.Calls, openaitest.Call{ID: id, Name: c.Name, Args: []string{c.Args[:n], c.Args[n:]}})
 		}
 		srv.Enqueue(r)
 		reqs = append(reqs, model.Request{Model: "fixture", Messages: []model.Message{{Role: "user", Content: "step " + strings.Repeat("I", i+1)}}})

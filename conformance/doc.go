@@ -66,7 +66,7 @@
 //	gateway_ws_gate                19    no approval frame to a client without server_requests
 //	gateway_reconnect              20,22 an open request survives a reconnect and is answered from the new connection
 //	acp_turn                       23,26 ACP initialize, streaming prompt, permission request
-//	behaviour_24_acp_load          24    session/load in a new process replays the history before its response
+//	behaviour_24_acp_load          24    session/load in a new process replays the history (tool calls, plan) before its response
 //	behaviour_25_acp_queue_cancel  25    a second prompt is queued at once; session/cancel ends the first cancelled
 //	behaviour_25_acp_queued_turn   25    the queued prompt runs next, announced by a user_message_chunk
 //	gateway_approval               26    the gateway twin of the approval round trip
