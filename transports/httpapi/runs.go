@@ -39,7 +39,7 @@ const runRetention = time.Hour
 const (
 	msgShutdown      = "the server stopped before this run settled"
 	msgShutdownQueue = "the server stopped before this run started"
-	msgRestarted     = "The gateway restarted before this run settled."
+	msgRestarted     = "The gateway restarted before this run settled." // the reference's wording
 	msgUnknown       = "the server restarted while this run was executing; whether its turn finished is unknown until it is resolved with POST /v1/runs/{run_id}/resolve-unknown"
 )
 
@@ -59,7 +59,7 @@ type run struct {
 
 	mu       sync.Mutex
 	rec      runRecord       // the durable record as last written or read
-	sess     *engine.Session // nil until the run is started
+	sess     *engine.Session // opened at admission; for a run recovered after a restart, when it starts
 	turn     *turnRun        // nil until the run is started
 	model    string
 	status   string
