@@ -38,8 +38,9 @@ const (
 	// notesText is the content of the file the tool-progress turn reads: its presence in the
 	// model's next request proves the tool really ran on the server.
 	notesText = "the launch code is 0000"
-	// heldTurns is the server's default concurrency cap (httpapi.Options.MaxConcurrent 0):
-	// that many held turns make the next request a 429.
+	// heldTurns is the concurrency cap of `hermes serve`, which leaves
+	// httpapi.Options.MaxConcurrent at its default (10): that many held turns make the next
+	// request a 429.
 	heldTurns = 10
 )
 
@@ -65,7 +66,6 @@ func (l *lockedBuffer) String() string {
 type serveProc struct {
 	base  string // http://127.0.0.1:port
 	model *openaitest.Server
-	cwd   string
 	cmd   *exec.Cmd
 	logs  *lockedBuffer
 }
@@ -84,7 +84,7 @@ func startServeBin(tb testing.TB, bin string, extraEnv ...string) *serveProc {
 	if err := os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte(notesText+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	p := &serveProc{model: openaitest.New(tb), cwd: cwd, logs: &lockedBuffer{}}
+	p := &serveProc{model: openaitest.New(tb), logs: &lockedBuffer{}}
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = cwd
 	asMain := "0" // a built hermes ignores it; the test binary acts as hermes with "1"
@@ -144,7 +144,7 @@ func startServeBin(tb testing.TB, bin string, extraEnv ...string) *serveProc {
 	return p
 }
 
-// script enqueues, in client order, the fake model's answers for the shared scenario the Node
+// scriptInteropModel enqueues, in client order, the fake model's answers for the shared scenario the Node
 // and Go clients both walk through. It returns the gate holding the turns of the 429 case.
 func scriptInteropModel(srv *openaitest.Server) *openaitest.Gate {
 	srv.Enqueue(
