@@ -166,3 +166,28 @@ func BenchmarkResponsesNonStreaming(b *testing.B) {
 	b.ReportMetric(float64(loadgen.Percentile(lat, 50).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(loadgen.Percentile(lat, 99).Microseconds()), "p99-µs")
 }
+
+// BenchmarkChatRetainedPerConversation serves 200 one-turn conversations (non-streamed, each
+// a new session, 200 deltas per answer) and reports the Go heap still live afterwards per
+// conversation, and how many sessions the engine keeps live. What stays is what a long-running
+// server accumulates for every conversation it has served.
+func BenchmarkChatRetainedPerConversation(b *testing.B) {
+	const convs, deltas = 200, 200
+	for i := range b.N {
+		tg := newTargetWith(b, burst{n: deltas}, nil)
+		lt := &loadgen.Target{BaseURL: tg.base + "/v1", APIKey: testKey}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for j := range convs {
+			body := `{"model":"openai:fake-agent","messages":[{"role":"user","content":"conversation ` + strconv.Itoa(i) + `-` + strconv.Itoa(j) + `"}]}`
+			if _, err := lt.Post(context.Background(), "/chat/completions", []byte(body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/convs, "retained-KB/conv")
+		b.ReportMetric(float64(len(tg.eng.LiveSessions())), "live-sessions")
+	}
+}
