@@ -189,6 +189,35 @@ func TestBrowserControlForwardsOnlyToTheOwner(t *testing.T) {
 	}
 }
 
+// A run (/v1/runs) is owned by the principal that admitted it: its turn's browser calls reach
+// that principal's controller, and another principal's controller sees nothing.
+func TestBrowserControlRunIsOwnedByItsPrincipal(t *testing.T) {
+	tg := browserTarget(t, nil)
+	idA := register(t, tg, testKey, `{"capabilities":["snapshot"]}`)
+	idB := register(t, tg, otherKey, `{"capabilities":["snapshot"]}`)
+	a := connect(t, tg, testKey, idA, func(map[string]any) map[string]any { return map[string]any{"ok": true, "content": "A page"} })
+	b := connect(t, tg, otherKey, idB, func(map[string]any) map[string]any { return map[string]any{"ok": true, "content": "B page"} })
+	tg.fake.Enqueue(browserCall(`{"action":"snapshot"}`), openaitest.Text("seen"))
+	r := tg.do(t, "POST", "/v1/runs", `{"input":"look","session_id":"br-run"}`, nil)
+	if r.status != 202 {
+		t.Fatalf("POST /v1/runs: %d %s", r.status, r.body)
+	}
+	id, _ := decode(t, r)["run_id"].(string)
+	evs := allEvents(t, tg, id, "")
+	if names := eventNames(evs); len(names) == 0 || names[len(names)-1] != "run.completed" {
+		t.Fatalf("run events %v", names)
+	}
+	if res := toolResults(t, tg, "br-run"); len(res) != 1 || res[0] != "A page" {
+		t.Fatalf("tool results %q", res)
+	}
+	if got := a.received(); len(got) != 1 || got[0]["session_id"] != "br-run" {
+		t.Fatalf("the owner's controller received %v", got)
+	}
+	if got := b.received(); len(got) != 0 {
+		t.Fatalf("another principal's controller received %v", got)
+	}
+}
+
 func TestBrowserControlTurnWithoutAnOwnerIsRefused(t *testing.T) {
 	tg := browserTarget(t, nil)
 	id := register(t, tg, testKey, `{"capabilities":["snapshot"]}`)

@@ -534,7 +534,11 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 	r.rec = rec
 	r.mu.Unlock()
 	for {
-		tr, err := startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive)
+		// The run's owner (the principal that admitted it) owns the turn, so its browser tool
+		// calls reach that principal's controller only, even after a restart.
+		tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
+			return startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive)
+		})
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Code == "session_busy" {
 			// Another client's turn slipped in between the wait and the submit: wait again.
@@ -546,7 +550,8 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		tr.keep, tr.release = true, s.release
+		turnID := tr.turnID
+		tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
 		r.mu.Lock()
 		r.sess, r.turn, r.model = sess, tr, sess.Record().Model
 		stopping := r.status == runStopping // stop arrived between the record and the turn
