@@ -66,6 +66,7 @@ func (l *lockedBuffer) String() string {
 type serveProc struct {
 	base  string // http://127.0.0.1:port
 	model *openaitest.Server
+	home  string // HERMES_HOME
 	cmd   *exec.Cmd
 	logs  *lockedBuffer
 }
@@ -84,7 +85,7 @@ func startServeBin(tb testing.TB, bin string, extraEnv ...string) *serveProc {
 	if err := os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte(notesText+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	p := &serveProc{model: openaitest.New(tb), logs: &lockedBuffer{}}
+	p := &serveProc{model: openaitest.New(tb), home: home, logs: &lockedBuffer{}}
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = cwd
 	asMain := "0" // a built hermes ignores it; the test binary acts as hermes with "1"
@@ -505,6 +506,42 @@ func TestOpenAIGoClient(t *testing.T) {
 		}
 	})
 	checkModelSaw(t, p.model)
+}
+
+// TestOpenAIGoClientGeneratedKey starts `hermes serve` with no key configured: it creates one
+// (0600, under HERMES_HOME) on first start without printing it, and the official client
+// authenticates with it and only with it.
+func TestOpenAIGoClientGeneratedKey(t *testing.T) {
+	p := startServe(t, "HERMES_API_KEY=", "API_SERVER_KEY=")
+	path := filepath.Join(p.home, "api_key")
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("no generated key: %v\n%s", err, p.logs.String())
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("api_key mode %v, want 0600", fi.Mode().Perm())
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(raw))
+	if len(key) < 16 || !strings.Contains(p.logs.String(), "created an API key") || strings.Contains(p.logs.String(), key) {
+		t.Fatalf("key %d chars; the log must say a key was created without printing it:\n%s", len(key), p.logs.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	good := openai.NewClient(option.WithBaseURL(p.base+"/v1/"), option.WithAPIKey(key))
+	page, err := good.Models.List(ctx)
+	if err != nil || len(page.Data) == 0 {
+		t.Fatalf("with the generated key: %v", err)
+	}
+	other := openai.NewClient(option.WithBaseURL(p.base+"/v1/"), option.WithAPIKey(testAPIKey))
+	_, err = other.Models.List(ctx)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("another key: want 401, got %v", err)
+	}
 }
 
 // heldStream is a streaming completion read to its end by its own goroutine.
