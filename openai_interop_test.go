@@ -206,6 +206,9 @@ func checkModelSaw(t *testing.T, srv *openaitest.Server) {
 			all.WriteString(m.Role + ": " + m.Content + "\n")
 		}
 		last := msgs[len(msgs)-1]
+		if last.Role == "user" && strings.Contains(last.Content, "Node: plain question") && !strings.Contains(all.String(), "Answer briefly.") {
+			t.Errorf("the client's system message (sent as content parts) did not reach the model:\n%s", all.String())
+		}
 		if last.Role == "tool" && strings.Contains(last.Content, notesText) {
 			sawTool = true
 		}

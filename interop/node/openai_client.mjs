@@ -103,9 +103,22 @@ async function main() {
   });
 
   await step('chat completion, plain', async () => {
+    // What frontends send besides model and messages (LibreChat's sampling defaults, a user
+    // id, metadata, both token limits, content as parts with vendor extras): all tolerated.
     const c = await client.chat.completions.create({
       model,
-      messages: [{ role: 'user', content: 'Node: plain question' }],
+      messages: [
+        { role: 'system', content: [{ type: 'text', text: 'Answer briefly.', cache_control: { type: 'ephemeral' } }] },
+        { role: 'user', content: [{ type: 'text', text: 'Node: plain question' }] },
+      ],
+      temperature: 1,
+      top_p: 1,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      max_tokens: 256,
+      max_completion_tokens: 256,
+      user: 'user-1',
+      metadata: { origin: 'interop' },
     });
     check(c.object === 'chat.completion', 'object', c.object);
     check(c.choices.length === 1, 'one choice', c.choices);
@@ -122,6 +135,7 @@ async function main() {
       messages: [{ role: 'user', content: 'Node: streamed question' }],
       stream: true,
       stream_options: { include_usage: true },
+      user: { id: 'u-1', name: 'Open WebUI sends an object here' }, // must not be a 400
     });
     const r = await collect(stream);
     check(r.text === 'Streamed answer.', 'streamed text', r.text);
