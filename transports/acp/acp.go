@@ -1,6 +1,11 @@
 // Package acp serves Hermes sessions to editors over the Agent Client Protocol (newline
 // delimited JSON-RPC 2.0 on stdio), built on the official Go SDK. SDK types stay inside this
 // package: callers hand it an engine and two streams.
+//
+// What the editor lends a session is attached to that session only and given back when it
+// closes or the connection ends: its file system, when it advertises fs/read_text_file or
+// fs/write_text_file (the file tools then see unsaved buffers and the editor reviews edits),
+// and the MCP servers it passes in session/new, load, resume and fork.
 package acp
 
 import (
@@ -218,6 +223,9 @@ type session struct {
 	// mcp is the session's MCP servers from the client; nil when it passed none. Guarded by
 	// agent.mu (the attachment itself is safe to use without it).
 	mcp *mcpAttachment
+	// cancelled is closed by session/cancel (and replaced), for prompts that wait before
+	// their turn starts. Guarded by agent.mu.
+	cancelled chan struct{}
 }
 
 var (
@@ -322,7 +330,7 @@ func (a *agent) add(s *engine.Session, cwd string) *session {
 	a.mu.Lock()
 	ss, ok := a.sessions[s.ID()]
 	if !ok {
-		ss = &session{s: s, cwd: cwd}
+		ss = &session{s: s, cwd: cwd, cancelled: make(chan struct{})}
 		a.sessions[s.ID()] = ss
 		delete(a.closed, s.ID())
 	}
@@ -484,6 +492,10 @@ func (a *agent) Cancel(_ context.Context, p sdk.CancelNotification) error {
 	if err != nil {
 		return nil // a late cancel for a session already gone is not an error
 	}
+	a.mu.Lock()
+	close(ss.cancelled)
+	ss.cancelled = make(chan struct{})
+	a.mu.Unlock()
 	ss.s.Interrupt("cancelled by client")
 	return nil
 }

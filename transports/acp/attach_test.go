@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 	"github.com/hermes-go/hermes/transports/acp"
 )
 
@@ -502,4 +504,60 @@ func samePlan(a, b []sdk.PlanEntry) bool {
 	return slices.EqualFunc(a, b, func(x, y sdk.PlanEntry) bool {
 		return x.Content == y.Content && x.Priority == y.Priority && x.Status == y.Status
 	})
+}
+
+func TestCancelWhileMCPServersStart(t *testing.T) {
+	_, p := fakeProvider(t)
+	eng, cwd := newEngine(t, p, "")
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "no", http.StatusMethodNotAllowed)
+			return
+		}
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		select { // never answers initialize while the test runs
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hang.Close)
+	defer close(release)
+	c := connect(t, eng, cwd, acp.Options{Logger: quiet, MCP: mcptool.Options{StartTimeout: 10 * time.Minute}})
+	ctx := testCtx(t)
+	if _, err := c.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{
+		{Http: &sdk.McpServerHttpInline{Name: "slow", Type: "http", Url: hang.URL, Headers: []sdk.HttpHeader{}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	res := make(chan sdk.PromptResponse, 1)
+	go func() {
+		r, err := c.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("hi")}})
+		if err != nil {
+			t.Error(err)
+		}
+		res <- r
+	}()
+	// The prompt may not be waiting yet when a cancel arrives; the user would press stop
+	// again, and so does the test.
+	for {
+		if err := c.Cancel(ctx, sdk.CancelNotification{SessionId: s.SessionId}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-res:
+			if r.StopReason != sdk.StopReasonCancelled {
+				t.Fatalf("stop reason %v", r.StopReason)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

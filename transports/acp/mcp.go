@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,7 +31,14 @@ type mcpAttachment struct {
 }
 
 // attachMCP replaces the session's MCP servers with servers (none when empty). A server that
-// cannot start never fails the session: it is left out and reported (see notice).
+// cannot start never fails the session: its tools are left out and the user is told with an
+// agent_message_chunk at the start of the session's next prompt, before the turn's output.
+//
+// Why that notice and that moment: ACP v1 as the SDK speaks it has no general notice update
+// (`notice` exists only in newer schemas, behind a client opt-in) and session_info_update
+// carries only a title and a timestamp, so a message chunk is what every client shows. And an
+// update sent while session/new is being answered would name a session the client does not
+// know yet; the next prompt is the first moment the notice is both deliverable and relevant.
 func (a *agent) attachMCP(ss *session, servers []sdk.McpServer) {
 	cfgs, problems := mcpConfigs(servers)
 	var m *mcpAttachment
@@ -74,14 +82,20 @@ func (a *agent) attachMCP(ss *session, servers []sdk.McpServer) {
 	old.close()
 }
 
+// errCancelledWaiting: session/cancel arrived while a prompt waited for the servers.
+var errCancelledWaiting = errors.New("cancelled while MCP servers were starting")
+
 // ready waits until the servers have started (or failed to) and returns, once, the notice
-// for those that did not; "" when all started or it was reported already.
-func (m *mcpAttachment) ready(ctx context.Context) (string, error) {
+// for those that did not; "" when all started or it was reported already. A close of
+// cancel (session/cancel) or the end of ctx stops the wait.
+func (m *mcpAttachment) ready(ctx context.Context, cancel <-chan struct{}) (string, error) {
 	if m == nil {
 		return "", nil
 	}
 	select {
 	case <-m.done:
+	case <-cancel:
+		return "", errCancelledWaiting
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}

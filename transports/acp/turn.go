@@ -37,9 +37,11 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	// The client's MCP servers for this session start in the background; the model's turn
 	// must see their tools, and the user hears about any that failed before the answer.
 	a.mu.Lock()
-	m := ss.mcp
+	m, cancelled := ss.mcp, ss.cancelled
 	a.mu.Unlock()
-	if notice, err := m.ready(a.live); err != nil {
+	if notice, err := m.ready(a.live, cancelled); errors.Is(err, errCancelledWaiting) {
+		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+	} else if err != nil {
 		return sdk.PromptResponse{}, errorf("the agent is shutting down")
 	} else if notice != "" {
 		a.update(a.live, ss.s.ID(), sdk.UpdateAgentMessageText(notice))
