@@ -21,6 +21,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
@@ -145,6 +146,10 @@ func startServeBin(tb testing.TB, bin string, extraEnv ...string) *serveProc {
 	return p
 }
 
+// modelRefusal fails a turn at the model (not retried: a 400), after the client's stream
+// began, so the server reports it in-band.
+var modelRefusal = openaitest.HTTPError(400, openaitest.APIError{Message: "the model refused", Type: "invalid_request_error", Code: "refused"})
+
 // scriptInteropModel enqueues, in client order, the fake model's answers for the shared scenario the Node
 // and Go clients both walk through. It returns the gate holding the turns of the 429 case.
 func scriptInteropModel(srv *openaitest.Server) *openaitest.Gate {
@@ -241,7 +246,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	p := startServe(t)
 	gate := scriptInteropModel(p.model)
 	defer gate.Release()
-	p.model.Enqueue(openaitest.Text("Helper ", "answer."), openaitest.Text("Helper ", "response."))
+	p.model.Enqueue(openaitest.Text("Helper ", "answer."), openaitest.Text("Helper ", "response."), modelRefusal)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -506,6 +511,24 @@ func TestOpenAIGoClient(t *testing.T) {
 			if got := <-s.done; got != "released" {
 				t.Errorf("held turn %d: %q", i, got)
 			}
+		}
+	})
+	t.Run("chat-stream-in-band-error", func(t *testing.T) {
+		p.model.Enqueue(modelRefusal)
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model:    interopModel,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go: this turn fails")},
+		})
+		chunks := 0
+		for stream.Next() {
+			chunks++
+		}
+		var se *ssestream.StreamError
+		if !errors.As(stream.Err(), &se) || !strings.Contains(se.Message, "the model refused") || !strings.Contains(se.Message, "agent_error") {
+			t.Fatalf("want a StreamError carrying the model failure after %d chunks, got %T %v", chunks, stream.Err(), stream.Err())
+		}
+		if chunks == 0 {
+			t.Errorf("the error came before any chunk: it should follow the role chunk")
 		}
 	})
 	checkModelSaw(t, p.model)

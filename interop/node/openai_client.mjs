@@ -293,6 +293,24 @@ async function main() {
     const final = await s.finalResponse();
     check(final.status === 'completed' && final.output_text === 'Helper response.', 'final response', final);
   });
+
+  await step('a turn that fails after the stream began: in-band error', async () => {
+    const stream = await client.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'Node: this turn fails' }],
+      stream: true,
+    });
+    try {
+      await collect(stream);
+    } catch (e) {
+      check(e instanceof APIError, 'an APIError', `${e?.constructor?.name}: ${e?.message}`);
+      check(e.status === undefined, 'no HTTP status (the 200 was already sent)', e.status);
+      check(e.code === 'agent_error' && e.type === 'server_error', 'code and type from the in-band envelope', { code: e.code, type: e.type });
+      check(e.message.includes('the model refused'), 'the model failure in the message', e.message);
+      return;
+    }
+    throw new Failure('the stream ended without raising the in-band error');
+  });
 }
 
 try {
