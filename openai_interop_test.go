@@ -246,7 +246,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	p := startServe(t)
 	gate := scriptInteropModel(p.model)
 	defer gate.Release()
-	p.model.Enqueue(openaitest.Text("Helper ", "answer."), openaitest.Text("Helper ", "response."), modelRefusal)
+	p.model.Enqueue(openaitest.Text("Helper ", "answer."), openaitest.Text("Helper ", "response."), openaitest.Text("Not stored."), modelRefusal)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -294,6 +294,19 @@ async function main() {
     check(final.status === 'completed' && final.output_text === 'Helper response.', 'final response', final);
   });
 
+  await step('responses with store:false are neither retrievable nor chainable', async () => {
+    const r = await client.responses.create({ model, input: 'Node: do not keep this', store: false });
+    check(r.status === 'completed' && r.store === false && r.output_text === 'Not stored.', 'response', r);
+    await expectError('retrieve', () => client.responses.retrieve(r.id), NotFoundError, 404, 'response_not_found');
+    await expectError(
+      'previous_response_id',
+      () => client.responses.create({ model, input: 'x', previous_response_id: r.id }),
+      BadRequestError,
+      400,
+      'previous_response_not_found',
+    );
+  });
+
   await step('a turn that fails after the stream began: in-band error', async () => {
     const stream = await client.chat.completions.create({
       model,
