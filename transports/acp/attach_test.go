@@ -357,7 +357,7 @@ func TestMCPServersAttachPerSessionAndAsk(t *testing.T) {
 }
 
 func TestMCPServersStopWithTheConnection(t *testing.T) {
-	_, p := fakeProvider(t)
+	srv, p := fakeProvider(t)
 	eng, cwd := newEngine(t, p, "")
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
@@ -374,24 +374,30 @@ func TestMCPServersStopWithTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	_, err := cc.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{{Stdio: &sdk.McpServerStdio{
+	s, err := cc.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{{Stdio: &sdk.McpServerStdio{
 		Name: "local", Command: os.Args[0], Args: []string{"-test.run=^$"},
 		Env: []sdk.EnvVariable{{Name: "HERMES_ACP_TEST_MCP", Value: "1"}, {Name: "HERMES_ACP_TEST_MCP_PIDFILE", Value: pidFile}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2aW.Close() // the editor goes away, perhaps while the server is still starting
-	if err := <-done; err != nil {
+	// A prompt waits for the servers, so the child runs once it is answered.
+	srv.Enqueue(openaitest.Text("ok"))
+	if _, err := cc.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("hi")}}); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(pidFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return // the start was cancelled before the child ran
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pid, _ := strconv.Atoi(string(raw)); alive(pid) {
+	pid, _ := strconv.Atoi(string(raw))
+	if !alive(pid) {
+		t.Fatalf("server %d not running", pid)
+	}
+	c2aW.Close() // the editor goes away
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
 		t.Fatalf("MCP server %d still running after the connection ended", pid)
 	}
 }
