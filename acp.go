@@ -52,8 +52,9 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The store opens while the client's initialize is answered; a store that cannot open
-	// fails every session method with its error (and `hermes acp --check` reports it).
+	// The store opens once initialize has been answered, not before: the handshake is what
+	// an editor waits on. A store that cannot open fails every session method with its
+	// error (and `hermes acp --check` reports it).
 	// ServeLazy returns only after open has, so a is settled when it is read below.
 	var a *assembled
 	open := func() (*engine.Engine, error) {

@@ -106,12 +106,13 @@ func Serve(ctx context.Context, eng *engine.Engine, in io.Reader, out io.Writer,
 	return ServeLazy(ctx, func() (*engine.Engine, error) { return eng, nil }, in, out, o)
 }
 
-// ServeLazy is Serve with an engine that open builds while the connection starts: open runs
-// concurrently from the first moment, and initialize and authenticate are answered without
-// waiting for it, since opening a store takes longer than an editor's handshake. Session
-// methods wait for open; if it failed, each of them answers with a JSON-RPC internal error
-// carrying open's error. ServeLazy returns only after open has returned; closing the engine
-// stays with the caller.
+// ServeLazy is Serve with an engine that open builds on demand: initialize and authenticate
+// are answered without it, since opening a store takes longer than an editor's handshake.
+// open starts as soon as initialize has been answered (or when a method needs the engine
+// first) and runs while the client prepares its next request. Session methods wait for it;
+// if it failed, each of them answers with a JSON-RPC internal error carrying open's error.
+// ServeLazy returns only after open has returned (it is not called at all when the client
+// leaves before initialize); closing the engine stays with the caller.
 func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.Reader, out io.Writer, o Options) error {
 	o.defaults()
 	w := &lockedWriter{w: out}
@@ -119,17 +120,29 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLive()
 	a := &agent{o: o, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive, engReady: make(chan struct{})}
-	go func() {
-		defer close(a.engReady)
-		a.eng, a.engErr = open()
-		if a.engErr == nil && a.eng == nil {
-			a.engErr = errors.New("no engine")
-		}
-		if a.engErr != nil {
-			o.Logger.Error("hermes could not start", "err", a.engErr)
-		}
+	var opening sync.WaitGroup
+	a.startOpen = func() {
+		a.openOnce.Do(func() {
+			opening.Go(func() {
+				defer close(a.engReady)
+				a.eng, a.engErr = open()
+				if a.engErr == nil && a.eng == nil {
+					a.engErr = errors.New("no engine")
+				}
+				if a.engErr != nil {
+					o.Logger.Error("hermes could not start", "err", a.engErr)
+				}
+			})
+		})
+	}
+	defer func() {
+		// A client that left before initialize never needed the engine.
+		a.openOnce.Do(func() {
+			a.engErr = errors.New("the connection ended")
+			close(a.engReady)
+		})
+		opening.Wait()
 	}()
-	defer func() { <-a.engReady }()
 	conn := sdk.NewAgentSideConnection(a, w, pr)
 	conn.SetLogger(o.Logger)
 	a.conn = conn
@@ -173,10 +186,14 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 type agent struct {
 	o    Options
 	conn *sdk.AgentSideConnection
-	// eng and engErr are written once before engReady is closed and only read after it.
-	engReady chan struct{}
-	eng      *engine.Engine
-	engErr   error
+	// startOpen starts building the engine, once: when initialize has been answered (so
+	// the handshake does not share the CPU with it) or when a method needs it first. eng and
+	// engErr are written once before engReady is closed and only read after it.
+	startOpen func()
+	openOnce  sync.Once
+	engReady  chan struct{}
+	eng       *engine.Engine
+	engErr    error
 	// fs is what the client said it can do with files (initialize).
 	fsRead, fsWrite bool
 	// live is the connection's lifetime as turns see it: it ends drainTimeout after the
@@ -194,6 +211,7 @@ type agent struct {
 
 // engine waits for the engine ServeLazy is opening.
 func (a *agent) engine(ctx context.Context) (*engine.Engine, error) {
+	a.startOpen()
 	select {
 	case <-a.engReady:
 	case <-ctx.Done():
@@ -265,6 +283,7 @@ func (a *agent) detach(ss *session) {
 }
 
 func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	defer a.startOpen()
 	a.mu.Lock()
 	a.fsRead, a.fsWrite = p.ClientCapabilities.Fs.ReadTextFile, p.ClientCapabilities.Fs.WriteTextFile
 	a.mu.Unlock()
