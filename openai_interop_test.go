@@ -246,7 +246,11 @@ func TestOpenAINodeClient(t *testing.T) {
 	p := startServe(t)
 	gate := scriptInteropModel(p.model)
 	defer gate.Release()
-	p.model.Enqueue(openaitest.Text("Helper ", "answer."), openaitest.Text("Helper ", "response."), openaitest.Text("Not stored."), modelRefusal)
+	p.model.Enqueue(openaitest.Text("Helper ", "answer."),
+		// the .stream() helper over a turn with tool progress events
+		openaitest.ToolCalls(openaitest.Call{Name: "read_file", Args: []string{`{"path":"notes.txt"}`}}),
+		openaitest.Text("Helper read: ", notesText),
+		openaitest.Text("Helper ", "response."), openaitest.Text("Not stored."), modelRefusal)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -76,7 +76,9 @@ async function expectError(what, fn, cls, status, code) {
 async function collect(stream) {
   const out = { text: '', roles: [], finishes: [], usage: null, progress: [], ids: new Set() };
   for await (const chunk of stream) {
-    if (!Array.isArray(chunk.choices)) {
+    // hermes.tool.progress events arrive as chunks with a tool field and an empty choices array.
+    if (typeof chunk.tool === 'string') {
+      check(Array.isArray(chunk.choices) && chunk.choices.length === 0, 'progress chunk carries choices: []', chunk);
       out.progress.push(chunk);
       continue;
     }
@@ -285,6 +287,15 @@ async function main() {
     const s = client.chat.completions.stream({ model, messages: [{ role: 'user', content: 'Node: helper question' }] });
     const final = await s.finalChatCompletion();
     check(final.choices[0].message.content === 'Helper answer.', 'final content', final.choices[0].message);
+    check(final.choices[0].finish_reason === 'stop', 'final finish_reason', final.choices[0].finish_reason);
+  });
+
+  // Named hermes.tool.progress events reach the helper as chunks too: they carry an empty
+  // choices array so the helper's accumulator, which iterates choices, accepts them.
+  await step('chat .stream() helper over a turn with tool progress', async () => {
+    const s = client.chat.completions.stream({ model, messages: [{ role: 'user', content: 'Node: helper reads my notes' }] });
+    const final = await s.finalChatCompletion();
+    check(final.choices[0].message.content === `Helper read: ${notes}`, 'final content after the tool', final.choices[0].message);
     check(final.choices[0].finish_reason === 'stop', 'final finish_reason', final.choices[0].finish_reason);
   });
 

@@ -369,12 +369,12 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 		case engine.EvToolStart:
 			if ts, ok := ev.Data.(engine.ToolStart); ok && !strings.HasPrefix(ts.Name, "_") {
 				running[ts.CallID] = true
-				sse.event("hermes.tool.progress", fiber.Map{"tool": ts.Name, "emoji": emoji(ts.Name), "label": toolLabel(ts.Args), "toolCallId": ts.CallID, "status": "running"})
+				sse.event("hermes.tool.progress", fiber.Map{"choices": []any{}, "tool": ts.Name, "emoji": emoji(ts.Name), "label": toolLabel(ts.Args), "toolCallId": ts.CallID, "status": "running"})
 			}
 		case engine.EvToolComplete:
 			if tc, ok := ev.Data.(engine.ToolComplete); ok && running[tc.CallID] {
 				delete(running, tc.CallID)
-				m := fiber.Map{"tool": tc.Name, "emoji": emoji(tc.Name), "toolCallId": tc.CallID, "status": "completed"}
+				m := fiber.Map{"choices": []any{}, "tool": tc.Name, "emoji": emoji(tc.Name), "toolCallId": tc.CallID, "status": "completed"}
 				if tc.Blocked {
 					m["blocked"] = true // denied or hard-blocked: it never ran
 				}
