@@ -100,7 +100,7 @@ func readForEdit(ctx context.Context, env *tool.Env, path, shown string) (existi
 			fmt.Errorf("%w: %s does not look like text", errBinary, shown)
 	}
 	content := string(b)
-	if text, lent, err := lentRead(ctx, env, path, shown); err != nil {
+	if text, lent, err := lentRead(ctx, env, path, shown, fi.Size()); err != nil {
 		return existing{}, err
 	} else if lent {
 		content = text
@@ -108,10 +108,16 @@ func readForEdit(ctx context.Context, env *tool.Env, path, shown string) (existi
 	return existing{content: content, mode: fi.Mode().Perm(), exists: true}, nil
 }
 
-// lentRead reads path through the file system the surface lent (env.FS). lent is false when
-// there is none or it does not read files, and the caller reads the disk.
-func lentRead(ctx context.Context, env *tool.Env, path, shown string) (text string, lent bool, err error) {
-	if env == nil || env.FS == nil {
+// maxLentRead is the largest file (by its size on disk) read through a lent file system. A
+// surface's file system is reached through protocol messages, whose size is bounded; bigger
+// files are read from disk, where an editor seldom holds unsaved changes to them anyway.
+const maxLentRead = 2 << 20
+
+// lentRead reads path, whose size on disk is size, through the file system the surface lent
+// (env.FS). lent is false when there is none, it does not read files or the file is over
+// maxLentRead; the caller then reads the disk.
+func lentRead(ctx context.Context, env *tool.Env, path, shown string, size int64) (text string, lent bool, err error) {
+	if env == nil || env.FS == nil || size > maxLentRead {
 		return "", false, nil
 	}
 	text, err = env.FS.ReadTextFile(ctx, path)

@@ -185,3 +185,15 @@ func TestPatchThroughEditor(t *testing.T) {
 	mustFail(t, call(t, Patch{}, env, map[string]any{"mode": "patch", "patch": "*** Begin Patch\n*** Add File: c.go\n+package c\n*** End Patch"}),
 		"c.go", "read-only buffer")
 }
+
+func TestLargeFilesAreReadFromDisk(t *testing.T) {
+	env := newEnv(t)
+	path := filepath.Join(env.Cwd, "big.txt")
+	writeDisk(t, path, strings.Repeat("line on disk\n", maxLentRead/13+1))
+	fs := &editorFS{buffers: map[string]string{path: "buffer\n"}}
+	env.FS = fs
+	res := mustOK(t, call(t, ReadFile{}, env, map[string]any{"path": "big.txt", "limit": 1}))
+	if !strings.Contains(res.Content, "line on disk") || len(fs.reads) != 0 {
+		t.Fatalf("read %q, editor reads %v", res.Content, fs.reads)
+	}
+}

@@ -88,7 +88,7 @@ func (ReadFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Resu
 	var src io.Reader = io.MultiReader(strings.NewReader(string(head)), f)
 	// The disk said what the file is; an editor's lent file system says what it holds now,
 	// unsaved changes included.
-	if text, lent, err := lentRead(ctx, env, path, shown); err != nil {
+	if text, lent, err := lentRead(ctx, env, path, shown, fi.Size()); err != nil {
 		return tool.Errorf("cannot read %s: %v", shown, err), nil
 	} else if lent {
 		src = strings.NewReader(text)
