@@ -276,7 +276,8 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 			}
 			return out
 		},
-		ExtraKeys: cfg.Server.ExtraKeys,
+		ExtraKeys:     cfg.Server.ExtraKeys,
+		MaxConcurrent: cfg.Server.MaxConcurrent,
 		BrowserControl: httpapi.BrowserControl{
 			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
 		},

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,5 +64,18 @@ func TestServeWiring(t *testing.T) {
 	code, h := on.getJSON(t, "/health/detailed")
 	if code != 200 || h["mcp"] == nil || h["browser_control"].(map[string]any)["enabled"] != true {
 		t.Fatalf("health %d %v", code, h)
+	}
+	if lim := caps["limits"].(map[string]any); lim["max_concurrent_turns"] != float64(10) {
+		t.Fatalf("default turn cap %v", lim)
+	}
+
+	// server.max_concurrent reaches the server.
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("server:\n  max_concurrent: 250\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capped := startServe(t, "HERMES_HOME="+home)
+	if _, caps := capped.getJSON(t, "/v1/capabilities"); caps["limits"].(map[string]any)["max_concurrent_turns"] != float64(250) {
+		t.Fatalf("server.max_concurrent not applied: %v", caps["limits"])
 	}
 }

@@ -103,6 +103,10 @@ type Server struct {
 	// ExtraKeys are further API keys; each is its own principal (browser control binds a
 	// controller to the key that registered it).
 	ExtraKeys []string `yaml:"extra_api_keys,omitempty"`
+	// MaxConcurrent caps the agent turns `hermes serve` runs at once (chat, responses, runs and
+	// session chat together); beyond it a request gets 429 with Retry-After. 0 means the
+	// default (10); a negative value removes the cap.
+	MaxConcurrent int `yaml:"max_concurrent,omitempty"`
 }
 
 // Store configures the session store.

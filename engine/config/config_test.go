@@ -143,7 +143,7 @@ func TestLoadBrowserControlAndKeys(t *testing.T) {
 	if c.BrowserControl.Enabled {
 		t.Fatal("browser control is on by default")
 	}
-	yml := "browser_control:\n  enabled: true\n  capabilities: [navigate, snapshot]\n  timeout: 10s\nserver:\n  extra_api_keys: [second-key-0123456789]\nproviders:\n  lab:\n    base_url: http://127.0.0.1:9/v1\n"
+	yml := "browser_control:\n  enabled: true\n  capabilities: [navigate, snapshot]\n  timeout: 10s\nserver:\n  extra_api_keys: [second-key-0123456789]\n  max_concurrent: 250\nproviders:\n  lab:\n    base_url: http://127.0.0.1:9/v1\n"
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +154,9 @@ func TestLoadBrowserControlAndKeys(t *testing.T) {
 	bc := c.BrowserControl
 	if !bc.Enabled || len(bc.Capabilities) != 2 || bc.Capabilities[1] != "snapshot" || time.Duration(bc.Timeout) != 10*time.Second {
 		t.Fatalf("browser_control %+v", bc)
+	}
+	if c.Server.MaxConcurrent != 250 {
+		t.Fatalf("server.max_concurrent = %d", c.Server.MaxConcurrent)
 	}
 	if len(c.Server.ExtraKeys) != 1 || strings.Contains(c.Show(), "second-key-0123456789") {
 		t.Fatalf("extra keys %v or not masked:\n%s", c.Server.ExtraKeys, c.Show())

@@ -93,6 +93,14 @@ func (s *Server) getModel(c *fiber.Ctx) error {
 }
 
 // capabilities lists only what this server serves; clients treat absent features as false.
+// turnCap is the concurrency cap on agent turns, nil when there is none.
+func (s *Server) turnCap() any {
+	if s.slots == nil {
+		return nil
+	}
+	return cap(s.slots)
+}
+
 func (s *Server) capabilities(c *fiber.Ctx) error {
 	ep := func(method, path string) fiber.Map { return fiber.Map{"method": method, "path": path} }
 	var def string
@@ -105,6 +113,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 		"version":  s.opts.Version,
 		"model":    def,
 		"auth":     fiber.Map{"type": "bearer", "required": true},
+		"limits":   fiber.Map{"max_concurrent_turns": s.turnCap()},
 		"runtime":  fiber.Map{"mode": "server_agent", "tool_execution": "server", "split_runtime": false, "description": "the agent runs its tools on the server; approvals a policy leaves open are denied on chat completions and responses, and wait for POST /v1/runs/{run_id}/approval on runs"},
 		"features": fiber.Map{
 			"chat_completions": true, "chat_completions_streaming": true,
