@@ -113,7 +113,9 @@ type SteerDelivered struct {
 
 // PolicyDecision records a hook decision for audit.
 type PolicyDecision struct {
-	Hook     string `json:"hook"`
+	Hook string `json:"hook"`
+	// CallID is the tool call an approval decision is about (calls may run in parallel).
+	CallID   string `json:"call_id,omitempty"`
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
 	Error    string `json:"error,omitempty"`

@@ -112,10 +112,10 @@ func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage
 		err = fmt.Errorf("unknown approval decision %q", d.Decision)
 	}
 	if err != nil { // fail closed
-		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", Decision: policy.Deny, Error: err.Error()}})
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: policy.Deny, Error: err.Error()}})
 		return nil, false, tool.Result{Content: "BLOCKED: the approval policy failed (" + err.Error() + "), so the call was denied. Do NOT retry.", IsError: true}
 	}
-	s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", Decision: d.Decision, Reason: d.Reason}})
+	s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: d.Decision, Reason: d.Reason}})
 	if len(d.Args) > 0 {
 		if !json.Valid(d.Args) {
 			return nil, false, tool.Result{Content: "BLOCKED: the approval policy rewrote the arguments into invalid JSON. Do NOT retry.", IsError: true}

@@ -289,6 +289,11 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 	a.mu.Unlock()
 	setupDesc := "Configure a model provider in the terminal"
 	agentDesc := "Use the provider configured for Hermes"
+	auth := []sdk.AuthMethod{{Agent: &sdk.AuthMethodAgent{Id: AuthAgent, Name: "Hermes configuration", Description: &agentDesc}}}
+	// The spec allows terminal methods only for a client that says it can run them.
+	if p.ClientCapabilities.Auth.Terminal {
+		auth = append(auth, sdk.AuthMethod{Terminal: &sdk.AuthMethodTerminalInline{Id: AuthSetup, Name: "Set up Hermes", Description: &setupDesc, Args: []string{"--setup"}, Type: "terminal"}})
+	}
 	return sdk.InitializeResponse{
 		ProtocolVersion: sdk.ProtocolVersionNumber,
 		AgentInfo:       &sdk.Implementation{Name: "hermes", Title: sdk.Ptr("Hermes"), Version: a.o.Version},
@@ -302,10 +307,7 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 				Resume: &sdk.SessionResumeCapabilities{}, Close: &sdk.SessionCloseCapabilities{},
 			},
 		},
-		AuthMethods: []sdk.AuthMethod{
-			{Agent: &sdk.AuthMethodAgent{Id: AuthAgent, Name: "Hermes configuration", Description: &agentDesc}},
-			{Terminal: &sdk.AuthMethodTerminalInline{Id: AuthSetup, Name: "Set up Hermes", Description: &setupDesc, Args: []string{"--setup"}, Type: "terminal"}},
-		},
+		AuthMethods: auth,
 	}, nil
 }
 
@@ -441,7 +443,7 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 	}
 	ss := a.add(s, cwd)
 	a.attachMCP(ss, forkServers(p.McpServers))
-	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID())}, nil
+	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: unstableOptions(a.configOptions(ss))}, nil
 }
 
 // listPage is the session/list page size.
@@ -549,6 +551,20 @@ func (a *agent) configOptions(ss *session) []sdk.SessionConfigOption {
 		Id: configModel, Name: "Model", Category: &cat, CurrentValue: sdk.SessionConfigValueId(cur),
 		Options: sdk.SessionConfigSelectOptions{Ungrouped: &opts}, Type: "select",
 	}}}
+}
+
+// unstableOptions converts config options for the unstable fork response, whose generated
+// type differs from the stable one while the wire shape is the same.
+func unstableOptions(in []sdk.SessionConfigOption) []sdk.UnstableSessionConfigOption {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil
+	}
+	var out []sdk.UnstableSessionConfigOption
+	if json.Unmarshal(b, &out) != nil {
+		return nil
+	}
+	return out
 }
 
 func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {

@@ -270,17 +270,29 @@ func TestInitializeAdvertisesCapabilitiesAndAuth(t *testing.T) {
 		caps.SessionCapabilities.List == nil || caps.SessionCapabilities.Fork == nil || caps.SessionCapabilities.Resume == nil || caps.SessionCapabilities.Close == nil {
 		t.Fatalf("capabilities: %+v", r)
 	}
-	var ids []string
-	for _, m := range r.AuthMethods {
-		switch {
-		case m.Agent != nil:
-			ids = append(ids, m.Agent.Id)
-		case m.Terminal != nil:
-			ids = append(ids, m.Terminal.Id+strings.Join(m.Terminal.Args, ","))
+	authIDs := func(r sdk.InitializeResponse) string {
+		var ids []string
+		for _, m := range r.AuthMethods {
+			switch {
+			case m.Agent != nil:
+				ids = append(ids, m.Agent.Id)
+			case m.Terminal != nil:
+				ids = append(ids, m.Terminal.Id+strings.Join(m.Terminal.Args, ","))
+			}
 		}
+		return strings.Join(ids, " ")
 	}
-	if strings.Join(ids, " ") != "agent hermes-setup--setup" {
-		t.Fatalf("auth methods %v", ids)
+	// The terminal method is offered only to a client that says it can run terminal methods.
+	if got := authIDs(r); got != "agent" {
+		t.Fatalf("auth methods without clientCapabilities.auth.terminal: %v", got)
+	}
+	r, err = c.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber,
+		ClientCapabilities: sdk.ClientCapabilities{Auth: sdk.AuthCapabilities{Terminal: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := authIDs(r); got != "agent hermes-setup--setup" {
+		t.Fatalf("auth methods %v", got)
 	}
 	if _, err := c.Authenticate(ctx, sdk.AuthenticateRequest{MethodId: acp.AuthAgent}); err != nil {
 		t.Fatalf("authenticate with a provider: %v", err)
@@ -367,8 +379,13 @@ func TestToolPermissionOptions(t *testing.T) {
 			if tc.ran {
 				want = sdk.ToolCallStatusCompleted
 			}
-			if !slices.Contains(st, sdk.ToolCallStatusPending) || st[len(st)-1] != want {
-				t.Fatalf("statuses %v, want pending … %v", st, want)
+			// pending while permission is asked, in_progress only once allowed, never back.
+			wantSt := []sdk.ToolCallStatus{sdk.ToolCallStatusPending, sdk.ToolCallStatusFailed}
+			if tc.ran {
+				wantSt = []sdk.ToolCallStatus{sdk.ToolCallStatusPending, sdk.ToolCallStatusInProgress, want}
+			}
+			if !slices.Equal(st, wantSt) {
+				t.Fatalf("statuses %v, want %v", st, wantSt)
 			}
 			if _, err := os.Stat(build); (err == nil) == tc.ran {
 				t.Fatalf("ran=%v but build exists=%v", tc.ran, err == nil)
@@ -510,6 +527,13 @@ func TestEditRendersDiffAndTerminalRendersCommand(t *testing.T) {
 	if !strings.Contains(texts, "$ echo hello") || !strings.Contains(texts, "hello") {
 		t.Fatalf("terminal content %q", texts)
 	}
+	// Calls the policy allows go pending → in_progress → completed.
+	for _, id := range []string{"w", "t"} {
+		want := []sdk.ToolCallStatus{sdk.ToolCallStatusPending, sdk.ToolCallStatusInProgress, sdk.ToolCallStatusCompleted}
+		if st := tr.status[id]; !slices.Equal(st, want) {
+			t.Fatalf("call %s statuses %v, want %v", id, st, want)
+		}
+	}
 }
 
 func TestLoadReplaysHistoryBeforeAnswering(t *testing.T) {
@@ -564,6 +588,9 @@ func TestForkListResumeClose(t *testing.T) {
 	}
 	if f.SessionId == "" || f.SessionId == id {
 		t.Fatalf("fork id %q", f.SessionId)
+	}
+	if len(f.ConfigOptions) != 1 || f.ConfigOptions[0].Select == nil || f.ConfigOptions[0].Select.Id != "model" {
+		t.Fatalf("fork config options %+v", f.ConfigOptions)
 	}
 	srv.Enqueue(openaitest.Text("forked answer"))
 	c.cl.take()

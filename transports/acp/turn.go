@@ -11,6 +11,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/model"
 )
 
@@ -106,9 +107,10 @@ func newTurn(a *agent, ss *session, turnID string) *turn {
 
 // toolState is one tool call the client has been shown.
 type toolState struct {
-	name string
-	args map[string]any
-	done bool
+	name   string
+	args   map[string]any
+	status sdk.ToolCallStatus // last status sent
+	done   bool
 }
 
 // turn renders one engine turn into session/update notifications. All updates are sent from
@@ -238,8 +240,14 @@ func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
 			t.a.update(ctx, t.id, sdk.UpdateAgentThoughtText(ev.Text))
 		}
 	case engine.EvToolStart:
+		// A call is pending until the approval policy has let it run: an IDE must not show a
+		// call as running while it waits for permission (pending → in_progress → completed).
 		if d, ok := ev.Data.(engine.ToolStart); ok {
-			t.start(ctx, d.CallID, d.Name, d.Args, sdk.ToolCallStatusInProgress)
+			t.start(ctx, d.CallID, d.Name, d.Args, sdk.ToolCallStatusPending)
+		}
+	case engine.EvPolicyDecision:
+		if d, ok := ev.Data.(engine.PolicyDecision); ok && d.Hook == "approval" && d.Decision == policy.Allow {
+			t.setStatus(ctx, d.CallID, sdk.ToolCallStatusInProgress)
 		}
 	case engine.EvToolComplete:
 		if d, ok := ev.Data.(engine.ToolComplete); ok {
@@ -271,14 +279,12 @@ func (t *turn) start(ctx context.Context, callID, name string, rawArgs json.RawM
 	if callID == "" {
 		return
 	}
-	if ts, ok := t.tools[callID]; ok {
-		if !ts.done {
-			t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(callID), sdk.WithUpdateStatus(status)))
-		}
+	if _, ok := t.tools[callID]; ok {
+		t.setStatus(ctx, callID, status)
 		return
 	}
 	args := argMap(rawArgs)
-	t.tools[callID] = &toolState{name: name, args: args}
+	t.tools[callID] = &toolState{name: name, args: args, status: status}
 	t.order = append(t.order, callID)
 	opts := []sdk.ToolCallStartOpt{sdk.WithStartKind(toolKind(name)), sdk.WithStartStatus(status), sdk.WithStartRawInput(args)}
 	if c := startContent(name, args); c != nil {
@@ -288,6 +294,16 @@ func (t *turn) start(ctx context.Context, callID, name string, rawArgs json.RawM
 		opts = append(opts, sdk.WithStartLocations([]sdk.ToolCallLocation{{Path: absPath(t.ss.cwd, p)}}))
 	}
 	t.a.update(ctx, t.id, sdk.StartToolCall(sdk.ToolCallId(callID), toolTitle(name, args), opts...))
+}
+
+// setStatus moves an announced, open call to status; a repeated status is not sent again.
+func (t *turn) setStatus(ctx context.Context, callID string, status sdk.ToolCallStatus) {
+	ts, ok := t.tools[callID]
+	if !ok || ts.done || ts.status == status {
+		return
+	}
+	ts.status = status
+	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(callID), sdk.WithUpdateStatus(status)))
 }
 
 func (t *turn) complete(ctx context.Context, d engine.ToolComplete) {
@@ -321,11 +337,10 @@ func (t *turn) resolved(ctx context.Context, d engine.RequestResolved) {
 	callID := t.askCall[d.ID]
 	delete(t.askCall, d.ID)
 	t.mu.Unlock()
-	ts, ok := t.tools[callID]
-	if choice, _ := d.Answer["choice"].(string); !ok || ts.done || choice == engine.ChoiceDeny {
+	if choice, _ := d.Answer["choice"].(string); choice == engine.ChoiceDeny {
 		return
 	}
-	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(callID), sdk.WithUpdateStatus(sdk.ToolCallStatusInProgress)))
+	t.setStatus(ctx, callID, sdk.ToolCallStatusInProgress)
 }
 
 // closeTools gives every call still open a terminal status: a client must never be left
