@@ -62,22 +62,25 @@ func Check(command string, o Options) Result {
 	if len(command) > MaxCommandBytes {
 		return Result{Hardline: true, Reason: ReasonTooLong}
 	}
+	t := tables()
 	vs := variants(command, &o)
-	for i := range hardline {
-		if r := &hardline[i]; r.matches(vs) {
+	hl := t.hardline
+	for i := range hl {
+		if r := &hl[i]; r.matches(vs) {
 			return Result{Hardline: true, Reason: r.key}
 		}
 	}
 	if !o.SudoPasswordConfigured {
 		for _, v := range vs {
-			if v.plain && strings.Contains(v.lower, "sudo") && sudoStdin.match(v.text, v.lower) {
+			if v.plain && strings.Contains(v.lower, "sudo") && t.sudoStdin.match(v.text, v.lower) {
 				return Result{Hardline: true, Reason: ReasonSudoStdin}
 			}
 		}
 	}
 	var res Result
-	for i := range dangerous {
-		r := &dangerous[i]
+	dg := t.dangerous
+	for i := range dg {
+		r := &dg[i]
 		if res.has(r.key) || !r.matches(vs) {
 			continue
 		}
@@ -124,6 +127,7 @@ func Variants(command string, o Options) []string {
 }
 
 func variants(command string, o *Options) []variant {
+	tables() // the word sets of a variant index wordIndex, which building the tables fills
 	var vs []variant
 	addVariants(&vs, command, o, 0)
 	return vs
@@ -163,10 +167,10 @@ func add(vs *[]variant, text string, plain, masked bool) {
 }
 
 // HardlineRules returns the hardline rule descriptions in evaluation order.
-func HardlineRules() []string { return keys(hardline) }
+func HardlineRules() []string { return keys(hardline()) }
 
 // DangerousKeys returns the distinct dangerous pattern keys in rule order.
-func DangerousKeys() []string { return keys(dangerous) }
+func DangerousKeys() []string { return keys(dangerous()) }
 
 func keys(rs []rule) []string {
 	var out []string

@@ -275,22 +275,41 @@ const (
 
 // hardline rules never run, whatever the approval mode. They are deliberately few: only
 // operations with no recovery path (root wipe, raw disk writes, shutdown, denial of service).
-var hardline = []rule{
-	at(reasonRoot, rmPrefix+rmTarget(rootPath), "rm", "/"),
-	at("recursive delete of system directory", rmPrefix+rmTarget(systemDirs),
-		"rm", "/home /root /etc /usr /var /bin /sbin /boot /lib"),
-	at("recursive delete of home directory", rmPrefix+rmTarget(homePath), "rm", "~ home"),
-	at("format filesystem (mkfs)", `(?:mkfs(?:\.[a-z0-9]+)?|mke2fs)`+cmdend, "mkfs mke2fs"),
-	at("dd to raw block device", `dd\s[^\n]*\bof=["']?`+blockDev, "dd", "of=", "/dev/"),
-	lead("redirect to raw block device", `>\s*["']?`+blockDev, ">", "/dev/").quoteMasked(),
-	lead("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":()").quoteMasked(),
-	at("kill all processes", `kill(?:[ \t]+[^\s;&|]+)*?[ \t]+-1`+cmdend, "kill", "-1"),
-	at("system shutdown/reboot", `(?:shutdown|reboot|halt|poweroff)`+cmdend,
-		"shutdown reboot halt poweroff"),
-	at("init 0/6 (shutdown/reboot)", `init\s+[06]`+cmdend, "init"),
-	at("systemctl poweroff/reboot", `systemctl\s+(?:-\S+\s+)*(?:poweroff|reboot|halt|kexec)`+cmdend,
-		"systemctl", "poweroff reboot halt kexec"),
-	at("telinit 0/6 (shutdown/reboot)", `telinit\s+[06]`+cmdend, "telinit"),
+// The tables are compiled on first use, not at program start: every hermes command links this
+// package, and most (version, acp initialize, config) never check a command.
+// Building them also fills wordIndex, so they are built together, once, before any variant
+// of a command is computed (see Check).
+var tables = sync.OnceValue(func() ruleTables {
+	return ruleTables{hardline: hardlineTable(), dangerous: dangerousTable(), sudoStdin: sudoStdinMatcher()}
+})
+
+type ruleTables struct {
+	hardline, dangerous []rule
+	sudoStdin           lineMatcher
+}
+
+func hardline() []rule       { return tables().hardline }
+func dangerous() []rule      { return tables().dangerous }
+func sudoStdin() lineMatcher { return tables().sudoStdin }
+
+func hardlineTable() []rule {
+	return []rule{
+		at(reasonRoot, rmPrefix+rmTarget(rootPath), "rm", "/"),
+		at("recursive delete of system directory", rmPrefix+rmTarget(systemDirs),
+			"rm", "/home /root /etc /usr /var /bin /sbin /boot /lib"),
+		at("recursive delete of home directory", rmPrefix+rmTarget(homePath), "rm", "~ home"),
+		at("format filesystem (mkfs)", `(?:mkfs(?:\.[a-z0-9]+)?|mke2fs)`+cmdend, "mkfs mke2fs"),
+		at("dd to raw block device", `dd\s[^\n]*\bof=["']?`+blockDev, "dd", "of=", "/dev/"),
+		lead("redirect to raw block device", `>\s*["']?`+blockDev, ">", "/dev/").quoteMasked(),
+		lead("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":()").quoteMasked(),
+		at("kill all processes", `kill(?:[ \t]+[^\s;&|]+)*?[ \t]+-1`+cmdend, "kill", "-1"),
+		at("system shutdown/reboot", `(?:shutdown|reboot|halt|poweroff)`+cmdend,
+			"shutdown reboot halt poweroff"),
+		at("init 0/6 (shutdown/reboot)", `init\s+[06]`+cmdend, "init"),
+		at("systemctl poweroff/reboot", `systemctl\s+(?:-\S+\s+)*(?:poweroff|reboot|halt|kexec)`+cmdend,
+			"systemctl", "poweroff reboot halt kexec"),
+		at("telinit 0/6 (shutdown/reboot)", `telinit\s+[06]`+cmdend, "telinit"),
+	}
 }
 
 // Key strings where the reference abbreviates them; exported so callers and docs can name
@@ -305,131 +324,135 @@ const (
 
 // dangerous rules need the user's approval. The key is what clients display and what an
 // approval is remembered under, so keys must stay stable across releases.
-var dangerous = []rule{
-	lead("delete in root path", `\brm\s+(?:-\S*\s+)*/`, "rm", "/"),
-	lead("recursive delete", `\brm\s+(?:-\S*\s+)*-[a-z]*r`, "rm", "-"),
-	lead("recursive delete (long flag)", `\brm\s+(?:-\S*\s+)*--recursive\b`, "rm", "--recursive"),
-	// GNU rm permutes options, so `rm build/ -rf` is as recursive as `rm -rf build/`. The
-	// operand run stops at separators and quotes and never crosses a bare `--` (after which
-	// -rf is a file name).
-	lead("recursive delete (flags after operands)",
-		`\brm\s+(?:(?:[^\s"';|&-][^\s"';|&]*|-(?:[^\s"';|&-][^\s"';|&]*)?|--[^\s"';|&]+)[ \t]+)+`+
-			`(?:-[a-z]*r[a-z]*|--recursive)(?:[\s;&|]|$)`, "rm", "-"),
-	lead("Windows cmd destructive delete", `\bcmd(?:\.exe)?\s+/(?:c|k)\s+.*\b(?:del|erase|rd|rmdir)\b`, "cmd", "/c /k"),
-	lead("Windows PowerShell destructive delete",
-		`\b(?:powershell|pwsh)(?:\.exe)?\b(?:\s+-\S+)*\s+(?:-(?:command|c)\s+)?["']?(?:remove-item|rmdir|erase|del|rd|ri|rm)\b`,
-		"powershell pwsh"),
-	lead("PowerShell encoded command execution", `\b(?:powershell|pwsh)(?:\.exe)?\b.*\s-(?:encodedcommand|enc|e)\b`,
-		"powershell pwsh"),
-	lead("world/other-writable permissions", `\bchmod\s+(?:-\S*\s+)*(?:[^\s,]*,)*`+worldWritable+`\b`,
-		"chmod", "*777 *666 +* =*"),
-	lead("recursive world/other-writable (long flag)", `\bchmod\s+--recursive\b.*`+worldWritable, "chmod", "--recursive"),
-	lead("recursive chown to root", `\bchown\s+(?:-\S*)?r\s+root`, "chown", "root*"),
-	lead("recursive chown to root (long flag)", `\bchown\s+--recur[a-z]*\b.*root`, "chown", "--recur*", "*root*"),
-	at("format filesystem", `mkfs\b`, "mkfs"),
-	at("disk copy", `dd\s+.*if=`, "dd", "*if="),
-	lead("write to block device", `>\s*["']?`+blockDev, ">", "/dev/"),
-	lead("SQL DROP", `\bdrop\s+(?:table|database)\b`, "drop", "table database"),
-	// WHERE must be in the same statement: on the same line and before any `;`.
-	{key: "SQL DELETE without WHERE", needles: parseNeedles([]string{"delete", "from"}),
-		m: unlessTail{compile(`\bdelete\s+from\b([^\n;]*)`), compile(`\bwhere\b`)}},
-	lead("SQL TRUNCATE", `\btruncate\s+(?:table)?\s*\w`, "truncate"),
-	lead("overwrite system config", `>\s*["']?`+sysConfig, ">", "/etc/ /private/"),
-	lead("stop/restart system service", `\bsystemctl\s+(?:-\S+\s+)*(?:stop|restart|disable|mask)\b`,
-		"systemctl", "stop restart disable mask"),
-	lead("kill all processes", `\bkill\s+-9\s+-1\b`, "kill", "-9", "-1"),
-	lead("force kill processes", `\bpkill\s+-9\b`, "pkill", "-9"),
-	lead("force kill processes (killall -KILL)", `\bkillall\s+(?:-\S*\s+)*-(?:9|kill|sigkill)\b`, "killall", "-9 -kill -sigkill"),
-	lead("force kill processes (killall -s KILL)", `\bkillall\s+(?:-\S*\s+)*-s\s+(?:kill|sigkill|9)\b`, "killall", "-s"),
-	lead("kill processes by regex (killall -r)", `\bkillall\s+(?:-\S*\s+)*-r\b`, "killall", "-r"),
-	lead("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":()"),
-	// A flag group containing c (-c, -lc, -xc); --norc and --rcfile are not.
-	rx("shell command via -c/-lc flag", shellWord+`\s+(?:-\S+\s+)*-[a-z]*c[a-z]*(?:\s|$)`,
-		shellNeedle, "-"),
-	rx("script execution via -e/-c flag",
-		"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S+\\s+)*(?:-[a-z]*[ec]\\b|--eval\\b|--print\\b)",
-		"python* perl ruby node nodejs", "-"),
-	lead("pipe remote content to shell", `\b(?:curl|wget)\b.*`+pipeShell, "curl wget", "|", shellNeedle),
-	lead("execute remote script via process substitution", `\b`+shells+`\s+<\s*<?\s*\(\s*(?:curl|wget)\b`, shellNeedle, "curl wget", "<"),
-	lead("execute remote content via command substitution",
-		"(?:\\beval\\b|\\bsource\\b|\\.)\\s*\"?(?:\\$\\(\\s*|\\x60\\s*)(?:curl|wget)\\b", "eval source .", "curl wget", "$( `"),
-	lead("pipe decoded content to shell (possible command obfuscation)",
-		`\b(?:base64|base32|base16)\s+(?:-\S+\s+)*(?:-[a-z]*d[a-z]*|--decode)\b.*`+pipeShell,
-		"base64 base32 base16", "|", shellNeedle),
-	lead("pipe xxd-decoded content to shell (possible command obfuscation)",
-		`\bxxd\s+(?:-\S+\s+)*-[a-z]*r[a-z]*\b.*`+pipeShell, "xxd", "|", shellNeedle),
-	lead("pipe tr-transformed output to shell (possible command obfuscation)",
-		`\b(?:echo|printf)\b[^|]*\|\s*\btr\b[^|]*`+pipeShell, "echo printf", "tr", "|", shellNeedle),
-	lead("pipe openssl-decoded content to shell (possible command obfuscation)",
-		`\bopenssl\b.*\b(?:base64|enc)\b[^|]*\s-d\b[^|]*`+pipeShell,
-		"openssl", "base64 enc", "|", shellNeedle),
-	lead("overwrite system file via tee", `\btee\b[^;&|<>\n]*[\s"']`+sensitiveTarget, "tee", "/"),
-	lead("overwrite system file via redirection", `>>?\s*["']?`+sensitiveTarget, ">", "/"),
-	lead("overwrite project env/config via tee", `\btee\b[^;&|<>\n]*[\s"']`+projectSensitive+`["']?`+writeEnd, "tee", projectNeedle),
-	lead("overwrite project env/config via redirection", `>>?\s*["']?`+projectSensitive+`["']?`+writeEnd, ">", projectNeedle),
-	lead("xargs with rm", `\bxargs\s+.*\brm\b`, "xargs", "rm"),
-	lead("find -exec/-execdir rm", `\bfind\b.*-exec(?:dir)?\s+(?:/\S*/)?rm\b`, "find", "-exec*", "rm"),
-	lead("find -delete", `\bfind\b.*-delete\b`, "find", "-delete"),
-	lead("stop/restart hermes gateway (kills running agents)", `\bhermes\s+`+globalFlags+`gateway\s+(?:stop|restart)\b`,
-		"hermes", "gateway", "stop restart"),
-	lead("hermes update (restarts gateway, kills running agents)", `\bhermes\s+`+globalFlags+`update\b`, "hermes", "update"),
-	lead("docker compose restart/stop/kill/down (container lifecycle)",
-		`\bdocker(?:-compose|\s+compose)\s+`+containerFlags+`(?:restart|stop|kill|down)\b`,
-		"docker", "compose", "restart stop kill down"),
-	lead("docker restart/stop/kill (container lifecycle)",
-		`\b(?:docker|podman)\s+`+containerFlags+`(?:container\s+)?(?:restart|stop|kill)\b`,
-		"docker podman", "restart stop kill"),
-	lead(KeyGatewayOutsideSystemd, `gateway\s+run\b.*(?:&[ \t]*(?:$|;|\n)|\bdisown\b|\bsetsid\b)`,
-		"*gateway", "run", "& disown setsid"),
-	lead(KeyGatewayOutsideSystemd, `\b(?:nohup|setsid)\b.*gateway\s+run\b`, "nohup setsid", "*gateway", "run"),
-	lead("kill hermes/gateway process (self-termination)", `\b(?:pkill|killall)\b.*\b(?:hermes|gateway|cli\.py)\b`,
-		"pkill killall", "hermes gateway cli.py"),
-	lead("kill process via pgrep/pidof expansion (self-termination)", `\bkill\b.*\$\(\s*(?:pgrep|pidof)\b`, "kill", "$(", "pgrep pidof"),
-	lead("kill process via backtick pgrep/pidof expansion (self-termination)", "\\bkill\\b.*\\x60\\s*(?:pgrep|pidof)\\b", "kill", "`", "pgrep pidof"),
-	// Two independent conditions: a loop may name the label before the launchctl verb.
-	{key: "stop/restart hermes launchd service (kills running agents)", needles: parseNeedles([]string{"launchctl", "hermes"}),
-		m: allOf{
-			compile(`\blaunchctl\s+(?:stop|kickstart|bootout|unload|kill|disable|remove)\b`),
-			compile(`\b(?:hermes|ai\.hermes)\b`),
-		}},
-	lead("copy/move file into system config path", `\b(?:cp|mv|install)\b.*\s["']?`+sysConfig, "cp mv install", "/etc/ /private/"),
-	lead("overwrite project env/config file",
-		`\b(?:cp|mv|install)\b.*\s["']?`+projectSensitive+`["']?`+lastArg, "cp mv install", projectNeedle),
-	lead("copy/move file into sensitive credential/SSH/shell-rc path",
-		`\b(?:cp|mv|install)\b.*\s["']?`+sensitiveTarget+`[^\s"']*["']?`+lastArg, "cp mv install", "/"),
-	lead("in-place edit of sensitive credential/SSH/shell-rc path", sedInPlace+`.*`+userSensitive, "sed", "~ home"),
-	lead("in-place edit of sensitive credential/SSH/shell-rc path (long flag)", sedInPlaceLong+`.*`+userSensitive, "sed", "--in-place", "~ home"),
-	lead("in-place edit of sensitive credential/SSH/shell-rc path (perl/ruby)", perlInPlace+`.*`+userSensitive, "perl ruby", "~ home"),
-	lead("in-place edit of system config", sedInPlace+`.*\s["']?`+sysConfig, "sed", "/etc/ /private/"),
-	lead("in-place edit of system config (long flag)", sedInPlaceLong+`.*\s["']?`+sysConfig, "sed", "--in-place", "/etc/ /private/"),
-	lead("in-place edit of Hermes config/env", sedInPlace+`.*`+hermesSensitive, "sed", "hermes*"),
-	lead("in-place edit of Hermes config/env (long flag)", sedInPlaceLong+`.*`+hermesSensitive, "sed", "--in-place", "hermes*"),
-	lead("in-place edit of Hermes config/env (perl/ruby)", perlInPlace+`.*`+hermesSensitive, "perl ruby", "hermes*"),
-	rx("script execution via heredoc",
-		"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S*\\s+)*<<", "python* perl ruby node nodejs", "<<"),
-	rx("shell execution via heredoc", shellWord+`\s+(?:-\S*\s+)*<<`, shellNeedle, "<<"),
-	// Any unambiguous prefix of --hard (--h, --ha, --har) selects hard mode; --help does not.
-	lead(KeyGitResetHard, gitCmd+`reset\b`+sameCmd+`\s--h(?:a(?:r(?:d)?)?)?\b`, "git", "reset", "--h*"),
-	// --force, --force-with-lease and a +refspec all rewrite the remote branch.
-	lead(KeyGitForcePush, gitCmd+`push\b`+sameCmd+`(?:\s--forc[a-z]*\b|\s\+[^\s+])`, "git", "push", "--forc* +"),
-	lead(KeyGitForcePushShort, gitCmd+`push\b`+sameCmd+`\s-[a-z]*f[a-z]*\b`, "git", "push", "-"),
-	lead(KeyGitClean, gitCmd+`clean\b`+sameCmd+`\s(?:-[a-z]*f|--force\b)`, "git", "clean", "-"),
-	// Only the capital -D is force-delete; -d refuses to drop an unmerged branch. Variants keep
-	// the author's case, so this one group opts out of case folding.
-	lead("git branch force delete", gitCmd+`branch\b`+sameCmd+`\s(?-i:-[a-zA-Z]*D)`, "git", "branch", "-"),
-	lead("git branch force delete (long flags)",
-		gitCmd+`branch\b`+sameCmd+`\s(?:-d|--delete)\b`+sameCmd+`\s(?:-f|--force)\b`, "git", "branch", "-d --delete", "-f --force"),
-	lead("git branch force delete (long flags, force-first)",
-		gitCmd+`branch\b`+sameCmd+`\s(?:-f|--force)\b`+sameCmd+`\s(?:-d|--delete)\b`, "git", "branch", "-d --delete", "-f --force"),
-	lead("chmod +x followed by immediate execution", `\bchmod\s+(?:-\S+\s+)*[ugoa]*\+[rw]*x[rw]*\b.*[;&|]+\s*\./`, "chmod", "./"),
-	// Only sudo's own options count (sudo du -s is du's flag): stdin (-S, --stdin), askpass
-	// (-A, --askpass), shell (-s, --shell) and list (-l is harmless; -a is BSD auth type).
-	lead("sudo with privilege flag (stdin/askpass/shell/list)",
-		`\bsudo\s+`+sudoOpts+`(?:-s|--st[a-z]*|--sh[a-z]*|-a|--a[a-z]*)(?:[\s;&|]|$)`, "sudo", "-"),
-	lead("sudo with combined-flag privilege escalation",
-		`\bsudo\s+`+sudoOpts+`-(?:[a-z]+[sa][a-z]*|[sa][a-z]+)(?:[\s;&|]|$)`, "sudo", "-"),
+func dangerousTable() []rule {
+	return []rule{
+		lead("delete in root path", `\brm\s+(?:-\S*\s+)*/`, "rm", "/"),
+		lead("recursive delete", `\brm\s+(?:-\S*\s+)*-[a-z]*r`, "rm", "-"),
+		lead("recursive delete (long flag)", `\brm\s+(?:-\S*\s+)*--recursive\b`, "rm", "--recursive"),
+		// GNU rm permutes options, so `rm build/ -rf` is as recursive as `rm -rf build/`. The
+		// operand run stops at separators and quotes and never crosses a bare `--` (after which
+		// -rf is a file name).
+		lead("recursive delete (flags after operands)",
+			`\brm\s+(?:(?:[^\s"';|&-][^\s"';|&]*|-(?:[^\s"';|&-][^\s"';|&]*)?|--[^\s"';|&]+)[ \t]+)+`+
+				`(?:-[a-z]*r[a-z]*|--recursive)(?:[\s;&|]|$)`, "rm", "-"),
+		lead("Windows cmd destructive delete", `\bcmd(?:\.exe)?\s+/(?:c|k)\s+.*\b(?:del|erase|rd|rmdir)\b`, "cmd", "/c /k"),
+		lead("Windows PowerShell destructive delete",
+			`\b(?:powershell|pwsh)(?:\.exe)?\b(?:\s+-\S+)*\s+(?:-(?:command|c)\s+)?["']?(?:remove-item|rmdir|erase|del|rd|ri|rm)\b`,
+			"powershell pwsh"),
+		lead("PowerShell encoded command execution", `\b(?:powershell|pwsh)(?:\.exe)?\b.*\s-(?:encodedcommand|enc|e)\b`,
+			"powershell pwsh"),
+		lead("world/other-writable permissions", `\bchmod\s+(?:-\S*\s+)*(?:[^\s,]*,)*`+worldWritable+`\b`,
+			"chmod", "*777 *666 +* =*"),
+		lead("recursive world/other-writable (long flag)", `\bchmod\s+--recursive\b.*`+worldWritable, "chmod", "--recursive"),
+		lead("recursive chown to root", `\bchown\s+(?:-\S*)?r\s+root`, "chown", "root*"),
+		lead("recursive chown to root (long flag)", `\bchown\s+--recur[a-z]*\b.*root`, "chown", "--recur*", "*root*"),
+		at("format filesystem", `mkfs\b`, "mkfs"),
+		at("disk copy", `dd\s+.*if=`, "dd", "*if="),
+		lead("write to block device", `>\s*["']?`+blockDev, ">", "/dev/"),
+		lead("SQL DROP", `\bdrop\s+(?:table|database)\b`, "drop", "table database"),
+		// WHERE must be in the same statement: on the same line and before any `;`.
+		{key: "SQL DELETE without WHERE", needles: parseNeedles([]string{"delete", "from"}),
+			m: unlessTail{compile(`\bdelete\s+from\b([^\n;]*)`), compile(`\bwhere\b`)}},
+		lead("SQL TRUNCATE", `\btruncate\s+(?:table)?\s*\w`, "truncate"),
+		lead("overwrite system config", `>\s*["']?`+sysConfig, ">", "/etc/ /private/"),
+		lead("stop/restart system service", `\bsystemctl\s+(?:-\S+\s+)*(?:stop|restart|disable|mask)\b`,
+			"systemctl", "stop restart disable mask"),
+		lead("kill all processes", `\bkill\s+-9\s+-1\b`, "kill", "-9", "-1"),
+		lead("force kill processes", `\bpkill\s+-9\b`, "pkill", "-9"),
+		lead("force kill processes (killall -KILL)", `\bkillall\s+(?:-\S*\s+)*-(?:9|kill|sigkill)\b`, "killall", "-9 -kill -sigkill"),
+		lead("force kill processes (killall -s KILL)", `\bkillall\s+(?:-\S*\s+)*-s\s+(?:kill|sigkill|9)\b`, "killall", "-s"),
+		lead("kill processes by regex (killall -r)", `\bkillall\s+(?:-\S*\s+)*-r\b`, "killall", "-r"),
+		lead("fork bomb", `:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:`, ":()"),
+		// A flag group containing c (-c, -lc, -xc); --norc and --rcfile are not.
+		rx("shell command via -c/-lc flag", shellWord+`\s+(?:-\S+\s+)*-[a-z]*c[a-z]*(?:\s|$)`,
+			shellNeedle, "-"),
+		rx("script execution via -e/-c flag",
+			"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S+\\s+)*(?:-[a-z]*[ec]\\b|--eval\\b|--print\\b)",
+			"python* perl ruby node nodejs", "-"),
+		lead("pipe remote content to shell", `\b(?:curl|wget)\b.*`+pipeShell, "curl wget", "|", shellNeedle),
+		lead("execute remote script via process substitution", `\b`+shells+`\s+<\s*<?\s*\(\s*(?:curl|wget)\b`, shellNeedle, "curl wget", "<"),
+		lead("execute remote content via command substitution",
+			"(?:\\beval\\b|\\bsource\\b|\\.)\\s*\"?(?:\\$\\(\\s*|\\x60\\s*)(?:curl|wget)\\b", "eval source .", "curl wget", "$( `"),
+		lead("pipe decoded content to shell (possible command obfuscation)",
+			`\b(?:base64|base32|base16)\s+(?:-\S+\s+)*(?:-[a-z]*d[a-z]*|--decode)\b.*`+pipeShell,
+			"base64 base32 base16", "|", shellNeedle),
+		lead("pipe xxd-decoded content to shell (possible command obfuscation)",
+			`\bxxd\s+(?:-\S+\s+)*-[a-z]*r[a-z]*\b.*`+pipeShell, "xxd", "|", shellNeedle),
+		lead("pipe tr-transformed output to shell (possible command obfuscation)",
+			`\b(?:echo|printf)\b[^|]*\|\s*\btr\b[^|]*`+pipeShell, "echo printf", "tr", "|", shellNeedle),
+		lead("pipe openssl-decoded content to shell (possible command obfuscation)",
+			`\bopenssl\b.*\b(?:base64|enc)\b[^|]*\s-d\b[^|]*`+pipeShell,
+			"openssl", "base64 enc", "|", shellNeedle),
+		lead("overwrite system file via tee", `\btee\b[^;&|<>\n]*[\s"']`+sensitiveTarget, "tee", "/"),
+		lead("overwrite system file via redirection", `>>?\s*["']?`+sensitiveTarget, ">", "/"),
+		lead("overwrite project env/config via tee", `\btee\b[^;&|<>\n]*[\s"']`+projectSensitive+`["']?`+writeEnd, "tee", projectNeedle),
+		lead("overwrite project env/config via redirection", `>>?\s*["']?`+projectSensitive+`["']?`+writeEnd, ">", projectNeedle),
+		lead("xargs with rm", `\bxargs\s+.*\brm\b`, "xargs", "rm"),
+		lead("find -exec/-execdir rm", `\bfind\b.*-exec(?:dir)?\s+(?:/\S*/)?rm\b`, "find", "-exec*", "rm"),
+		lead("find -delete", `\bfind\b.*-delete\b`, "find", "-delete"),
+		lead("stop/restart hermes gateway (kills running agents)", `\bhermes\s+`+globalFlags+`gateway\s+(?:stop|restart)\b`,
+			"hermes", "gateway", "stop restart"),
+		lead("hermes update (restarts gateway, kills running agents)", `\bhermes\s+`+globalFlags+`update\b`, "hermes", "update"),
+		lead("docker compose restart/stop/kill/down (container lifecycle)",
+			`\bdocker(?:-compose|\s+compose)\s+`+containerFlags+`(?:restart|stop|kill|down)\b`,
+			"docker", "compose", "restart stop kill down"),
+		lead("docker restart/stop/kill (container lifecycle)",
+			`\b(?:docker|podman)\s+`+containerFlags+`(?:container\s+)?(?:restart|stop|kill)\b`,
+			"docker podman", "restart stop kill"),
+		lead(KeyGatewayOutsideSystemd, `gateway\s+run\b.*(?:&[ \t]*(?:$|;|\n)|\bdisown\b|\bsetsid\b)`,
+			"*gateway", "run", "& disown setsid"),
+		lead(KeyGatewayOutsideSystemd, `\b(?:nohup|setsid)\b.*gateway\s+run\b`, "nohup setsid", "*gateway", "run"),
+		lead("kill hermes/gateway process (self-termination)", `\b(?:pkill|killall)\b.*\b(?:hermes|gateway|cli\.py)\b`,
+			"pkill killall", "hermes gateway cli.py"),
+		lead("kill process via pgrep/pidof expansion (self-termination)", `\bkill\b.*\$\(\s*(?:pgrep|pidof)\b`, "kill", "$(", "pgrep pidof"),
+		lead("kill process via backtick pgrep/pidof expansion (self-termination)", "\\bkill\\b.*\\x60\\s*(?:pgrep|pidof)\\b", "kill", "`", "pgrep pidof"),
+		// Two independent conditions: a loop may name the label before the launchctl verb.
+		{key: "stop/restart hermes launchd service (kills running agents)", needles: parseNeedles([]string{"launchctl", "hermes"}),
+			m: allOf{
+				compile(`\blaunchctl\s+(?:stop|kickstart|bootout|unload|kill|disable|remove)\b`),
+				compile(`\b(?:hermes|ai\.hermes)\b`),
+			}},
+		lead("copy/move file into system config path", `\b(?:cp|mv|install)\b.*\s["']?`+sysConfig, "cp mv install", "/etc/ /private/"),
+		lead("overwrite project env/config file",
+			`\b(?:cp|mv|install)\b.*\s["']?`+projectSensitive+`["']?`+lastArg, "cp mv install", projectNeedle),
+		lead("copy/move file into sensitive credential/SSH/shell-rc path",
+			`\b(?:cp|mv|install)\b.*\s["']?`+sensitiveTarget+`[^\s"']*["']?`+lastArg, "cp mv install", "/"),
+		lead("in-place edit of sensitive credential/SSH/shell-rc path", sedInPlace+`.*`+userSensitive, "sed", "~ home"),
+		lead("in-place edit of sensitive credential/SSH/shell-rc path (long flag)", sedInPlaceLong+`.*`+userSensitive, "sed", "--in-place", "~ home"),
+		lead("in-place edit of sensitive credential/SSH/shell-rc path (perl/ruby)", perlInPlace+`.*`+userSensitive, "perl ruby", "~ home"),
+		lead("in-place edit of system config", sedInPlace+`.*\s["']?`+sysConfig, "sed", "/etc/ /private/"),
+		lead("in-place edit of system config (long flag)", sedInPlaceLong+`.*\s["']?`+sysConfig, "sed", "--in-place", "/etc/ /private/"),
+		lead("in-place edit of Hermes config/env", sedInPlace+`.*`+hermesSensitive, "sed", "hermes*"),
+		lead("in-place edit of Hermes config/env (long flag)", sedInPlaceLong+`.*`+hermesSensitive, "sed", "--in-place", "hermes*"),
+		lead("in-place edit of Hermes config/env (perl/ruby)", perlInPlace+`.*`+hermesSensitive, "perl ruby", "hermes*"),
+		rx("script execution via heredoc",
+			"(?:^|[\\s/;&|(\\x60'\"])(?:python[0-9.]*|perl|ruby|node|nodejs)\\s+(?:-\\S*\\s+)*<<", "python* perl ruby node nodejs", "<<"),
+		rx("shell execution via heredoc", shellWord+`\s+(?:-\S*\s+)*<<`, shellNeedle, "<<"),
+		// Any unambiguous prefix of --hard (--h, --ha, --har) selects hard mode; --help does not.
+		lead(KeyGitResetHard, gitCmd+`reset\b`+sameCmd+`\s--h(?:a(?:r(?:d)?)?)?\b`, "git", "reset", "--h*"),
+		// --force, --force-with-lease and a +refspec all rewrite the remote branch.
+		lead(KeyGitForcePush, gitCmd+`push\b`+sameCmd+`(?:\s--forc[a-z]*\b|\s\+[^\s+])`, "git", "push", "--forc* +"),
+		lead(KeyGitForcePushShort, gitCmd+`push\b`+sameCmd+`\s-[a-z]*f[a-z]*\b`, "git", "push", "-"),
+		lead(KeyGitClean, gitCmd+`clean\b`+sameCmd+`\s(?:-[a-z]*f|--force\b)`, "git", "clean", "-"),
+		// Only the capital -D is force-delete; -d refuses to drop an unmerged branch. Variants keep
+		// the author's case, so this one group opts out of case folding.
+		lead("git branch force delete", gitCmd+`branch\b`+sameCmd+`\s(?-i:-[a-zA-Z]*D)`, "git", "branch", "-"),
+		lead("git branch force delete (long flags)",
+			gitCmd+`branch\b`+sameCmd+`\s(?:-d|--delete)\b`+sameCmd+`\s(?:-f|--force)\b`, "git", "branch", "-d --delete", "-f --force"),
+		lead("git branch force delete (long flags, force-first)",
+			gitCmd+`branch\b`+sameCmd+`\s(?:-f|--force)\b`+sameCmd+`\s(?:-d|--delete)\b`, "git", "branch", "-d --delete", "-f --force"),
+		lead("chmod +x followed by immediate execution", `\bchmod\s+(?:-\S+\s+)*[ugoa]*\+[rw]*x[rw]*\b.*[;&|]+\s*\./`, "chmod", "./"),
+		// Only sudo's own options count (sudo du -s is du's flag): stdin (-S, --stdin), askpass
+		// (-A, --askpass), shell (-s, --shell) and list (-l is harmless; -a is BSD auth type).
+		lead("sudo with privilege flag (stdin/askpass/shell/list)",
+			`\bsudo\s+`+sudoOpts+`(?:-s|--st[a-z]*|--sh[a-z]*|-a|--a[a-z]*)(?:[\s;&|]|$)`, "sudo", "-"),
+		lead("sudo with combined-flag privilege escalation",
+			`\bsudo\s+`+sudoOpts+`-(?:[a-z]+[sa][a-z]*|[sa][a-z]+)(?:[\s;&|]|$)`, "sudo", "-"),
+	}
 }
 
 // sudoStdin is the sudo stdin guard: an explicit -S (case-sensitive: -s is a shell) in sudo's
 // option region, at a command position.
-var sudoStdin = newLineMatcher(cmdpos + `sudo\s+` + sudoOpts + `(?:(?-i:-[a-zA-Z]*S[a-zA-Z]*)|--stdin)(?:[\s;&|]|$)`)
+func sudoStdinMatcher() lineMatcher {
+	return newLineMatcher(cmdpos + `sudo\s+` + sudoOpts + `(?:(?-i:-[a-zA-Z]*S[a-zA-Z]*)|--stdin)(?:[\s;&|]|$)`)
+}

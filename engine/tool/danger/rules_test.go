@@ -354,7 +354,7 @@ func TestHardlineExamples(t *testing.T) {
 func TestDangerousExamples(t *testing.T) {
 	for key, exs := range dangerousExamples {
 		for _, e := range exs {
-			got := slices.Contains(keysMatching(dangerous, e.cmd), key)
+			got := slices.Contains(keysMatching(dangerous(), e.cmd), key)
 			if got != e.match {
 				t.Errorf("%s: %q matched=%v, want %v\n  variants: %q", key, e.cmd, got, e.match, Variants(e.cmd, testOpts))
 			}
@@ -434,7 +434,7 @@ func TestRuleTables(t *testing.T) {
 		}
 	}
 	// A needle that is not lowercase could never pass the prefilter.
-	for _, rs := range [][]rule{hardline, dangerous} {
+	for _, rs := range [][]rule{hardline(), dangerous()} {
 		for _, r := range rs {
 			for _, cl := range r.needles {
 				for _, tm := range cl {
@@ -481,7 +481,7 @@ func slowMatch(r *rule, v string) bool {
 
 func fastPathAgrees(cmd string, o Options) string {
 	for _, v := range variants(cmd, &o) {
-		for _, rs := range [][]rule{hardline, dangerous} {
+		for _, rs := range [][]rule{hardline(), dangerous()} {
 			for i := range rs {
 				r := &rs[i]
 				fast := r.candidate(&v) && r.m.match(v.text, v.lower)
