@@ -11,8 +11,8 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/policy"
 )
 
 // drainTimeout bounds the wait for running turns' outcomes once the client has gone away:
@@ -153,8 +153,9 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 	respond := func() (sdk.PromptResponse, error) {
 		return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
 	}
+	evs := &coalescer{sub: sub}
 	for {
-		ev, err := sub.Next(live)
+		ev, err := evs.next(live)
 		if err != nil {
 			if !awaiting && errors.Is(err, engine.ErrLagged) {
 				if o, werr := t.ss.s.Wait(live, t.turnID); werr == nil {
@@ -212,6 +213,52 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 	t.stopAsks()
 	t.closeTools(live)
 	return respond()
+}
+
+// coalesceMin is the backlog of adjacent deltas from which the coalescer merges them. Below it
+// every delta is its own chunk, so the wire of a normally paced stream is one chunk per model
+// delta, deterministic for fixtures.
+const coalesceMin = 16
+
+// coalescer reads a subscription in batches and merges adjacent text deltas of one turn into
+// one event when a backlog has built up: when the model streams faster than the client reads,
+// the deltas that piled up go out as one agent_message_chunk (or agent_thought_chunk) instead
+// of one notification each. A client sees the same text, in the same order, in fewer frames.
+type coalescer struct {
+	sub *engine.Subscription
+	buf []engine.Event
+	i   int
+	sb  strings.Builder
+}
+
+func (c *coalescer) next(ctx context.Context) (engine.Event, error) {
+	if c.i >= len(c.buf) {
+		clear(c.buf) // drop references to the last batch's payloads
+		buf, err := c.sub.NextBatch(ctx, c.buf[:0])
+		if err != nil {
+			return engine.Event{}, err
+		}
+		c.buf, c.i = buf, 0
+	}
+	ev := c.buf[c.i]
+	c.i++
+	if ev.Type != engine.EvMessageDelta && ev.Type != engine.EvReasoningDelta {
+		return ev, nil
+	}
+	j := c.i
+	for j < len(c.buf) && c.buf[j].Type == ev.Type && c.buf[j].TurnID == ev.TurnID {
+		j++
+	}
+	if j-c.i+1 < coalesceMin {
+		return ev, nil
+	}
+	c.sb.Reset()
+	c.sb.WriteString(ev.Text)
+	for _, e := range c.buf[c.i:j] {
+		c.sb.WriteString(e.Text)
+	}
+	ev.Text, ev.Seq, c.i = c.sb.String(), c.buf[j-1].Seq, j
+	return ev, nil
 }
 
 // acpUsage reports the token counts of the turns a prompt rendered, when the provider gave any.
