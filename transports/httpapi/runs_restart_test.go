@@ -452,6 +452,9 @@ func TestRunSteerAfterFinalAnswerIsPending(t *testing.T) {
 	tg.fake.Enqueue(openaitest.Response{Text: []string{"final ", "answer"}, FaultAt: 2, Gate: gate})
 	id := startRun(t, tg, `{"input":"answer me"}`)
 	<-gate.Reached()
+	// The model being called does not mean the run was published as running yet: steer is
+	// accepted from run.started on.
+	tg.events(t, id, "").until("run.started")
 	if s := decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/steer", `{"input":"also mention tests"}`, nil)); s["accepted"] != true {
 		t.Fatalf("steer %v", s)
 	}

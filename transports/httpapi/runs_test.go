@@ -187,6 +187,7 @@ func TestRunSteerAndStop(t *testing.T) {
 	tg.fake.Enqueue(openaitest.Response{Text: []string{"a", "b"}, FaultAt: 2, Gate: gate})
 	id := startRun(t, tg, `{"input":[{"role":"user","content":"earlier"},{"role":"assistant","content":"ok"},{"role":"user","content":"go"}]}`)
 	<-gate.Reached()
+	tg.events(t, id, "").until("run.started") // steer is accepted from run.started on
 	s := decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/steer", `{"text":"focus on tests"}`, nil))
 	if s["accepted"] != true {
 		t.Fatalf("steer %v", s)
