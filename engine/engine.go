@@ -242,13 +242,16 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	return s, nil
 }
 
-// Open returns the live session with id, loading it from the store when it is not live.
+// Open returns the live session with id, loading it from the store when it is not live (again,
+// after Engine.ReleaseIdle let it go). Opening counts as activity: the session returned is not
+// released for the idle period given to ReleaseIdle.
 func (e *Engine) Open(ctx context.Context, id string) (*Session, error) {
 	if err := e.checkOpen(); err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
 	if s, ok := e.live[id]; ok {
+		s.j.touch() // under e.mu: ReleaseIdle cannot take it from under the caller
 		e.mu.Unlock()
 		return s, nil
 	}
@@ -263,6 +266,7 @@ func (e *Engine) Open(ctx context.Context, id string) (*Session, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s, ok := e.live[id]; ok { // lost a race with another opener
+		s.j.touch()
 		return s, nil
 	}
 	s := newSession(e, rec)
@@ -270,11 +274,15 @@ func (e *Engine) Open(ctx context.Context, id string) (*Session, error) {
 	return s, nil
 }
 
-// Live returns the live session with id without loading it.
+// Live returns the live session with id without loading it. Like Open, it counts as activity
+// (Engine.ReleaseIdle).
 func (e *Engine) Live(id string) (*Session, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s, ok := e.live[id]
+	if ok {
+		s.j.touch()
+	}
 	return s, ok
 }
 

@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Transports map them to wire codes in exactly one function each.
 var (
@@ -29,3 +32,9 @@ var (
 	ErrDelegateLimit     = errors.New("delegation limit reached")
 	ErrNoInteractiveUser = errors.New("no client can answer requests")
 )
+
+// ErrSessionReleased is returned by a session object the engine released while it was idle
+// (Engine.ReleaseIdle). The session itself is not closed: Engine.Open loads it again. It
+// matches ErrSessionClosed too, so a surface that does not know about releases treats the
+// stale object as closed.
+var ErrSessionReleased = fmt.Errorf("%w: released while idle; open it again", ErrSessionClosed)

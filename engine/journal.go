@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,11 +33,19 @@ type journal struct {
 	closed bool
 	window int
 	gen    string // identifies this journal: seq restarts at 1 in a new one
+	// active is when the session was last used (unix ns): opened, prompted, a turn ended, a
+	// subscriber came or went. Engine.ReleaseIdle compares it with its cutoff.
+	active atomic.Int64
 }
 
 func newJournal(sid string) *journal {
-	return &journal{sid: sid, window: journalWindow, gen: newID("")[:12]}
+	j := &journal{sid: sid, window: journalWindow, gen: newID("")[:12]}
+	j.touch()
+	return j
 }
+
+// touch records activity now.
+func (j *journal) touch() { j.active.Store(time.Now().UnixNano()) }
 
 // append assigns the next seq and publishes the event.
 func (j *journal) append(e Event) uint64 {
@@ -108,6 +117,7 @@ func (j *journal) subscribe(since uint64) *Subscription {
 		j.subs = map[*Subscription]struct{}{}
 	}
 	j.subs[s] = struct{}{}
+	j.touch()
 	j.mu.Unlock()
 	return s
 }
@@ -119,6 +129,7 @@ func (s *Subscription) Cursor() uint64 { return s.cursor }
 func (s *Subscription) Close() {
 	s.j.mu.Lock()
 	delete(s.j.subs, s)
+	s.j.touch() // a session stays live for the idle period after its last watcher leaves
 	s.j.mu.Unlock()
 }
 

@@ -31,7 +31,8 @@ const keptTurns = 16
 
 // Session is a live session. All methods are safe for concurrent use.
 //
-// Lock order: Session.mu, then journal.mu (append never calls back into the session).
+// Lock order: Engine.mu, then Session.mu, then journal.mu (append never calls back into the
+// session, and a session never takes the engine lock while holding its own).
 type Session struct {
 	e  *Engine
 	id string
@@ -49,6 +50,7 @@ type Session struct {
 	approved map[string]bool // pattern keys approved for this session
 	children int             // running delegated children
 	closed   bool
+	released bool     // dropped from the engine by ReleaseIdle; closed is set too
 	stored   bool     // false for a lazy session until its first prompt
 	depth    int      // delegation depth (0 = top level)
 	parent   *Session // delegating session, for sub-agents
@@ -74,6 +76,27 @@ func newSession(e *Engine, rec store.Session) *Session {
 		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
 	}
 }
+
+// Released reports whether the engine released this session object while it was idle
+// (Engine.ReleaseIdle). A released object refuses work with ErrSessionReleased; Engine.Open
+// returns the session loaded again from the store.
+func (s *Session) Released() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
+}
+
+// closedErrLocked is the error of work refused because the session is closed.
+func (s *Session) closedErrLocked() error {
+	if s.released {
+		return ErrSessionReleased
+	}
+	return ErrSessionClosed
+}
+
+// Root is the top-level session a delegated sub-agent works for (s itself for a top-level
+// session): the one whose clients answer its requests.
+func (s *Session) Root() *Session { return s.requestHost() }
 
 // ID is the durable session id.
 func (s *Session) ID() string { return s.id }
@@ -163,7 +186,10 @@ func (s *Session) reload(ctx context.Context) error {
 	return nil
 }
 
-// Subscribe attaches a subscriber that reads events after seq since.
+// Subscribe attaches a subscriber that reads events after seq since. While it is attached the
+// engine does not release the session (Engine.ReleaseIdle); on a released session the
+// subscription ends at once (ErrJournalClosed, or ErrLagged for a cursor behind the last seq):
+// check Released after subscribing.
 func (s *Session) Subscribe(since uint64) *Subscription { return s.j.subscribe(since) }
 
 // Events replays events after since and then follows live ones, until ctx ends, the session
@@ -239,10 +265,12 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 			return s.modelCommand(ctx, strings.TrimSpace(name))
 		}
 	}
+	s.j.touch()
 	s.mu.Lock()
 	if s.closed {
+		err := s.closedErrLocked()
 		s.mu.Unlock()
-		return Admission{}, ErrSessionClosed
+		return Admission{}, err
 	}
 	if s.turn != nil {
 		if p.Truncate != nil {
@@ -259,8 +287,9 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 		}
 		s.mu.Lock()
 		if s.closed {
+			err := s.closedErrLocked()
 			s.mu.Unlock()
-			return Admission{}, ErrSessionClosed
+			return Admission{}, err
 		}
 		if s.turn != nil {
 			s.mu.Unlock()
@@ -403,7 +432,7 @@ func (s *Session) steer(text string, hold bool) (SteerReceipt, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return SteerReceipt{}, ErrSessionClosed
+		return SteerReceipt{}, s.closedErrLocked()
 	}
 	running := s.turn != nil && !s.turn.finishing
 	if !running && !hold {
@@ -612,6 +641,12 @@ func (s *Session) Snapshot() Snapshot {
 // Close interrupts any running turn, waits for it, stops background processes and detaches the
 // session. The stored session remains and can be opened again.
 func (s *Session) Close(ctx context.Context, reason string) error {
+	if s.Released() {
+		// A stale object of a released session: close the session itself, live again or not.
+		if cur, ok := s.e.Live(s.id); ok && cur != s {
+			return cur.Close(ctx, reason)
+		}
+	}
 	s.Interrupt("close")
 	if err := s.WaitIdle(ctx); err != nil {
 		return err

@@ -135,6 +135,7 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	if s.turn == t {
 		s.turn = nil
 	}
+	s.j.touch()
 	if out != nil {
 		s.j.append(Event{Type: EvMessageComplete, TurnID: t.id, Text: out.Text, Data: *out})
 	}

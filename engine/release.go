@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"time"
+)
+
+// ReleaseIdle lets go of live sessions nobody is using, so a long-running server's memory
+// follows the conversations in progress rather than every conversation it ever served. It
+// returns how many sessions it released.
+//
+// A session is released when all of these hold:
+//   - it is idle: no turn runs, no follow-up is queued, no request (approval, clarify, ...)
+//     is open, no sub-agent runs, no background process runs;
+//   - nobody watches it: no subscriber is attached;
+//   - it was last used (created, opened, Live, prompted, a turn ended, a subscriber came or
+//     went) at least idleFor ago;
+//   - it holds nothing that lives only in memory and would be lost: it is stored (a lazy
+//     session that never got a prompt is kept), it has no session-scoped approvals ("allow
+//     for this session" answers are not persisted; "always" ones are, in the store), no steer
+//     held for its next turn, and no tools or file system lent by a surface;
+//   - keep (nil keeps nothing) returns false. keep runs without engine locks held and may call
+//     the session's and engine's methods; a surface uses it to release only the sessions it
+//     owns.
+//
+// Releasing drops the session from the live set and closes its event journal, without
+// ending it: nothing is written to the store and nothing is emitted (there is no subscriber
+// to tell). Engine.Open loads it again with its transcript, title, model and usage. What is
+// lost is memory only the live object held: its journal (a new one starts, with a new
+// Generation), the outcomes Wait remembers, finished background processes' records, and the
+// tools' scratch state (the todo list; the transcript keeps the list the model last wrote).
+//
+// The checks and the removal happen under the engine lock and the session lock together, so
+// a Submit, Subscribe, Open or Live either lands before the release (and prevents it) or finds
+// the session gone. An object obtained earlier and used after its release refuses work with
+// ErrSessionReleased; open the session again.
+func (e *Engine) ReleaseIdle(idleFor time.Duration, keep func(*Session) bool) int {
+	cutoff := time.Now().Add(-idleFor).UnixNano()
+	n := 0
+	for _, s := range e.LiveSessions() {
+		// Cheap pre-check first so keep is asked only about candidates; release checks again
+		// under the locks.
+		s.mu.Lock()
+		ok := s.releasableLocked(cutoff)
+		s.mu.Unlock()
+		if !ok || (keep != nil && keep(s)) {
+			continue
+		}
+		if e.release(s, cutoff) {
+			n++
+		}
+	}
+	return n
+}
+
+// release drops s from the live set when it is still releasable.
+func (e *Engine) release(s *Session, cutoff int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.live[s.id] != s {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.releasableLocked(cutoff) || !s.j.closeUnwatched(cutoff) {
+		return false
+	}
+	s.closed, s.released, s.status = true, true, StatusClosed
+	delete(e.live, s.id)
+	return true
+}
+
+// releasableLocked reports whether the session is idle and holds no memory-only state, and
+// was last active at or before cutoff (unix ns). Called with s.mu held.
+func (s *Session) releasableLocked(cutoff int64) bool {
+	return !s.closed && s.stored && s.turn == nil && s.queued == nil && len(s.requests) == 0 &&
+		s.children == 0 && len(s.steers) == 0 && len(s.approved) == 0 &&
+		s.j.active.Load() <= cutoff && !s.attached.lent() && !processRunning(s)
+}
+
+// lent reports whether a surface lent the session tools or a file system.
+func (a *attachments) lent() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return len(a.tools) > 0 || a.fs != nil
+}
+
+// processRunning reports whether a background process of s has not exited.
+func processRunning(s *Session) bool {
+	for _, p := range s.procs.List() {
+		select {
+		case <-p.Done:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// closeUnwatched closes the journal and drops its events when no subscriber is attached and
+// it was not touched after cutoff; it reports whether it did. Doing both under j.mu is what
+// keeps a concurrent Subscribe from attaching to a journal that is about to close unseen.
+func (j *journal) closeUnwatched(cutoff int64) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed || len(j.subs) > 0 || j.active.Load() > cutoff {
+		return false
+	}
+	j.closed = true
+	// A stale holder of the session object must not keep the event window alive.
+	j.events = nil
+	return true
+}

@@ -1,0 +1,337 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+)
+
+// releaseAll releases every idle session regardless of when it was last used.
+func releaseAll(e *engine.Engine) int { return e.ReleaseIdle(0, nil) }
+
+func TestReleaseIdleThenOpenContinues(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Enqueue(openaitest.Text("first answer"), openaitest.Text("second answer"))
+	s := h.create()
+	if err := s.SetTitle(ctxT(t), "kept title"); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.run(s, "first question"); out.Status != engine.StatusCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	usage := s.Usage()
+	if usage.APICalls == 0 {
+		t.Fatalf("usage not recorded: %+v", usage)
+	}
+
+	if n := releaseAll(h.eng); n != 1 {
+		t.Fatalf("released %d sessions, want 1", n)
+	}
+	if _, live := h.eng.Live(s.ID()); live {
+		t.Fatal("a released session is still live")
+	}
+	if !s.Released() || s.Status() != engine.StatusClosed {
+		t.Fatalf("old object: released=%v status=%s", s.Released(), s.Status())
+	}
+	_, err := s.Submit(ctxT(t), engine.Prompt{Text: "on the stale object"})
+	if !errors.Is(err, engine.ErrSessionReleased) || !errors.Is(err, engine.ErrSessionClosed) {
+		t.Fatalf("submit on a released object: %v", err)
+	}
+	if _, err := s.Subscribe(s.LastSeq()).Next(ctxT(t)); !errors.Is(err, engine.ErrJournalClosed) {
+		t.Fatalf("subscribing to a released object: %v", err)
+	}
+	rec, err := h.st.GetSession(ctxT(t), s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.EndedAt.IsZero() || rec.EndReason != "" {
+		t.Fatalf("a release must not end the session: %+v", rec)
+	}
+
+	s2, err := h.eng.Open(ctxT(t), s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2 == s || s2.Released() {
+		t.Fatal("Open must load a fresh object")
+	}
+	if got := s2.Record(); got.Title != "kept title" || got.Model != s.Record().Model || got.Usage != usage {
+		t.Fatalf("record after reload: %+v (usage before %+v)", got, usage)
+	}
+	if out := h.run(s2, "second question"); out.Status != engine.StatusCompleted || out.Text != "second answer" {
+		t.Fatalf("outcome %+v", out)
+	}
+	var sent []string
+	for _, m := range h.lastRequestMessages() {
+		c, _ := m["content"].(string)
+		sent = append(sent, c)
+	}
+	joined := strings.Join(sent, "|")
+	if !strings.Contains(joined, "first question|first answer|second question") {
+		t.Fatalf("the model must see the earlier turn: %q", joined)
+	}
+	if rows := mustRows(t, s2); len(rows) != 4 {
+		t.Fatalf("transcript rows: %d, want 4", len(rows))
+	}
+}
+
+func TestReleaseIdleSkipsSessionsInUse(t *testing.T) {
+	t.Run("subscribed", func(t *testing.T) {
+		h := newHarness(t, nil)
+		s := h.stored()
+		sub := s.Subscribe(s.LastSeq())
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a watched session (%d)", n)
+		}
+		sub.Close()
+		if n := releaseAll(h.eng); n != 1 {
+			t.Fatalf("released %d after the subscriber left, want 1", n)
+		}
+	})
+	t.Run("recently used", func(t *testing.T) {
+		h := newHarness(t, nil)
+		s := h.stored()
+		if n := h.eng.ReleaseIdle(time.Hour, nil); n != 0 {
+			t.Fatalf("released a session used just now (%d)", n)
+		}
+		if _, live := h.eng.Live(s.ID()); !live {
+			t.Fatal("session gone")
+		}
+	})
+	t.Run("keep", func(t *testing.T) {
+		h := newHarness(t, nil)
+		s := h.stored()
+		var asked []string
+		n := h.eng.ReleaseIdle(0, func(c *engine.Session) bool {
+			asked = append(asked, c.ID())
+			return true
+		})
+		if n != 0 || len(asked) != 1 || asked[0] != s.ID() {
+			t.Fatalf("keep: released %d, asked about %v", n, asked)
+		}
+		if n := h.eng.ReleaseIdle(0, func(*engine.Session) bool { return false }); n != 1 {
+			t.Fatalf("released %d when keep declines, want 1", n)
+		}
+	})
+	t.Run("turn running", func(t *testing.T) {
+		h := newHarness(t, nil)
+		g := openaitest.NewGate()
+		h.srv.Enqueue(openaitest.Response{Text: []string{"a", "b"}, FaultAt: 2, Gate: g})
+		s := h.stored()
+		adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-g.Reached()
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session with a running turn (%d)", n)
+		}
+		g.Release()
+		if out, err := s.Wait(ctxT(t), adm.TurnID); err != nil || out.Status != engine.StatusCompleted {
+			t.Fatalf("turn: %+v %v", out, err)
+		}
+		if n := releaseAll(h.eng); n != 1 {
+			t.Fatalf("released %d after the turn, want 1", n)
+		}
+	})
+	t.Run("approval open", func(t *testing.T) {
+		h := newHarness(t, func(c *engine.Config) { c.Policy.Approver = askAll{} })
+		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"echo a"}`}}), openaitest.Text("ok"))
+		s := h.stored()
+		sub := s.Subscribe(s.LastSeq())
+		adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := next(t, sub, engine.EvRequestOpen).Data.(engine.Request)
+		sub.Close() // the open request alone must pin it
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session with an open approval (%d)", n)
+		}
+		if err := s.Answer(req.ID, map[string]any{"choice": engine.ChoiceOnce}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := s.Wait(ctxT(t), adm.TurnID); err != nil || out.Status != engine.StatusCompleted {
+			t.Fatalf("turn: %+v %v", out, err)
+		}
+		if n := releaseAll(h.eng); n != 1 {
+			t.Fatalf("released %d after the turn, want 1", n)
+		}
+	})
+	t.Run("approved for the session", func(t *testing.T) {
+		// "Allow for this session" lives only in the live object: releasing would forget it.
+		h := newHarness(t, nil)
+		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"git push --force origin x"}`}}), openaitest.Text("ok"))
+		s := h.stored()
+		sub := s.Subscribe(s.LastSeq())
+		adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := next(t, sub, engine.EvRequestOpen).Data.(engine.Request)
+		if err := s.Answer(req.ID, map[string]any{"choice": engine.ChoiceSession}); err != nil {
+			t.Fatal(err)
+		}
+		s.Wait(ctxT(t), adm.TurnID)
+		sub.Close()
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session holding session approvals (%d)", n)
+		}
+	})
+	t.Run("background process", func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"sleep 60","background":true}`}}), openaitest.Text("started"))
+		s := h.stored()
+		if out := h.run(s, "start it"); out.Status != engine.StatusCompleted {
+			t.Fatalf("outcome %+v", out)
+		}
+		procs := s.Processes().List()
+		if len(procs) != 1 {
+			t.Fatalf("processes: %d", len(procs))
+		}
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session with a running background process (%d)", n)
+		}
+		if err := procs[0].Stop(); err != nil {
+			t.Fatal(err)
+		}
+		<-procs[0].Done
+		if n := releaseAll(h.eng); n != 1 {
+			t.Fatalf("released %d after the process exited, want 1", n)
+		}
+	})
+	t.Run("steer held", func(t *testing.T) {
+		h := newHarness(t, nil)
+		s := h.stored()
+		if _, err := s.SteerOrHold("for the next turn"); err != nil {
+			t.Fatal(err)
+		}
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session holding a steer (%d)", n)
+		}
+	})
+	t.Run("lazy and never prompted", func(t *testing.T) {
+		h := newHarness(t, nil)
+		if _, err := h.eng.Create(ctxT(t), engine.CreateOptions{Source: "test", Lazy: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session that exists only in memory (%d)", n)
+		}
+	})
+}
+
+// stored creates a session with a store record and no turn yet.
+func (h *harness) stored() *engine.Session {
+	h.t.Helper()
+	s := h.create()
+	if !s.Stored() {
+		h.t.Fatal("created session not stored")
+	}
+	return s
+}
+
+// TestReleaseIdleHammer races Open+Submit against a releaser that lets go of every idle
+// session as soon as it can. Every prompt runs exactly once, on whichever object was live
+// when it was submitted; the only refusal is ErrSessionReleased on an object released between
+// Open and Submit, after which the caller opens again.
+func TestReleaseIdleHammer(t *testing.T) {
+	const sessions, prompts = 4, 6
+	h := newHarness(t, nil)
+	for range sessions * prompts {
+		h.srv.Enqueue(openaitest.Text("ok"))
+	}
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = h.stored().ID()
+	}
+	stop := make(chan struct{})
+	var releaser sync.WaitGroup
+	releaser.Add(1)
+	released := 0
+	go func() {
+		defer releaser.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			released += h.eng.ReleaseIdle(0, nil)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for w, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- submitAll(ctxT(t), h.eng, id, w, prompts)
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	releaser.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("%d releases during the run", released)
+	for w, id := range ids {
+		s, err := h.eng.Open(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var users []string
+		for _, r := range mustRows(t, s) {
+			if r.Role == "user" {
+				users = append(users, r.Content)
+			}
+		}
+		want := make([]string, prompts)
+		for i := range want {
+			want[i] = fmt.Sprintf("w%d-%d", w, i)
+		}
+		if strings.Join(users, ",") != strings.Join(want, ",") {
+			t.Fatalf("session %s user rows %v, want %v", id, users, want)
+		}
+	}
+}
+
+// submitAll submits n prompts to session id in order, each on a freshly opened object.
+func submitAll(ctx context.Context, e *engine.Engine, id string, w, n int) error {
+	for i := 0; i < n; i++ {
+		for {
+			s, err := e.Open(ctx, id)
+			if err != nil {
+				return fmt.Errorf("open: %w", err)
+			}
+			adm, err := s.Submit(ctx, engine.Prompt{Text: fmt.Sprintf("w%d-%d", w, i)})
+			if errors.Is(err, engine.ErrSessionReleased) {
+				continue // released between Open and Submit: open again
+			}
+			if err != nil {
+				return fmt.Errorf("submit: %w", err)
+			}
+			if adm.Status != engine.AdmitStarted {
+				return fmt.Errorf("admission %+v", adm)
+			}
+			out, err := s.Wait(ctx, adm.TurnID)
+			if err != nil || out.Status != engine.StatusCompleted {
+				return fmt.Errorf("turn %s: %+v %v", adm.TurnID, out, err)
+			}
+			break
+		}
+	}
+	return nil
+}
