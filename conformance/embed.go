@@ -93,7 +93,7 @@ func Report(ctx context.Context, w io.Writer, target Target, only func(transport
 		}
 		fmt.Fprintf(w, "%-34s %-14s %-6s %s\n", fixture, tr, res, t)
 	}
-	row("FIXTURE", "TRANSPORT", "RESULT", 0)
+	fmt.Fprintf(w, "%-34s %-14s %-6s %s\n", "FIXTURE", "TRANSPORT", "RESULT", "TIME")
 	for _, f := range fixtures {
 		for _, tr := range f.Meta.Transports {
 			d, ok := Drivers[tr]
