@@ -59,8 +59,8 @@ type run struct {
 
 	mu       sync.Mutex
 	rec      runRecord       // the durable record as last written or read
-	sess     *engine.Session // opened at admission; for a run recovered after a restart, when it starts
-	turn     *turnRun        // nil until the run is started
+	sess     *engine.Session // set when the run starts, cleared when it settles
+	turn     *turnRun        // nil until the run is started and after it settles
 	model    string
 	status   string
 	updated  time.Time
@@ -387,8 +387,10 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	if rec, err = s.runs.ledger.create(s.storeCtx(), rec); err != nil {
 		return err
 	}
+	// The run keeps the session id, not the object: the session may be released while the run
+	// waits in its queue (keepSession keeps it while the queue is not empty) and is opened
+	// again when the run starts.
 	r := newRun(rec, runQueued)
-	r.sess = sess
 	ahead := s.enqueue(r)
 	if ahead > 0 {
 		r.emit("run.queued", "", map[string]any{"session_id": sess.ID(), "ahead": ahead})
@@ -510,12 +512,9 @@ func (s *Server) execute(r *run) {
 // this point leaves a run that may have done work, which is what restart-unknown means) and
 // submits its prompt once the session is idle.
 func (s *Server) startRun(r *run) (*turnRun, error) {
-	sess, _ := r.started()
-	if sess == nil {
-		var err error
-		if sess, err = s.eng.Open(s.ctx, r.sessionID); err != nil {
-			return nil, err
-		}
+	sess, err := s.eng.Open(s.ctx, r.sessionID)
+	if err != nil {
+		return nil, err
 	}
 	if err := sess.WaitIdle(s.ctx); err != nil {
 		return nil, err
@@ -537,11 +536,15 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 		// The run's owner (the principal that admitted it) owns the turn, so its browser tool
 		// calls reach that principal's controller only, even after a restart.
 		tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
-			return startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive)
+			return startTurn(s.ctx, s.eng, sess, rec.Prompt, s.opts.KeepAlive)
 		})
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Code == "session_busy" {
-			// Another client's turn slipped in between the wait and the submit: wait again.
+			// Another client's turn slipped in between the wait and the submit: wait again, on
+			// the object that is live now.
+			if sess, err = s.eng.Open(s.ctx, r.sessionID); err != nil {
+				return nil, err
+			}
 			if err := sess.WaitIdle(s.ctx); err != nil {
 				return nil, err
 			}
@@ -550,6 +553,7 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 		if err != nil {
 			return nil, err
 		}
+		sess = tr.sess
 		turnID := tr.turnID
 		tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
 		r.mu.Lock()
@@ -667,6 +671,9 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	if stored {
 		r.rec = rec
 	}
+	// A settled run is kept for runRetention with its own log; it must not also keep the
+	// session object alive.
+	r.sess, r.turn = nil, nil
 	r.result = res
 	r.emitLocked("run."+status, status, fields)
 	r.mu.Unlock()

@@ -50,6 +50,11 @@ type Options struct {
 	Providers func() []ProviderInfo
 	// Status adds subsystem reports (e.g. "mcp") to /health/detailed.
 	Status func(ctx context.Context) map[string]any
+	// SessionIdleRelease is how long a session created through this API may go unused (no
+	// turn, no queued run, no open request, no stream following it) before the engine lets go
+	// of it; the next request naming it loads it again from the store. It bounds the memory of
+	// a long-running server. 0 means DefaultSessionIdleRelease; negative never releases.
+	SessionIdleRelease time.Duration
 }
 
 // Server is the fiber app and what it serves.
@@ -75,6 +80,8 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}
 	wg    sync.WaitGroup // WebSocket connections
+
+	sweepDone chan struct{} // closed when the idle-session sweeper has stopped
 }
 
 // ErrNoKey is returned by New without an API key.
@@ -93,6 +100,9 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	}
 	if opts.MaxFrame <= 0 {
 		opts.MaxFrame = jsonrpc.DefaultMaxFrame
+	}
+	if opts.SessionIdleRelease == 0 {
+		opts.SessionIdleRelease = DefaultSessionIdleRelease
 	}
 	s := &Server{eng: eng, gw: gw, opts: opts, log: opts.Logger, start: time.Now(), conns: map[*websocket.Conn]struct{}{}, cors: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -128,6 +138,7 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	s.app.Use(s.auth)
 	s.app.Get("/health/detailed", s.healthDetailed)
 	s.routes()
+	s.startSweeper()
 	return s, nil
 }
 
@@ -137,7 +148,8 @@ func (s *Server) App() *fiber.App { return s.app }
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
-// Shutdown stops accepting, closes WebSocket connections (fiber does not) and waits for them.
+// Shutdown stops accepting, closes WebSocket connections (fiber does not) and waits for them,
+// and stops the idle-session sweeper.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancel()
 	s.mu.Lock()
@@ -149,6 +161,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.app.ShutdownWithContext(ctx)
 	s.wg.Wait()
 	s.reqs.Wait()
+	<-s.sweepDone
 	return err
 }
 

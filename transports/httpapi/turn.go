@@ -38,7 +38,8 @@ type turnRun struct {
 var errSilent = errors.New("turn silent")
 
 // startTurn takes a slot of the concurrency cap, subscribes, then submits: no event of the
-// turn can be missed. The slot is given back by turnRun.close.
+// turn can be missed. The slot is given back by turnRun.close. The turn may run on a newer
+// object of the same session than sess (see startTurn); the turnRun's is the one to use.
 func (s *Server) startTurn(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
 	if s.slots != nil {
 		select {
@@ -49,12 +50,12 @@ func (s *Server) startTurn(ctx context.Context, sess *engine.Session, text strin
 	}
 	// The browser broker records whose request started the turn, so the turn's browser
 	// tool calls reach that principal's controller only.
-	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, sess, text, s.opts.KeepAlive) })
+	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, s.eng, sess, text, s.opts.KeepAlive) })
 	if err != nil {
 		s.release()
 		return nil, err
 	}
-	r.release = func() { s.browser.unbind(sess.ID(), r.turnID); s.release() }
+	r.release = func() { s.browser.unbind(r.sess.ID(), r.turnID); s.release() }
 	return r, nil
 }
 
@@ -64,11 +65,38 @@ func (s *Server) release() {
 	}
 }
 
-func startTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
+// maxReopen bounds how often startTurn opens a session again because the engine released
+// the object it had; each Open counts as activity, so a second release in a row is already
+// unlikely.
+const maxReopen = 4
+
+// startTurn submits text to sess. The engine may have released sess (idle, nobody watching)
+// since the handler opened it; the session is then opened again from the store and the turn
+// runs on that object, which the returned turnRun holds.
+func startTurn(ctx context.Context, eng *engine.Engine, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := submitTurn(ctx, sess, text, quiet)
+		if !errors.Is(err, engine.ErrSessionReleased) || attempt == maxReopen {
+			return r, err
+		}
+		if sess, err = eng.Open(ctx, sess.ID()); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// submitTurn subscribes (which also keeps the engine from releasing the session while the turn
+// is followed), then submits.
+func submitTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
+	sub := sess.Subscribe(sess.LastSeq())
+	if sess.Released() {
+		sub.Close()
+		return nil, engine.ErrSessionReleased
+	}
 	if st := sess.Status(); st != engine.StatusIdle {
+		sub.Close()
 		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
-	sub := sess.Subscribe(sess.LastSeq())
 	adm, err := sess.Submit(ctx, engine.Prompt{Text: text, Origin: Surface})
 	if err != nil {
 		sub.Close()

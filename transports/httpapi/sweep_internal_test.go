@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/store/memstore"
+)
+
+func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
+	s := newInternal(t, memstore.New())
+	ctx := context.Background()
+	create := func(source string) *engine.Session {
+		t.Helper()
+		sess, err := s.eng.Create(ctx, engine.CreateOptions{Source: source})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	api, gatewayOwned, queued := create(Surface), create("tui"), create(Surface)
+	s.runs.mu.Lock()
+	s.runs.queues = map[string][]*run{queued.ID(): {newRun(runRecord{RunID: "run_q", SessionID: queued.ID()}, runQueued)}}
+	s.runs.mu.Unlock()
+
+	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
+		t.Fatalf("released %d sessions, want 1 (the idle API session)", n)
+	}
+	if _, live := s.eng.Live(api.ID()); live {
+		t.Fatal("the idle API session is still live")
+	}
+	if _, live := s.eng.Live(gatewayOwned.ID()); !live {
+		t.Fatal("a session of another surface was released")
+	}
+	if _, live := s.eng.Live(queued.ID()); !live {
+		t.Fatal("a session with a queued run was released")
+	}
+
+	s.runs.mu.Lock()
+	delete(s.runs.queues, queued.ID())
+	s.runs.mu.Unlock()
+	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
+		t.Fatalf("released %d once the queue emptied, want 1", n)
+	}
+}
+
+func TestStartTurnReopensAReleasedSession(t *testing.T) {
+	s := newInternal(t, memstore.New())
+	ctx := context.Background()
+	stale, err := s.eng.Create(ctx, engine.CreateOptions{Source: Surface})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The handler opened the session, then the sweeper let it go before the turn started.
+	if n := s.eng.ReleaseIdle(0, nil); n != 1 {
+		t.Fatalf("released %d, want 1", n)
+	}
+	if _, err := stale.Submit(ctx, engine.Prompt{Text: "x"}); !errors.Is(err, engine.ErrSessionReleased) {
+		t.Fatalf("the stale object must refuse work: %v", err)
+	}
+	tr, err := s.startTurn(ctx, stale, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.close("")
+	if tr.sess == stale || tr.sess.Released() || tr.sess.ID() != stale.ID() {
+		t.Fatal("the turn must run on the session opened again")
+	}
+	for !tr.done {
+		if _, err := tr.next(ctx); err != nil && !errors.Is(err, errSilent) {
+			t.Fatal(err)
+		}
+	}
+	if tr.out.Status != engine.StatusCompleted || tr.out.Text != "new" {
+		t.Fatalf("outcome %+v", tr.out)
+	}
+}
