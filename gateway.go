@@ -276,8 +276,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 			}
 			return out
 		},
-		ExtraKeys:     cfg.Server.ExtraKeys,
-		MaxConcurrent: cfg.Server.MaxConcurrent,
+		ExtraKeys:          cfg.Server.ExtraKeys,
+		MaxConcurrent:      cfg.Server.MaxConcurrent,
+		SessionIdleRelease: time.Duration(cfg.Server.SessionIdleRelease),
 		BrowserControl: httpapi.BrowserControl{
 			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
 		},

@@ -1,6 +1,7 @@
 // Package config loads Hermes configuration: $HERMES_HOME/config.yaml, then the environment
 // overrides that form the public contract (HERMES_HOME, HERMES_MODEL, OPENAI_BASE_URL,
-// OPENAI_API_KEY, HERMES_API_KEY / API_SERVER_KEY, HERMES_POLICY, HERMES_MAX_ITERATIONS).
+// OPENAI_API_KEY, HERMES_API_KEY / API_SERVER_KEY, HERMES_POLICY, HERMES_MAX_ITERATIONS,
+// HERMES_SESSION_IDLE_RELEASE).
 package config
 
 import (
@@ -107,6 +108,11 @@ type Server struct {
 	// session chat together); beyond it a request gets 429 with Retry-After. 0 means the
 	// default (10); a negative value removes the cap.
 	MaxConcurrent int `yaml:"max_concurrent,omitempty"`
+	// SessionIdleRelease is how long a session created through the HTTP API may sit unused
+	// before the server lets go of it in memory (it stays stored and is loaded again when next
+	// used). 0 means the default (10m); a negative value never releases. The environment
+	// variable HERMES_SESSION_IDLE_RELEASE overrides it.
+	SessionIdleRelease Duration `yaml:"session_idle_release,omitempty"`
 }
 
 // Store configures the session store.
@@ -134,16 +140,24 @@ type Duration time.Duration
 
 // UnmarshalYAML accepts "90s", "5m" or a bare number of seconds.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if v, err := strconv.ParseFloat(n.Value, 64); err == nil {
-		*d = Duration(v * float64(time.Second))
-		return nil
-	}
-	v, err := time.ParseDuration(n.Value)
+	v, err := parseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 5m)", n.Line, n.Value)
+		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
-	*d = Duration(v)
+	*d = v
 	return nil
+}
+
+// parseDuration reads "90s", "5m" or a bare number of seconds.
+func parseDuration(s string) (Duration, error) {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return Duration(v * float64(time.Second)), nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 90s, 5m)", s)
+	}
+	return Duration(v), nil
 }
 
 // MarshalYAML writes the duration as text.
@@ -264,6 +278,13 @@ func Load(getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("HERMES_MAX_ITERATIONS=%q: want a positive integer", v)
 		}
 		c.MaxIterations = n
+	}
+	if v := getenv("HERMES_SESSION_IDLE_RELEASE"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("HERMES_SESSION_IDLE_RELEASE: %w", err)
+		}
+		c.Server.SessionIdleRelease = d
 	}
 	if c.MaxIterations == 0 {
 		c.MaxIterations = 90

@@ -171,3 +171,35 @@ func TestLoadBrowserControlAndKeys(t *testing.T) {
 		t.Fatal("BuiltinProvider")
 	}
 }
+
+func TestLoadSessionIdleRelease(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load(env(map[string]string{"HERMES_HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.SessionIdleRelease != 0 {
+		t.Fatalf("unset server.session_idle_release = %v, want 0 (the server's default)", c.Server.SessionIdleRelease)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("server:\n  session_idle_release: 15m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Load(env(map[string]string{"HERMES_HOME": home})); err != nil || time.Duration(c.Server.SessionIdleRelease) != 15*time.Minute {
+		t.Fatalf("server.session_idle_release: %v %v", err, c)
+	}
+	for v, want := range map[string]time.Duration{"30s": 30 * time.Second, "2": 2 * time.Second, "-1": -time.Second} {
+		c, err := Load(env(map[string]string{"HERMES_HOME": home, "HERMES_SESSION_IDLE_RELEASE": v}))
+		if err != nil || time.Duration(c.Server.SessionIdleRelease) != want {
+			t.Fatalf("HERMES_SESSION_IDLE_RELEASE=%s: %v %v", v, err, c)
+		}
+	}
+	if _, err := Load(env(map[string]string{"HERMES_HOME": home, "HERMES_SESSION_IDLE_RELEASE": "soon"})); err == nil {
+		t.Fatal("HERMES_SESSION_IDLE_RELEASE=soon accepted")
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("server:\n  session_idle_release: later\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(env(map[string]string{"HERMES_HOME": home})); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("a bad duration must name its line: %v", err)
+	}
+}
