@@ -101,7 +101,8 @@ func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.R
 func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage, v tool.Verdict) (json.RawMessage, bool, tool.Result) {
 	s := t.s
 	approved := s.approvedPatterns()
-	in := policy.ApprovalInput{SessionID: s.id, Surface: t.origin, Tool: c.Name, Command: v.Command, Args: args, Cwd: s.Record().Cwd, Patterns: v.Patterns, Approved: approved}
+	mode := s.ApprovalMode()
+	in := policy.ApprovalInput{SessionID: s.id, Surface: t.origin, Tool: c.Name, Command: v.Command, Args: args, Cwd: s.Record().Cwd, Patterns: v.Patterns, Approved: approved, Mode: mode}
 	if len(v.Patterns) > 0 {
 		in.Pattern = v.Patterns[0]
 	}
@@ -115,6 +116,7 @@ func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage
 		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: policy.Deny, Error: err.Error()}})
 		return nil, false, tool.Result{Content: "BLOCKED: the approval policy failed (" + err.Error() + "), so the call was denied. Do NOT retry.", IsError: true}
 	}
+	d = applyMode(mode, c.Name, d)
 	s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: d.Decision, Reason: d.Reason}})
 	if len(d.Args) > 0 {
 		if !json.Valid(d.Args) {

@@ -21,7 +21,7 @@ func strList(in []string) []any {
 	return out
 }
 
-var approvalFields = []string{"session_id", "surface", "tool", "command", "args", "cwd", "patterns", "pattern", "approved"}
+var approvalFields = []string{"session_id", "surface", "tool", "command", "args", "cwd", "patterns", "pattern", "approved", "mode"}
 
 type approvalReq struct {
 	in      policy.ApprovalInput
@@ -51,6 +51,12 @@ func (r *approvalReq) Field(name string) (any, bool) {
 		return strList(r.in.Patterns), true
 	case "approved":
 		return strList(r.in.Approved), true
+	case "mode":
+		mode := r.in.Mode
+		if mode == "" {
+			mode = "default"
+		}
+		return mode, true
 	case "args":
 		if !r.decoded {
 			r.decoded = true

@@ -430,3 +430,26 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestApprovalSeesMode: the session's approval mode reaches the approval hook as req.mode
+// ("default" when unset), in both languages.
+func TestApprovalSeesMode(t *testing.T) {
+	both(t, func(t *testing.T, lang string) {
+		name, code := src(lang, `
+module.exports = { approval: (req) => req.mode === "read_only" ? { decision: "deny", reason: req.mode } : { decision: "allow", reason: req.mode } };
+`, `
+return { approval = function(req) if req.mode == "read_only" then return { decision = "deny", reason = req.mode } end return { decision = "allow", reason = req.mode } end }
+`)
+		p := load(t, name, code, Options{})
+		ctx := context.Background()
+		for mode, want := range map[string]policy.ApprovalDecision{
+			"":          {Decision: policy.Allow, Reason: "default"},
+			"read_only": {Decision: policy.Deny, Reason: "read_only"},
+		} {
+			d, err := p.Approve(ctx, policy.ApprovalInput{Tool: "write_file", Args: []byte(`{}`), Mode: mode})
+			if err != nil || d.Decision != want.Decision || d.Reason != want.Reason {
+				t.Fatalf("mode %q: %+v %v", mode, d, err)
+			}
+		}
+	})
+}

@@ -32,6 +32,9 @@ type ApprovalInput struct {
 	Pattern   string          `json:"pattern,omitempty"`  // first of Patterns
 	// Approved lists the pattern keys the user already approved for this session or always.
 	Approved []string `json:"approved,omitempty"`
+	// Mode is the session's approval mode (default, accept_edits, read_only); the engine
+	// applies it after the policy's decision, and a script may take it into account.
+	Mode string `json:"mode,omitempty"`
 }
 
 // ApprovalDecision is allow | deny | ask, with a reason and optionally rewritten arguments.

@@ -402,7 +402,7 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	}
 	ss := a.add(s, p.Cwd)
 	a.attachMCP(ss, p.McpServers)
-	return sdk.NewSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: a.configOptions(ss)}, nil
+	return sdk.NewSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
 }
 
 func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
@@ -414,7 +414,7 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	if err := a.replay(ctx, ss); err != nil {
 		return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
-	return sdk.LoadSessionResponse{ConfigOptions: a.configOptions(ss)}, nil
+	return sdk.LoadSessionResponse{ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
 }
 
 func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
@@ -423,7 +423,7 @@ func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (
 		return sdk.ResumeSessionResponse{}, err
 	}
 	a.attachMCP(ss, p.McpServers)
-	return sdk.ResumeSessionResponse{ConfigOptions: a.configOptions(ss)}, nil
+	return sdk.ResumeSessionResponse{ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
 }
 
 func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessionRequest) (sdk.UnstableForkSessionResponse, error) {
@@ -443,7 +443,7 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 	}
 	ss := a.add(s, cwd)
 	a.attachMCP(ss, forkServers(p.McpServers))
-	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: unstableOptions(a.configOptions(ss))}, nil
+	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: unstableOptions(a.configOptions(ss)), Modes: modeState(ss)}, nil
 }
 
 // listPage is the session/list page size.
@@ -521,15 +521,53 @@ func (a *agent) Cancel(_ context.Context, p sdk.CancelNotification) error {
 	return nil
 }
 
-func (a *agent) SetSessionMode(_ context.Context, p sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
-	if _, err := a.get(p.SessionId); err != nil {
+// SetSessionMode switches the session's approval mode (the legacy modes API; the same choice
+// is the "mode" config option). The client is told with current_mode_update and
+// config_option_update, as a change made by the agent would be.
+func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+	ss, err := a.get(p.SessionId)
+	if err != nil {
 		return sdk.SetSessionModeResponse{}, err
 	}
-	return sdk.SetSessionModeResponse{}, sdk.NewInvalidParams(map[string]any{"error": "hermes has no session modes; use the model config option"})
+	if err := a.setMode(ctx, ss, string(p.ModeId)); err != nil {
+		return sdk.SetSessionModeResponse{}, err
+	}
+	return sdk.SetSessionModeResponse{}, nil
 }
 
-// configModel is the config option id of the model selector.
-const configModel = "model"
+func (a *agent) setMode(ctx context.Context, ss *session, mode string) error {
+	if err := ss.s.SetApprovalMode(ctx, mode); err != nil {
+		if errors.Is(err, engine.ErrUnknownMode) {
+			return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		return sdk.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	id := ss.s.ID()
+	a.update(a.live, id, sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(mode), SessionUpdate: "current_mode_update"}})
+	a.update(a.live, id, sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
+	return nil
+}
+
+// modeInfo names and describes the approval modes for the client.
+var modeInfo = map[string][2]string{
+	engine.ModeDefault:     {"Ask", "The policy decides; commands it flags and anything it asks about need your permission"},
+	engine.ModeAcceptEdits: {"Accept edits", "File edits in the workspace run without asking; commands are still asked"},
+	engine.ModeReadOnly:    {"Read only", "The agent reads and searches but cannot edit files or run commands"},
+}
+
+func modeState(ss *session) *sdk.SessionModeState {
+	st := &sdk.SessionModeState{CurrentModeId: sdk.SessionModeId(ss.s.ApprovalMode())}
+	for _, m := range engine.Modes {
+		st.AvailableModes = append(st.AvailableModes, sdk.SessionMode{Id: sdk.SessionModeId(m), Name: modeInfo[m][0], Description: sdk.Ptr(modeInfo[m][1])})
+	}
+	return st
+}
+
+// Config option ids: the model selector and the approval mode.
+const (
+	configModel = "model"
+	configMode  = "mode"
+)
 
 func (a *agent) configOptions(ss *session) []sdk.SessionConfigOption {
 	cur := ss.s.Record().Model
@@ -546,10 +584,17 @@ func (a *agent) configOptions(ss *session) []sdk.SessionConfigOption {
 	for _, m := range models {
 		opts = append(opts, sdk.SessionConfigSelectOption{Name: m, Value: sdk.SessionConfigValueId(m)})
 	}
-	cat := sdk.SessionConfigOptionCategoryModel
+	cat, modeCat := sdk.SessionConfigOptionCategoryModel, sdk.SessionConfigOptionCategoryMode
+	modes := make(sdk.SessionConfigSelectOptionsUngrouped, 0, len(engine.Modes))
+	for _, m := range engine.Modes {
+		modes = append(modes, sdk.SessionConfigSelectOption{Name: modeInfo[m][0], Value: sdk.SessionConfigValueId(m), Description: sdk.Ptr(modeInfo[m][1])})
+	}
 	return []sdk.SessionConfigOption{{Select: &sdk.SessionConfigOptionSelect{
 		Id: configModel, Name: "Model", Category: &cat, CurrentValue: sdk.SessionConfigValueId(cur),
 		Options: sdk.SessionConfigSelectOptions{Ungrouped: &opts}, Type: "select",
+	}}, {Select: &sdk.SessionConfigOptionSelect{
+		Id: configMode, Name: "Approval mode", Category: &modeCat, CurrentValue: sdk.SessionConfigValueId(ss.s.ApprovalMode()),
+		Options: sdk.SessionConfigSelectOptions{Ungrouped: &modes}, Type: "select",
 	}}}
 }
 
@@ -575,6 +620,13 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 	ss, err := a.get(v.SessionId)
 	if err != nil {
 		return sdk.SetSessionConfigOptionResponse{}, err
+	}
+	if v.ConfigId == configMode {
+		if err := ss.s.SetApprovalMode(ctx, string(v.Value)); err != nil {
+			return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		a.update(a.live, ss.s.ID(), sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(v.Value), SessionUpdate: "current_mode_update"}})
+		return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
 	}
 	if v.ConfigId != configModel {
 		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown config option " + strconv.Quote(string(v.ConfigId))})

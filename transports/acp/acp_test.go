@@ -207,6 +207,7 @@ type transcript struct {
 	status                 map[string][]sdk.ToolCallStatus
 	content                map[string][]sdk.ToolCallContent
 	configUpdates          int
+	modes                  []string // current_mode_update ids, in order
 }
 
 func summarize(ns []sdk.SessionNotification) transcript {
@@ -233,6 +234,8 @@ func summarize(ns []sdk.SessionNotification) transcript {
 			tr.content[id] = append(tr.content[id], u.ToolCallUpdate.Content...)
 		case u.ConfigOptionUpdate != nil:
 			tr.configUpdates++
+		case u.CurrentModeUpdate != nil:
+			tr.modes = append(tr.modes, string(u.CurrentModeUpdate.CurrentModeId))
 		}
 	}
 	return tr
@@ -680,7 +683,7 @@ func TestModelCommandAndConfigOption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.ConfigOptions) != 1 || r.ConfigOptions[0].Select == nil || r.ConfigOptions[0].Select.CurrentValue != "openai:fake-agent" {
+	if len(r.ConfigOptions) != 2 || r.ConfigOptions[0].Select == nil || r.ConfigOptions[0].Select.CurrentValue != "openai:fake-agent" {
 		t.Fatalf("config options %+v", r.ConfigOptions)
 	}
 	if sr := c.prompt(t, ctx, r.SessionId, "/model openai:other"); sr != sdk.StopReasonEndTurn {
@@ -864,5 +867,80 @@ func TestPermissionFailuresDeny(t *testing.T) {
 				t.Fatal("the command ran without consent")
 			}
 		})
+	}
+}
+
+// TestApprovalModesOverACP: the session's approval mode is offered as ACP modes and as the
+// "mode" config option, both kept in sync; read_only makes a write fail without a permission
+// request, accept_edits lets it run, and an unknown mode is -32602.
+func TestApprovalModesOverACP(t *testing.T) {
+	srv, p := fakeProvider(t)
+	eng, cwd := newEngine(t, p, "")
+	c := connect(t, eng, cwd, acp.Options{})
+	ctx := testCtx(t)
+	if _, err := c.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range r.Modes.AvailableModes {
+		ids = append(ids, string(m.Id))
+	}
+	if r.Modes == nil || r.Modes.CurrentModeId != "default" || strings.Join(ids, ",") != "default,accept_edits,read_only" {
+		t.Fatalf("modes %+v", r.Modes)
+	}
+	if len(r.ConfigOptions) != 2 || r.ConfigOptions[1].Select.Id != "mode" || r.ConfigOptions[1].Select.CurrentValue != "default" {
+		t.Fatalf("config options %+v", r.ConfigOptions)
+	}
+	if _, err := c.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: r.SessionId, ModeId: "read_only"}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cwd, "a.txt")
+	srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "w", Name: "write_file", Args: []string{`{"path":"a.txt","content":"x"}`}}), openaitest.Text("could not"))
+	c.prompt(t, ctx, r.SessionId, "write it")
+	tr := summarize(c.cl.take())
+	if strings.Join(tr.modes, ",") != "read_only" || tr.configUpdates != 1 {
+		t.Fatalf("mode updates %v, config updates %d", tr.modes, tr.configUpdates)
+	}
+	if st := tr.status["w"]; len(st) == 0 || st[len(st)-1] != sdk.ToolCallStatusFailed {
+		t.Fatalf("read_only write statuses %v", st)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("read_only wrote the file")
+	}
+	set, err := c.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{SessionId: r.SessionId, ConfigId: "mode", Value: "accept_edits"}})
+	if err != nil || set.ConfigOptions[1].Select.CurrentValue != "accept_edits" {
+		t.Fatalf("set mode option: %+v %v", set, err)
+	}
+	srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "w2", Name: "write_file", Args: []string{`{"path":"a.txt","content":"x"}`}}), openaitest.Text("wrote"))
+	c.prompt(t, ctx, r.SessionId, "write it now")
+	tr = summarize(c.cl.take())
+	if strings.Join(tr.modes, ",") != "accept_edits" {
+		t.Fatalf("mode updates %v", tr.modes)
+	}
+	if st := tr.status["w2"]; len(st) == 0 || st[len(st)-1] != sdk.ToolCallStatusCompleted {
+		t.Fatalf("accept_edits write statuses %v", st)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "x" {
+		t.Fatalf("file %q %v", b, err)
+	}
+	_, err = c.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: r.SessionId, ModeId: "yolo"})
+	if re, ok := err.(*sdk.RequestError); !ok || re.Code != -32602 {
+		t.Fatalf("unknown mode: %v", err)
+	}
+	// The mode is stored: a load in a new connection reports it.
+	c2 := connect(t, eng, cwd, acp.Options{})
+	if _, err := c2.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CloseSession(ctx, sdk.CloseSessionRequest{SessionId: r.SessionId}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c2.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: r.SessionId, Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil || l.Modes == nil || l.Modes.CurrentModeId != "accept_edits" {
+		t.Fatalf("load: %+v %v", l.Modes, err)
 	}
 }
