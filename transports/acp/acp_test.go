@@ -592,7 +592,7 @@ func TestForkListResumeClose(t *testing.T) {
 	if f.SessionId == "" || f.SessionId == id {
 		t.Fatalf("fork id %q", f.SessionId)
 	}
-	if len(f.ConfigOptions) != 1 || f.ConfigOptions[0].Select == nil || f.ConfigOptions[0].Select.Id != "model" {
+	if len(f.ConfigOptions) != 2 || f.ConfigOptions[0].Select == nil || f.ConfigOptions[0].Select.Id != "model" {
 		t.Fatalf("fork config options %+v", f.ConfigOptions)
 	}
 	srv.Enqueue(openaitest.Text("forked answer"))
