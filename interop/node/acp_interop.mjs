@@ -106,6 +106,7 @@ class Recorder {
     let message = "";
     let user = "";
     const config = [];
+    const modes = [];
     for (const u of ups) {
       switch (u.sessionUpdate) {
         case "agent_message_chunk":
@@ -126,6 +127,9 @@ class Recorder {
         case "config_option_update":
           config.push(u.configOptions);
           break;
+        case "current_mode_update":
+          modes.push(u.currentModeId);
+          break;
       }
     }
     const last = (id) => {
@@ -140,6 +144,7 @@ class Recorder {
       tools,
       last,
       config,
+      modes,
       permissions: this.permissions.slice(mark.permissions).filter((p) => p.sessionId === sessionId),
     };
   }
@@ -519,6 +524,23 @@ async function processOne(ctx) {
     let err;
     await timed(agent.request(acp.methods.agent.session.setConfigOption, { sessionId: state.s1, configId: "model", value: "nosuchprovider:x" }), "session/set_config_option (unknown model)").catch((e) => (err = e));
     check(err && err.code === -32602, `an unknown model must be invalid params, got ${err ? err.code + " " + err.message : "success"}`);
+  });
+
+  await runCase(ctx, "approval modes: offered as modes and a config option, set_mode keeps both in sync", async () => {
+    let mark = rec.mark();
+    await timed(agent.request(acp.methods.agent.session.setMode, { sessionId: state.s1, modeId: "read_only" }), "session/set_mode");
+    let s = rec.since(mark, state.s1);
+    check(s.modes.join(",") === "read_only", `current_mode_update ${JSON.stringify(s.modes)}`);
+    const modeOpt = (opts) => (opts || []).find((o) => o.id === "mode");
+    check(s.config.length === 1 && modeOpt(s.config[0])?.currentValue === "read_only", `config_option_update ${JSON.stringify(s.config)}`);
+    mark = rec.mark();
+    const set = await timed(agent.request(acp.methods.agent.session.setConfigOption, { sessionId: state.s1, configId: "mode", value: "default" }), "session/set_config_option (mode)");
+    check(modeOpt(set.configOptions)?.currentValue === "default", `set_config_option result ${JSON.stringify(set)}`);
+    s = rec.since(mark, state.s1);
+    check(s.modes.join(",") === "default", `current_mode_update after the config option ${JSON.stringify(s.modes)}`);
+    let err;
+    await timed(agent.request(acp.methods.agent.session.setMode, { sessionId: state.s1, modeId: "yolo" }), "session/set_mode (unknown)").catch((e) => (err = e));
+    check(err && err.code === -32602, `an unknown mode must be invalid params, got ${err ? err.code + " " + err.message : "success"}`);
   });
 
   await runCase(ctx, "fork: a new session carrying the history", async () => {
