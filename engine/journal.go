@@ -33,7 +33,7 @@ type journal struct {
 	closed bool
 	window int
 	gen    string // identifies this journal: seq restarts at 1 in a new one
-	// active is when the session was last used (unix ns): opened, prompted, a turn ended, a
+	// active is when the session was last used (monoNow): opened, prompted, a turn ended, a
 	// subscriber came or went. Engine.ReleaseIdle compares it with its cutoff.
 	active atomic.Int64
 }
@@ -45,7 +45,14 @@ func newJournal(sid string) *journal {
 }
 
 // touch records activity now.
-func (j *journal) touch() { j.active.Store(time.Now().UnixNano()) }
+func (j *journal) touch() { j.active.Store(monoNow()) }
+
+// clockBase anchors monoNow: durations since it are read from the monotonic clock, so a wall
+// clock step (NTP, a suspended VM) neither releases sessions early nor pins them.
+var clockBase = time.Now()
+
+// monoNow is the monotonic time since clockBase, in nanoseconds.
+func monoNow() int64 { return int64(time.Since(clockBase)) }
 
 // append assigns the next seq and publishes the event.
 func (j *journal) append(e Event) uint64 {

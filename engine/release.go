@@ -13,28 +13,29 @@ import (
 //     is open, no sub-agent runs, no background process runs;
 //   - nobody watches it: no subscriber is attached;
 //   - it was last used (created, opened, Live, prompted, a turn ended, a subscriber came or
-//     went) at least idleFor ago;
+//     went) at least idleFor ago (idleFor <= 0: any time);
 //   - it holds nothing that lives only in memory and would be lost: it is stored (a lazy
 //     session that never got a prompt is kept), it has no session-scoped approvals ("allow
-//     for this session" answers are not persisted; "always" ones are, in the store), no steer
-//     held for its next turn, and no tools or file system lent by a surface;
+//     for this session" answers are not persisted; "always" ones are, in the store), no tool
+//     state (the todo list), no steer held for its next turn, and no tools or file system
+//     lent by a surface;
 //   - keep (nil keeps nothing) returns false. keep runs without engine locks held and may call
-//     the session's and engine's methods; a surface uses it to release only the sessions it
-//     owns.
+//     the session's methods (Engine.Open and Live count as activity: the session is then not
+//     released); a surface uses it to release only the sessions it owns.
 //
 // Releasing drops the session from the live set and closes its event journal, without
 // ending it: nothing is written to the store and nothing is emitted (there is no subscriber
 // to tell). Engine.Open loads it again with its transcript, title, model and usage. What is
-// lost is memory only the live object held: its journal (a new one starts, with a new
-// Generation), the outcomes Wait remembers, finished background processes' records, and the
-// tools' scratch state (the todo list; the transcript keeps the list the model last wrote).
+// lost is what only the live object held and nobody can still need: its journal (a new one
+// starts, with a new Generation), the outcomes Wait remembers for finished turns, and the
+// records of background processes that exited.
 //
 // The checks and the removal happen under the engine lock and the session lock together, so
 // a Submit, Subscribe, Open or Live either lands before the release (and prevents it) or finds
 // the session gone. An object obtained earlier and used after its release refuses work with
 // ErrSessionReleased; open the session again.
 func (e *Engine) ReleaseIdle(idleFor time.Duration, keep func(*Session) bool) int {
-	cutoff := time.Now().Add(-idleFor).UnixNano()
+	cutoff := monoNow() - int64(idleFor)
 	n := 0
 	for _, s := range e.LiveSessions() {
 		// Cheap pre-check first so keep is asked only about candidates; release checks again
@@ -70,10 +71,10 @@ func (e *Engine) release(s *Session, cutoff int64) bool {
 }
 
 // releasableLocked reports whether the session is idle and holds no memory-only state, and
-// was last active at or before cutoff (unix ns). Called with s.mu held.
+// was last active at or before cutoff (monoNow). Called with s.mu held.
 func (s *Session) releasableLocked(cutoff int64) bool {
 	return !s.closed && s.stored && s.turn == nil && s.queued == nil && len(s.requests) == 0 &&
-		s.children == 0 && len(s.steers) == 0 && len(s.approved) == 0 &&
+		s.children == 0 && len(s.steers) == 0 && len(s.approved) == 0 && s.toolState.Len() == 0 &&
 		s.j.active.Load() <= cutoff && !s.attached.lent() && !processRunning(s)
 }
 

@@ -207,6 +207,18 @@ func TestReleaseIdleSkipsSessionsInUse(t *testing.T) {
 			t.Fatalf("released %d after the process exited, want 1", n)
 		}
 	})
+	t.Run("tool state", func(t *testing.T) {
+		// The todo list lives in the session's tool state, which is not persisted.
+		h := newHarness(t, nil)
+		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "todo", Args: []string{`{"todos":[{"id":"1","content":"plan","status":"pending"}]}`}}), openaitest.Text("planned"))
+		s := h.stored()
+		if out := h.run(s, "plan it"); out.Status != engine.StatusCompleted {
+			t.Fatalf("outcome %+v", out)
+		}
+		if n := releaseAll(h.eng); n != 0 {
+			t.Fatalf("released a session holding tool state (%d)", n)
+		}
+	})
 	t.Run("steer held", func(t *testing.T) {
 		h := newHarness(t, nil)
 		s := h.stored()

@@ -118,6 +118,13 @@ func (s *State) Get(key string) any {
 	return s.m[key]
 }
 
+// Len is the number of keys set (the engine keeps a session holding tool state in memory).
+func (s *State) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
 // ErrUnknownTool is returned by Registry.Get for a name that is not registered.
 var ErrUnknownTool = errors.New("unknown tool")
 
