@@ -170,24 +170,57 @@ func BenchmarkResponsesNonStreaming(b *testing.B) {
 // BenchmarkChatRetainedPerConversation serves 200 one-turn conversations (non-streamed, each
 // a new session, 200 deltas per answer) and reports the Go heap still live afterwards per
 // conversation, and how many sessions the engine keeps live. What stays is what a long-running
-// server accumulates for every conversation it has served.
+// server accumulates for every conversation it has served until the idle sweep releases it
+// (BenchmarkChatRetainedPerConversationRelease shows both sides).
 func BenchmarkChatRetainedPerConversation(b *testing.B) {
-	const convs, deltas = 200, 200
 	for i := range b.N {
-		tg := newTargetWith(b, burst{n: deltas}, nil)
-		lt := &loadgen.Target{BaseURL: tg.base + "/v1", APIKey: testKey}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for j := range convs {
-			body := `{"model":"openai:fake-agent","messages":[{"role":"user","content":"conversation ` + strconv.Itoa(i) + `-` + strconv.Itoa(j) + `"}]}`
-			if _, err := lt.Post(context.Background(), "/chat/completions", []byte(body)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/convs, "retained-KB/conv")
-		b.ReportMetric(float64(len(tg.eng.LiveSessions())), "live-sessions")
+		retainedPerConversation(b, i, 200, false)
 	}
+}
+
+// BenchmarkChatRetainedPerConversationRelease is BenchmarkChatRetainedPerConversation for
+// answers of 1, 200 and 2,000 deltas, measured right after serving ("kept": the sessions are
+// still live, as within the idle period) and after one idle-session sweep ("swept").
+func BenchmarkChatRetainedPerConversationRelease(b *testing.B) {
+	for _, deltas := range []int{1, 200, 2000} {
+		for _, swept := range []bool{false, true} {
+			name := fmt.Sprintf("deltas=%d/kept", deltas)
+			if swept {
+				name = fmt.Sprintf("deltas=%d/swept", deltas)
+			}
+			b.Run(name, func(b *testing.B) {
+				for i := range b.N {
+					retainedPerConversation(b, i, deltas, swept)
+				}
+			})
+		}
+	}
+}
+
+// retainedPerConversation serves 200 conversations of one turn each and reports the heap
+// retained per conversation; with sweep, idle sessions are released first.
+func retainedPerConversation(b *testing.B, i, deltas int, sweep bool) {
+	const convs = 200
+	tg := newTargetWith(b, burst{n: deltas}, func(o *httpapi.Options) {
+		if sweep {
+			o.SessionIdleRelease = time.Nanosecond
+		}
+	})
+	lt := &loadgen.Target{BaseURL: tg.base + "/v1", APIKey: testKey}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for j := range convs {
+		body := `{"model":"openai:fake-agent","messages":[{"role":"user","content":"conversation ` + strconv.Itoa(i) + `-` + strconv.Itoa(j) + `"}]}`
+		if _, err := lt.Post(context.Background(), "/chat/completions", []byte(body)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if sweep {
+		tg.srv.SweepIdle()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/convs, "retained-KB/conv")
+	b.ReportMetric(float64(len(tg.eng.LiveSessions())), "live-sessions")
 }

@@ -54,6 +54,8 @@ type Options struct {
 	// turn, no queued run, no open request, no stream following it) before the engine lets go
 	// of it; the next request naming it loads it again from the store. It bounds the memory of
 	// a long-running server. 0 means DefaultSessionIdleRelease; negative never releases.
+	// Keep it above the WebSocket gateway's orphan grace (20s by default): a session a
+	// WebSocket client left is the gateway's until that grace ends.
 	SessionIdleRelease time.Duration
 }
 
