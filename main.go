@@ -34,7 +34,6 @@ import (
 	"github.com/hermes-go/hermes/engine/tool/agent"
 	"github.com/hermes-go/hermes/engine/tool/builtin"
 	"github.com/hermes-go/hermes/engine/tool/danger"
-	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -181,7 +180,7 @@ type assembled struct {
 	recPath  string
 	busy     *policy.BusySetting // the Go busy-input policy; config.set busy changes it
 	policy   io.Closer           // the policy script's VMs
-	mcp      *mcptool.Manager    // MCP server connections; nil when none are configured
+	mcp      *mcpTools           // MCP server connections and the tools they added
 }
 
 func (a *assembled) Close() error {

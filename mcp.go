@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -87,20 +88,63 @@ func serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, io st
 // addMCPTools connects the configured MCP servers and adds their tools to reg. Servers start
 // here, not on first use, because the model must see their tools from the first turn; one that
 // fails is logged and left out. It returns nil when no server is configured.
-func addMCPTools(cfg *config.Config, reg *tool.Registry, logger *slog.Logger) *mcptool.Manager {
-	if len(cfg.MCP.Servers) == 0 {
-		return nil
+func addMCPTools(cfg *config.Config, reg *tool.Registry, logger *slog.Logger) *mcpTools {
+	mt := &mcpTools{m: newMCPManager(cfg, logger), reg: reg, log: logger, names: map[string]bool{}}
+	if len(cfg.MCP.Servers) > 0 {
+		mt.sync(mt.m.Tools(context.Background()))
 	}
-	m := newMCPManager(cfg, logger)
-	for _, t := range m.Tools(context.Background()) {
-		if _, err := reg.Get(t.Spec().Name); err == nil {
-			logger.Warn("mcp tool skipped: the name is taken", "tool", t.Spec().Name)
+	return mt
+}
+
+// mcpTools is the MCP manager of a process and the registry entries its servers contributed,
+// so a reload can add the tools of servers that appeared and drop those of servers that went:
+// the next model request of every session sees the new set.
+type mcpTools struct {
+	m   *mcptool.Manager
+	reg *tool.Registry
+	log *slog.Logger
+
+	mu    sync.Mutex
+	names map[string]bool // registry names that came from MCP servers
+}
+
+// sync makes the registry's MCP entries exactly tools; a name a built-in tool holds is
+// skipped.
+func (mt *mcpTools) sync(tools []tool.Tool) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	fresh := make(map[string]tool.Tool, len(tools))
+	for _, t := range tools {
+		fresh[t.Spec().Name] = t
+	}
+	for name := range mt.names {
+		if fresh[name] == nil {
+			mt.reg.Remove(name)
+			delete(mt.names, name)
+		}
+	}
+	for name, t := range fresh {
+		if _, err := mt.reg.Get(name); err == nil && !mt.names[name] {
+			mt.log.Warn("mcp tool skipped: the name is taken", "tool", name)
 			continue
 		}
-		reg.Add(t)
+		mt.reg.Add(t)
+		mt.names[name] = true
 	}
-	return m
 }
+
+// Reload re-reads the configuration, restarts the servers and updates the tool registry.
+func (mt *mcpTools) Reload(ctx context.Context) []mcptool.Status {
+	mt.m.Reload(ctx)
+	mt.sync(mt.m.Tools(ctx))
+	return mt.m.Status() // after listing: servers started by it report connected
+}
+
+// Status reports every configured server.
+func (mt *mcpTools) Status() []mcptool.Status { return mt.m.Status() }
+
+// Close stops every server.
+func (mt *mcpTools) Close() error { return mt.m.Close() }
 
 func newMCPManager(cfg *config.Config, logger *slog.Logger) *mcptool.Manager {
 	return mcptool.New(mcpServers(cfg), mcptool.Options{

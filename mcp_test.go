@@ -261,8 +261,50 @@ func TestGatewayReloadMCP(t *testing.T) {
 	if err != nil || out.Status != engine.StatusCompleted || out.Text != "listed" {
 		t.Fatalf("turn after the reload: %+v %v", out, err)
 	}
-	if reqs := srv.Requests(); len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "sessions") {
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "sessions") {
 		t.Fatalf("the MCP result did not reach the model")
+	}
+	// The server added by the reload contributed its tools to the running engine: the model
+	// was offered them in this turn, without a restart.
+	if _, err := a.eng.Tools().Get("second__list_sessions"); err != nil {
+		t.Fatalf("the added server's tools are not registered: %v", err)
+	}
+	if !strings.Contains(string(reqs[0].Body), `"second__list_sessions"`) {
+		t.Fatal("the model was not offered the added server's tools")
+	}
+
+	// Removing a server from the configuration removes its tools from the next request.
+	writeCfg(server("second", secondHome))
+	if _, err := gatewayOptions(cfg, a, logger).ReloadMCP(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.eng.Tools().Get("inner__list_sessions"); err == nil {
+		t.Fatal("the removed server's tools are still registered")
+	}
+	srv.Enqueue(openaitest.Text("fewer tools"))
+	adm, err = sess.Submit(ctx, engine.Prompt{Text: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sess.Wait(ctx, adm.TurnID); err != nil || out.Text != "fewer tools" {
+		t.Fatalf("turn after removal: %+v %v", out, err)
+	}
+	var req struct {
+		Tools []struct {
+			Function struct{ Name string } `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(srv.Requests()[len(srv.Requests())-1].Body, &req); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range req.Tools {
+		names = append(names, tl.Function.Name)
+	}
+	offered := strings.Join(names, ",")
+	if strings.Contains(offered, "inner__") || !strings.Contains(offered, "second__list_sessions") {
+		t.Fatalf("tools offered after removing a server: %s", offered)
 	}
 }
 

@@ -128,9 +128,12 @@ func (s *State) Len() int {
 // ErrUnknownTool is returned by Registry.Get for a name that is not registered.
 var ErrUnknownTool = errors.New("unknown tool")
 
-// Registry is the set of tools offered in a session. It is a value: copy it with Clone and
-// adjust per session (sub-agents get a narrower registry).
+// Registry is the set of tools offered in a session. Copy it with Clone and adjust per
+// session (sub-agents get a narrower registry). It is safe for concurrent use: tools may be
+// added or removed while turns run (MCP servers reloaded), and a turn sees each call's lookup
+// and each request's tool list as of that moment.
 type Registry struct {
+	mu    sync.RWMutex
 	tools map[string]Tool
 	order []string
 }
@@ -147,6 +150,8 @@ func NewRegistry(ts ...Tool) *Registry {
 // Add registers t, replacing a tool of the same name.
 func (r *Registry) Add(t Tool) {
 	name := t.Spec().Name
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if _, ok := r.tools[name]; !ok {
 		r.order = append(r.order, name)
 	}
@@ -155,23 +160,34 @@ func (r *Registry) Add(t Tool) {
 
 // Remove drops a tool by name.
 func (r *Registry) Remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.tools, name)
 	r.order = slices.DeleteFunc(r.order, func(n string) bool { return n == name })
 }
 
 // Get finds a tool by name.
 func (r *Registry) Get(name string) (Tool, error) {
-	if t, ok := r.tools[name]; ok {
+	r.mu.RLock()
+	t, ok := r.tools[name]
+	r.mu.RUnlock()
+	if ok {
 		return t, nil
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownTool, name)
 }
 
 // Names lists the registered names in registration order.
-func (r *Registry) Names() []string { return slices.Clone(r.order) }
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.order)
+}
 
 // Specs lists the tool specs in registration order.
 func (r *Registry) Specs() []model.ToolSpec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	out := make([]model.ToolSpec, 0, len(r.order))
 	for _, n := range r.order {
 		out = append(out, r.tools[n].Spec())
@@ -181,6 +197,8 @@ func (r *Registry) Specs() []model.ToolSpec {
 
 // Clone returns an independent copy.
 func (r *Registry) Clone() *Registry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	c := &Registry{tools: make(map[string]Tool, len(r.tools)), order: slices.Clone(r.order)}
 	for k, v := range r.tools {
 		c.tools[k] = v
