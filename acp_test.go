@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -273,4 +275,64 @@ func BenchmarkACPStartToInitialize(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// BenchmarkACPRSS100Sessions reports the resident memory of `hermes acp` after initialize and
+// after 100 idle sessions (session/new ×100), read from /proc. Like the start-up benchmark it
+// takes a built binary from HERMES_ACP_BENCH_BIN for the product figure.
+func BenchmarkACPRSS100Sessions(b *testing.B) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		b.Skip("needs /proc")
+	}
+	home, work := b.TempDir(), b.TempDir()
+	bin, env := os.Args[0], []string{"HERMES_TEST_AS_MAIN=1"}
+	if p := os.Getenv("HERMES_ACP_BENCH_BIN"); p != "" {
+		bin, env = p, nil
+	}
+	env = append(append(os.Environ(), env...), "HERMES_HOME="+home, "OPENAI_BASE_URL=http://127.0.0.1:1/v1", "OPENAI_API_KEY=k", "HERMES_MODEL=openai:fake")
+	rss := func(pid int) float64 {
+		b.Helper()
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				return kb / 1024
+			}
+		}
+		b.Fatal("no VmRSS")
+		return 0
+	}
+	var afterInit, after100 float64
+	for b.Loop() {
+		cmd := exec.Command(bin, "acp")
+		cmd.Dir, cmd.Env = work, env
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		r := bufio.NewReader(stdout)
+		call := func(id int, method, params string) {
+			fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+			line, err := r.ReadBytes('\n')
+			if err != nil || !bytes.Contains(line, []byte(`"result"`)) {
+				b.Fatalf("%s: %q %v", method, line, err)
+			}
+		}
+		call(1, "initialize", `{"protocolVersion":1}`)
+		afterInit = rss(cmd.Process.Pid)
+		for i := range 100 {
+			call(2+i, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, work))
+		}
+		after100 = rss(cmd.Process.Pid)
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(afterInit, "MB-rss-init")
+	b.ReportMetric(after100, "MB-rss-100-sessions")
 }
