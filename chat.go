@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
 
 type chatFlags struct {
@@ -84,6 +85,7 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	term := newTerminal(io, f)
+	term.reloadMCP = a.mcp.Reload
 	if f.query != "" {
 		out, err := term.turn(ctx, s, f.query)
 		if err != nil {
@@ -114,6 +116,9 @@ type terminal struct {
 	lines   *bufio.Reader
 	isTTY   bool
 	linesMu sync.Mutex
+	// reloadMCP re-reads the MCP server configuration in the running process (/reload-mcp);
+	// nil where there is nothing to reload.
+	reloadMCP func(ctx context.Context) []mcptool.Status
 }
 
 func newTerminal(io stdio, f chatFlags) *terminal {
@@ -291,7 +296,7 @@ func (t *terminal) answer(ctx context.Context, s *engine.Session, req engine.Req
 
 // interactive runs a read-prompt loop until EOF or /exit.
 func (t *terminal) interactive(ctx context.Context, s *engine.Session) int {
-	fmt.Fprintf(t.io.err, "hermes chat — session %s (%s). /model provider:model switches, /exit quits.\n", s.ID(), s.Record().Model)
+	fmt.Fprintf(t.io.err, "hermes chat — session %s (%s). /model provider:model switches, /reload-mcp re-reads the MCP servers, /exit quits.\n", s.ID(), s.Record().Model)
 	last := 0
 	for {
 		fmt.Fprint(t.io.err, "› ")
@@ -309,6 +314,9 @@ func (t *terminal) interactive(ctx context.Context, s *engine.Session) int {
 			continue
 		case "/exit", "/quit":
 			return last
+		case "/reload-mcp":
+			t.reportMCP(ctx)
+			continue
 		}
 		out, err := t.turn(ctx, s, line)
 		if err != nil {
@@ -317,6 +325,26 @@ func (t *terminal) interactive(ctx context.Context, s *engine.Session) int {
 			continue
 		}
 		last = exitCode(out)
+	}
+}
+
+// reportMCP reloads the MCP servers from config.yaml (the session and its history stay) and
+// prints one line per server.
+func (t *terminal) reportMCP(ctx context.Context) {
+	if t.reloadMCP == nil {
+		fmt.Fprintln(t.io.err, "no MCP servers to reload")
+		return
+	}
+	st := t.reloadMCP(ctx)
+	if len(st) == 0 {
+		fmt.Fprintln(t.io.err, "mcp: no servers configured")
+	}
+	for _, s := range st {
+		state := fmt.Sprintf("connected, %d tools", s.Tools)
+		if !s.Connected {
+			state = "not connected: " + s.Error
+		}
+		fmt.Fprintf(t.io.err, "mcp %s (%s): %s\n", s.Name, s.Transport, state)
 	}
 }
 

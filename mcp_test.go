@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -409,4 +411,75 @@ func TestGatewaySessionInfoMCPStatus(t *testing.T) {
 	check("session.create info", info["mcp_servers"])
 	st := call(t, c, "session.status", map[string]any{"session_id": created["session_id"]})
 	check("session.status", st["mcp_servers"])
+}
+
+// TestChatReloadMCP: `/reload-mcp` in `hermes chat` re-reads config.yaml in the running
+// process: a server added after the start serves the same session's next turn.
+func TestChatReloadMCP(t *testing.T) {
+	home, work, inner := t.TempDir(), t.TempDir(), t.TempDir()
+	srv := openaitest.New(t)
+	srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "inner__list_sessions", Args: []string{`{}`}}),
+		openaitest.Text("listed"),
+	)
+	cfgPath := filepath.Join(home, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte("mcp:\n  servers: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := hermesCmd(t, work, []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=k"}, "chat")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log []string
+	waitFor := func(sub string) {
+		t.Helper()
+		for l := range lines {
+			log = append(log, l)
+			if strings.Contains(l, sub) {
+				return
+			}
+		}
+		t.Fatalf("no %q on stderr:\n%s", sub, strings.Join(log, "\n"))
+	}
+	waitFor("hermes chat — session") // the configuration (no servers) has been read
+	server := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
+		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + inner + "\"}\n"
+	if err := os.WriteFile(cfgPath, []byte(server), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "/reload-mcp\n")
+	waitFor("mcp inner (stdio): connected, 4 tools")
+	io.WriteString(stdin, "list the sessions\n")
+	stdin.Close()
+	for l := range lines {
+		log = append(log, l)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("chat: %v\n%s", err, strings.Join(log, "\n"))
+	}
+	if !strings.Contains(stdout.String(), "listed") {
+		t.Fatalf("stdout %q\n%s", stdout.String(), strings.Join(log, "\n"))
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[0].Body), `"inner__list_sessions"`) || !strings.Contains(string(reqs[1].Body), "sessions") {
+		t.Fatalf("the reloaded server's tool did not serve the turn (%d requests)", len(reqs))
+	}
 }
