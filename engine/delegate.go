@@ -27,11 +27,10 @@ func (s *Session) delegate(ctx context.Context, goal string) (string, error) {
 		s.mu.Unlock()
 	}()
 	child, err := e.Create(ctx, CreateOptions{Model: rec.Model, Cwd: rec.Cwd, Source: "delegate", Meta: map[string]string{"goal": goal},
-		parentID: s.id, parentKind: "delegate", depth: s.depth + 1})
+		parentID: s.id, parentKind: "delegate", depth: s.depth + 1, parent: s})
 	if err != nil {
 		return "", err
 	}
-	child.parent = s
 	e.mu.Lock()
 	e.spawn[s.id] = append(e.spawn[s.id], child.id)
 	e.mu.Unlock()

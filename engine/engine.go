@@ -189,6 +189,9 @@ type CreateOptions struct {
 	parentID   string
 	parentKind string
 	depth      int
+	// parent is the delegating live session; it is linked before the child is published, so
+	// whoever finds the child live (a sweep's keep filter) sees its Root.
+	parent *Session
 }
 
 // Create makes a new durable session and makes it live.
@@ -230,6 +233,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	id := rec.ID
 	s := newSession(e, rec)
 	s.depth = o.depth
+	s.parent = o.parent
 	s.stored = !o.Lazy
 	e.mu.Lock()
 	if _, dup := e.live[id]; dup {
