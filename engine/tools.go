@@ -101,7 +101,8 @@ func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.R
 func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage, v tool.Verdict) (json.RawMessage, bool, tool.Result) {
 	s := t.s
 	approved := s.approvedPatterns()
-	mode := s.ApprovalMode()
+	// A sub-agent answers to its delegating session's client, whose mode governs it too.
+	mode := s.requestHost().ApprovalMode()
 	in := policy.ApprovalInput{SessionID: s.id, Surface: t.origin, Tool: c.Name, Command: v.Command, Args: args, Cwd: s.Record().Cwd, Patterns: v.Patterns, Approved: approved, Mode: mode}
 	if len(v.Patterns) > 0 {
 		in.Pattern = v.Patterns[0]
