@@ -178,6 +178,16 @@ func (g *Server) byStoredID(id string) (*live, bool) {
 	return l, ok
 }
 
+// Holds reports whether the gateway has a live entry for the stored session id. Entries
+// outlive their clients' connections (a client reconnects by the runtime id), so a surface
+// that lets go of idle sessions must keep these: the entry would be left holding a dead object.
+func (g *Server) Holds(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.byStored[id]
+	return ok
+}
+
 func (g *Server) unregister(l *live) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -54,10 +54,14 @@ func (s *Server) sweep() int {
 // keepSession is the keep filter of sweep: only sessions created through this API (chat,
 // responses, runs and the sessions routes create them with Source Surface), or sub-agents
 // working for one, are released. Sessions of the WebSocket gateway and other surfaces are
-// theirs to manage. A session with runs in its queue is kept too: the queue's worker is about
-// to start the next one on it.
+// theirs to manage, and so is an API session a gateway client resumed (the gateway keeps its
+// entry for a reconnect). A session with runs in its queue is kept too: the queue's worker is
+// about to start the next one on it.
 func (s *Server) keepSession(sess *engine.Session) bool {
 	if sess.Root().Record().Source != Surface {
+		return true
+	}
+	if s.gw != nil && s.gw.Holds(sess.Root().ID()) {
 		return true
 	}
 	return s.runs.hasQueue(sess.ID())

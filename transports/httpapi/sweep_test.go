@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -75,10 +76,15 @@ func TestSweepKeepsRunningAndQueuedRuns(t *testing.T) {
 	tg.events(t, first, "").until("run.completed")
 	tg.events(t, second, "").until("run.completed")
 
-	// Settled: the session goes at the next sweep and a later run continues it.
-	tg.srv.SweepIdle()
+	// Settled: the session goes at a sweep once the FIFO's worker has let go of the last run
+	// (it does so just after publishing the terminal event), and a later run continues it.
+	for deadline := time.Now().Add(10 * time.Second); tg.srv.SweepIdle() == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session is still live after its runs settled")
+		}
+	}
 	if tg.live("swept-runs") {
-		t.Fatal("the idle session is still live after its runs settled")
+		t.Fatal("a sweep released something, but not the idle session")
 	}
 	third := startRun(t, tg, `{"input":"three","session_id":"swept-runs"}`)
 	tg.events(t, third, "").until("run.completed")
