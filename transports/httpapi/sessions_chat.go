@@ -137,14 +137,21 @@ func (s *Server) sessionTurn(c *fiber.Ctx) (*turnRun, sessionChatInput, error) {
 	if err != nil {
 		return nil, in, storeErr(err, id)
 	}
+	// The turn's slot is taken before anything is written, so a request refused for want of
+	// one leaves no row behind.
+	if err := s.takeSlot(); err != nil {
+		return nil, in, err
+	}
 	if strings.TrimSpace(in.system) != "" {
 		// The engine has one system prompt per engine; per-turn instructions become a system
 		// message in the transcript, just before this turn's prompt. A busy session is refused
 		// first, so a refused request leaves no row behind.
 		if sess.Status() != engine.StatusIdle {
+			s.release()
 			return nil, in, &apiError{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 		}
 		if _, err := s.eng.Store().AppendRows(s.ctx, id, store.Fence{}, []store.Row{{Role: "system", Content: in.system, Time: time.Now().UTC()}}); err != nil {
+			s.release()
 			return nil, in, storeErr(err, id)
 		}
 	}
@@ -152,7 +159,7 @@ func (s *Server) sessionTurn(c *fiber.Ctx) (*turnRun, sessionChatInput, error) {
 	if k := c.Get(HeaderSessionKey); k != "" {
 		c.Set(HeaderSessionKey, k)
 	}
-	run, err := s.startTurn(s.turnCtx(c), sess, in.prompt)
+	run, err := s.startTurnHeld(s.turnCtx(c), sess, in.prompt)
 	if err != nil {
 		return nil, in, err
 	}

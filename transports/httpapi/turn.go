@@ -41,13 +41,27 @@ var errSilent = errors.New("turn silent")
 // turn can be missed. The slot is given back by turnRun.close. The turn may run on a newer
 // object of the same session than sess (see startTurn); the turnRun's is the one to use.
 func (s *Server) startTurn(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
+	if err := s.takeSlot(); err != nil {
+		return nil, err
+	}
+	return s.startTurnHeld(ctx, sess, text)
+}
+
+// takeSlot takes a slot of the concurrency cap without waiting (429 when none is free).
+func (s *Server) takeSlot() error {
 	if s.slots != nil {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			return nil, &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
+			return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 		}
 	}
+	return nil
+}
+
+// startTurnHeld is startTurn for a caller that took the slot already (takeSlot); the slot is
+// given back when the start fails.
+func (s *Server) startTurnHeld(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
 	// The browser broker records whose request started the turn, so the turn's browser
 	// tool calls reach that principal's controller only.
 	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, s.eng, sess, text, s.opts.KeepAlive) })
