@@ -70,6 +70,11 @@ type run struct {
 	result   map[string]any
 	done     chan struct{} // closed when the run settles (finish)
 	doneOnce sync.Once
+
+	// final: the terminal event is in the log. It stays the last event: a handler's event
+	// that loses a race with the settlement (approval.responded, run.steered, run.stopping)
+	// is dropped rather than appended after it. Guarded by mu.
+	final bool
 }
 
 func newRun(rec runRecord, status string) *run {
@@ -93,6 +98,9 @@ func (r *run) emit(name, status string, fields map[string]any) {
 }
 
 func (r *run) emitLocked(name, status string, fields map[string]any) {
+	if r.final {
+		return
+	}
 	seq := len(r.events) + 1
 	if fields == nil {
 		fields = map[string]any{}
@@ -676,6 +684,7 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	r.sess, r.turn = nil, nil
 	r.result = res
 	r.emitLocked("run."+status, status, fields)
+	r.final = true
 	r.mu.Unlock()
 	r.doneOnce.Do(func() { close(r.done) })
 }

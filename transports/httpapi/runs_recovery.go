@@ -81,6 +81,7 @@ func recoveredRun(rec runRecord, boot string) *run {
 			fields[k] = v
 		}
 		r.emitLocked("run."+rec.Status, "", fields)
+		r.final = true
 		r.updated = rec.SettledAt
 		r.doneOnce.Do(func() { close(r.done) })
 	case rec.Status == recRunning && rec.Process != boot:
