@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/hermes-go/hermes/engine/policy"
@@ -53,19 +54,28 @@ func (s *Session) SetApprovalMode(ctx context.Context, mode string) error {
 	if !slices.Contains(Modes, mode) {
 		return fmt.Errorf("%w %q (one of %v)", ErrUnknownMode, mode, Modes)
 	}
-	set := func(r *store.Session) {
+	s.mu.Lock()
+	if !s.stored {
+		// In memory only: the first prompt stores it (ensureStored also picks up a mode set
+		// while it writes the record). The map is copied, not changed in place: Record hands
+		// out copies of the record that share it.
+		meta := maps.Clone(s.rec.Meta)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[metaMode] = mode
+		s.rec.Meta = meta
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 		if r.Meta == nil {
 			r.Meta = map[string]string{}
 		}
 		r.Meta[metaMode] = mode
-	}
-	if !s.Stored() {
-		s.mu.Lock()
-		set(&s.rec)
-		s.mu.Unlock()
 		return nil
-	}
-	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { set(r); return nil })
+	})
 	if err != nil {
 		return err
 	}

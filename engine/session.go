@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,8 +138,30 @@ func (s *Session) ensureStored(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	stored.Model, stored.Title = s.rec.Model, rec.Title // changes made while storing
+	// An approval mode chosen while storing went to the in-memory record only (the session
+	// was not stored yet): keep it, and write it, or it would be lost.
+	mode := s.rec.Meta[metaMode]
+	modeChanged := mode != rec.Meta[metaMode]
+	if modeChanged {
+		stored.Meta = maps.Clone(stored.Meta)
+		if stored.Meta == nil {
+			stored.Meta = map[string]string{}
+		}
+		stored.Meta[metaMode] = mode
+	}
 	s.rec, s.stored = stored, true
 	s.mu.Unlock()
+	if modeChanged {
+		if _, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
+			if r.Meta == nil {
+				r.Meta = map[string]string{}
+			}
+			r.Meta[metaMode] = mode
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
