@@ -434,7 +434,7 @@ func (e *Engine) SpawnTree(id string) SpawnNode {
 
 func (e *Engine) spawnNode(id string, depth int) SpawnNode {
 	n := SpawnNode{SessionID: id, Status: "stored"}
-	if s, ok := e.Live(id); ok {
+	if s, ok := e.Peek(id); ok { // a report, not a use
 		n.Status = string(s.Status())
 		n.Title = s.Record().Title
 		n.Goal = s.Record().Meta["goal"]

@@ -53,6 +53,17 @@ func (e *Engine) ReleaseIdle(idleFor time.Duration, keep func(*Session) bool) in
 	return n
 }
 
+// Peek returns the live session with id without loading it and, unlike Live and Open,
+// without counting as activity: it is for reading a session's state (its status, its record)
+// in listings and reports, which a client may poll and which must not keep an idle session
+// from being released. Use Open or Live for an object you are about to use.
+func (e *Engine) Peek(id string) (*Session, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.live[id]
+	return s, ok
+}
+
 // release drops s from the live set when it is still releasable.
 func (e *Engine) release(s *Session, cutoff int64) bool {
 	e.mu.Lock()

@@ -90,7 +90,7 @@ func (s *Server) record(ctx context.Context, id string) (store.Session, error) {
 	rec, err := s.eng.Store().GetSession(ctx, id)
 	if err != nil {
 		// A session made live but not yet stored (a lazy one) exists for its owner.
-		if sess, ok := s.eng.Live(id); ok && errors.Is(err, store.ErrNotFound) {
+		if sess, ok := s.eng.Peek(id); ok && errors.Is(err, store.ErrNotFound) {
 			return sess.Record(), nil
 		}
 		return store.Session{}, storeErr(err, id)
@@ -111,7 +111,9 @@ func unixOrNil(t time.Time) any {
 // sessionJSON is the session resource.
 func (s *Server) sessionJSON(rec store.Session) fiber.Map {
 	status := "stored"
-	if sess, ok := s.eng.Live(rec.ID); ok {
+	// Peek, not Live: reading a session (a UI polls the list) is not using it, and must not
+	// keep it from the idle sweep.
+	if sess, ok := s.eng.Peek(rec.ID); ok {
 		status = string(sess.Status())
 		rec.Title, rec.Model = sess.Record().Title, sess.Record().Model // changes not yet re-read
 	}
