@@ -104,8 +104,9 @@ type mcpTools struct {
 	reg *tool.Registry
 	log *slog.Logger
 
-	mu    sync.Mutex
-	names map[string]bool // registry names that came from MCP servers
+	reload sync.Mutex // one reload at a time, so the registry ends up matching the last one
+	mu     sync.Mutex
+	names  map[string]bool // registry names that came from MCP servers
 }
 
 // sync makes the registry's MCP entries exactly tools; a name a built-in tool holds is
@@ -135,6 +136,8 @@ func (mt *mcpTools) sync(tools []tool.Tool) {
 
 // Reload re-reads the configuration, restarts the servers and updates the tool registry.
 func (mt *mcpTools) Reload(ctx context.Context) []mcptool.Status {
+	mt.reload.Lock()
+	defer mt.reload.Unlock()
 	mt.m.Reload(ctx)
 	mt.sync(mt.m.Tools(ctx))
 	return mt.m.Status() // after listing: servers started by it report connected

@@ -111,6 +111,12 @@ type Status struct {
 type Manager struct {
 	opts Options
 
+	// reload serialises Reload and Update end to end (including stopping removed servers
+	// and restarting the rest): a second reload that starts while the first is stopping a
+	// server it re-adds would otherwise revive it only to have the first one's late stop
+	// close the new connection. Tool calls never take it.
+	reload sync.Mutex
+
 	mu      sync.Mutex         // guards the fields below
 	servers []*server          // sorted by name; Update replaces it
 	removed map[string]*server // servers Update dropped, by name, so a return reuses them
@@ -198,10 +204,12 @@ func (m *Manager) Reload(ctx context.Context) []Status {
 	if m == nil {
 		return []Status{}
 	}
+	m.reload.Lock()
+	defer m.reload.Unlock()
 	if m.opts.Reconfigure != nil {
 		servers, err := m.opts.Reconfigure()
 		if err == nil {
-			return m.Update(ctx, servers)
+			return m.update(ctx, servers)
 		}
 		m.opts.Logger.Error("mcp reload: cannot re-read the server configuration; restarting the servers as they were", "err", err)
 	}
@@ -216,6 +224,12 @@ func (m *Manager) Update(ctx context.Context, servers map[string]ServerConfig) [
 	if m == nil {
 		return []Status{}
 	}
+	m.reload.Lock()
+	defer m.reload.Unlock()
+	return m.update(ctx, servers)
+}
+
+func (m *Manager) update(ctx context.Context, servers map[string]ServerConfig) []Status {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -698,3 +698,36 @@ func TestStartTimeout(t *testing.T) {
 		t.Fatalf("the mute server %d outlived its failed start: %v", pid, err)
 	}
 }
+
+// TestConcurrentReloadsEndConsistent: reloads that overlap (two gateway clients, or a remove
+// and a re-add in quick succession) run one after the other, so a server present in the last
+// configuration ends up connected and its tools answer — never ErrRemoved from an earlier
+// reload's late stop.
+func TestConcurrentReloadsEndConsistent(t *testing.T) {
+	with := map[string]mcptool.ServerConfig{"a": stdioServer("ok")}
+	without := map[string]mcptool.ServerConfig{}
+	m := mcptool.New(with, mcptool.Options{StartTimeout: 20 * time.Second})
+	t.Cleanup(func() { m.Close() })
+	tools := map[string]tool.Tool{}
+	for _, tl := range m.Tools(context.Background()) {
+		tools[tl.Spec().Name] = tl
+	}
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				m.Update(context.Background(), without)
+			} else {
+				m.Update(context.Background(), with)
+			}
+		})
+	}
+	wg.Wait()
+	st := m.Update(context.Background(), with)
+	if len(st) != 1 || !st[0].Connected {
+		t.Fatalf("status %+v", st)
+	}
+	if _, err := call(t, tools, "a__pid", `{}`); err != nil {
+		t.Fatalf("tool after overlapping reloads: %v", err)
+	}
+}
