@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -151,6 +152,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // parseDuration reads "90s", "5m" or a bare number of seconds.
 func parseDuration(s string) (Duration, error) {
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		// NaN, ±Inf and values past ~292 years have no Duration; they are mistakes.
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxInt64/float64(time.Second) {
+			return 0, fmt.Errorf("%q is not a duration (e.g. 90s, 5m)", s)
+		}
 		return Duration(v * float64(time.Second)), nil
 	}
 	v, err := time.ParseDuration(s)

@@ -203,3 +203,23 @@ func TestLoadSessionIdleRelease(t *testing.T) {
 		t.Fatalf("a bad duration must name its line: %v", err)
 	}
 }
+
+// TestDurationRejectsNonFinite: NaN, infinities and out-of-range second counts are errors,
+// not a silent zero or overflow.
+func TestDurationRejectsNonFinite(t *testing.T) {
+	home := t.TempDir()
+	for _, v := range []string{"NaN", "Inf", "-Inf", "1e300"} {
+		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("approvals:\n  timeout: "+v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(env(map[string]string{"HERMES_HOME": home})); err == nil {
+			t.Errorf("approvals.timeout %s accepted", v)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("approvals:\n  timeout: 1.5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(env(map[string]string{"HERMES_HOME": home})); err != nil || time.Duration(c.Approvals.Timeout) != 1500*time.Millisecond {
+		t.Fatalf("1.5 seconds: %v", err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
@@ -537,10 +538,7 @@ func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest)
 
 func (a *agent) setMode(ctx context.Context, ss *session, mode string) error {
 	if err := ss.s.SetApprovalMode(ctx, mode); err != nil {
-		if errors.Is(err, engine.ErrUnknownMode) {
-			return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
-		}
-		return sdk.NewInternalError(map[string]any{"error": err.Error()})
+		return settingError(err)
 	}
 	id := ss.s.ID()
 	a.update(a.live, id, sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(mode), SessionUpdate: "current_mode_update"}})
@@ -623,7 +621,7 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 	}
 	if v.ConfigId == configMode {
 		if err := ss.s.SetApprovalMode(ctx, string(v.Value)); err != nil {
-			return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			return sdk.SetSessionConfigOptionResponse{}, settingError(err)
 		}
 		a.update(a.live, ss.s.ID(), sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(v.Value), SessionUpdate: "current_mode_update"}})
 		return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
@@ -632,9 +630,18 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown config option " + strconv.Quote(string(v.ConfigId))})
 	}
 	if _, err := ss.s.SetModel(ctx, string(v.Value)); err != nil {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return sdk.SetSessionConfigOptionResponse{}, settingError(err)
 	}
 	return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
+}
+
+// settingError maps a failed model or mode change: a value the agent does not know is the
+// client's error (-32602); anything else (the store failed) is the agent's (-32603).
+func settingError(err error) error {
+	if errors.Is(err, engine.ErrInvalidModel) || errors.Is(err, model.ErrUnknownProvider) || errors.Is(err, engine.ErrUnknownMode) {
+		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	return sdk.NewInternalError(map[string]any{"error": err.Error()})
 }
 
 // UnstableSetSessionModel serves session/set_model, which some clients still send instead of
@@ -645,7 +652,7 @@ func (a *agent) UnstableSetSessionModel(ctx context.Context, p sdk.UnstableSetSe
 		return sdk.UnstableSetSessionModelResponse{}, err
 	}
 	if _, err := ss.s.SetModel(ctx, string(p.ModelId)); err != nil {
-		return sdk.UnstableSetSessionModelResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return sdk.UnstableSetSessionModelResponse{}, settingError(err)
 	}
 	return sdk.UnstableSetSessionModelResponse{}, nil
 }

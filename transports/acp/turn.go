@@ -41,8 +41,10 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	m, cancelled := ss.mcp, ss.cancelled
 	a.mu.Unlock()
 	if notice, err := m.ready(a.live, cancelled); errors.Is(err, errCancelledWaiting) {
+		in.cleanup() // the prompt's saved images are not going to be sent
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
 	} else if err != nil {
+		in.cleanup()
 		return sdk.PromptResponse{}, errorf("the agent is shutting down")
 	} else if notice != "" {
 		a.update(a.live, ss.s.ID(), sdk.UpdateAgentMessageText(notice))
