@@ -194,6 +194,7 @@ type runs struct {
 	m      map[string]*run
 	idem   map[string]idemEntry // owner + "\x00" + sha256(Idempotency-Key) → the run it admitted
 	queues map[string][]*run    // session id → its unsettled runs in admission order; [0] is the head
+	pruned time.Time            // when addLocked last dropped expired runs
 
 	admit sync.Mutex // serialises keyed admissions: check, record and remember as one step
 }
@@ -281,12 +282,21 @@ func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 	return r, nil
 }
 
-// addLocked registers r and forgets the event logs of runs that finished more than
-// runRetention ago.
+// pruneEvery bounds how often addLocked scans for expired runs: a scan per admission would make
+// admission cost grow with every run kept for runRetention.
+const pruneEvery = time.Minute
+
+// addLocked registers r and, at most once per pruneEvery, forgets the event logs of runs that
+// finished more than runRetention ago.
 func (rs *runs) addLocked(r *run) {
 	if rs.m == nil {
 		rs.m = map[string]*run{}
 	}
+	rs.m[r.id] = r
+	if time.Since(rs.pruned) < pruneEvery {
+		return
+	}
+	rs.pruned = time.Now()
 	for id, old := range rs.m {
 		old.mu.Lock()
 		stale := terminal(old.status) && time.Since(old.updated) > runRetention
@@ -295,7 +305,6 @@ func (rs *runs) addLocked(r *run) {
 			delete(rs.m, id)
 		}
 	}
-	rs.m[r.id] = r
 }
 
 type runRequest struct {
@@ -399,10 +408,7 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	// waits in its queue (keepSession keeps it while the queue is not empty) and is opened
 	// again when the run starts.
 	r := newRun(rec, runQueued)
-	ahead := s.enqueue(r)
-	if ahead > 0 {
-		r.emit("run.queued", "", map[string]any{"session_id": sess.ID(), "ahead": ahead})
-	}
+	s.enqueue(r)
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
 	}
@@ -437,6 +443,11 @@ func (s *Server) enqueue(r *run) int {
 	}
 	q := s.runs.queues[r.sessionID]
 	s.runs.queues[r.sessionID] = append(q, r)
+	if len(q) > 0 {
+		// Emitted before the lock is let go: the FIFO's worker cannot reach r (and emit
+		// run.started) before its run.queued is in the log.
+		r.emit("run.queued", "", map[string]any{"session_id": r.sessionID, "ahead": len(q)})
+	}
 	if len(q) == 0 {
 		s.reqs.Add(1)
 		go func() {
