@@ -81,11 +81,12 @@ func (e *Engine) release(s *Session, cutoff int64) bool {
 	return true
 }
 
-// releasableLocked reports whether the session is idle and holds no memory-only state, and
+// releasableLocked reports whether the session is idle and holds no memory-only state (tool
+// state a Restorer tool rebuilds from the transcript does not count), and
 // was last active at or before cutoff (monoNow). Called with s.mu held.
 func (s *Session) releasableLocked(cutoff int64) bool {
 	return !s.closed && s.stored && s.turn == nil && s.queued == nil && len(s.requests) == 0 &&
-		s.children == 0 && len(s.steers) == 0 && len(s.approved) == 0 && s.toolState.Len() == 0 &&
+		s.children == 0 && len(s.steers) == 0 && len(s.approved) == 0 && s.toolStateRestorable() &&
 		s.j.active.Load() <= cutoff && !s.attached.lent() && !processRunning(s)
 }
 

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 // releaseAll releases every idle session regardless of when it was last used.
@@ -208,15 +211,15 @@ func TestReleaseIdleSkipsSessionsInUse(t *testing.T) {
 		}
 	})
 	t.Run("tool state", func(t *testing.T) {
-		// The todo list lives in the session's tool state, which is not persisted.
-		h := newHarness(t, nil)
-		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "todo", Args: []string{`{"todos":[{"id":"1","content":"plan","status":"pending"}]}`}}), openaitest.Text("planned"))
+		// State a tool cannot rebuild from the transcript is memory-only: the session stays.
+		h := newHarness(t, func(c *engine.Config) { c.Tools.Add(scratchTool{}) })
+		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "scratch", Args: []string{`{}`}}), openaitest.Text("noted"))
 		s := h.stored()
-		if out := h.run(s, "plan it"); out.Status != engine.StatusCompleted {
+		if out := h.run(s, "note it"); out.Status != engine.StatusCompleted {
 			t.Fatalf("outcome %+v", out)
 		}
 		if n := releaseAll(h.eng); n != 0 {
-			t.Fatalf("released a session holding tool state (%d)", n)
+			t.Fatalf("released a session holding memory-only tool state (%d)", n)
 		}
 	})
 	t.Run("steer held", func(t *testing.T) {
@@ -346,4 +349,56 @@ func submitAll(ctx context.Context, e *engine.Engine, id string, w, n int) error
 		}
 	}
 	return nil
+}
+
+// scratchTool keeps a value in the session's tool state that nothing can restore.
+type scratchTool struct{}
+
+func (scratchTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: "scratch", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
+}
+func (scratchTool) Call(_ context.Context, _ tool.Call, env *tool.Env) (tool.Result, error) {
+	env.State.Update("scratch", func(any) any { return 1 })
+	return tool.Result{Content: "ok"}, nil
+}
+
+// TestReleaseRestoresTodoList: the todo list is rebuilt from the transcript, so a session that
+// keeps one is released like any other, and after it is loaded again a merge continues the
+// list it had (also what a restart needs).
+func TestReleaseRestoresTodoList(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "todo", Args: []string{`{"todos":[{"id":"1","content":"plan","status":"completed"},{"id":"2","content":"build","status":"pending"}]}`}}),
+		openaitest.Text("planned"),
+	)
+	s := h.stored()
+	if out := h.run(s, "plan it"); out.Status != engine.StatusCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if n := releaseAll(h.eng); n != 1 {
+		t.Fatalf("released %d, want the session with a todo list", n)
+	}
+	again, err := h.eng.Open(context.Background(), s.ID())
+	if err != nil || again == s {
+		t.Fatalf("reopen: %v (same object %v)", err, again == s)
+	}
+	h.srv.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{Name: "todo", Args: []string{`{"merge":true,"todos":[{"id":"2","status":"in_progress"},{"id":"3","content":"ship","status":"pending"}]}`}}),
+		openaitest.Text("going"),
+	)
+	if out := h.run(again, "go on"); out.Status != engine.StatusCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	rows := mustRows(t, again)
+	var last string
+	for _, r := range rows {
+		if r.Role == "tool" && r.ToolName == "todo" {
+			last = r.Content
+		}
+	}
+	for _, want := range []string{`"id":"1","content":"plan","status":"completed"`, `"id":"2","content":"build","status":"in_progress"`, `"id":"3","content":"ship","status":"pending"`} {
+		if !strings.Contains(last, want) {
+			t.Fatalf("merged list after reload lacks %s: %s", want, last)
+		}
+	}
 }

@@ -57,8 +57,9 @@ type Session struct {
 	parent   *Session // delegating session, for sub-agents
 
 	procs     tool.Processes
-	toolState tool.State  // tools' scratch space (the todo list)
-	attached  attachments // what a surface lent this session (attach.go)
+	toolState tool.State      // tools' scratch space (the todo list)
+	restored  map[string]bool // Restorer tools whose state was looked up in the transcript
+	attached  attachments     // what a surface lent this session (attach.go)
 }
 
 type queuedPrompt struct {

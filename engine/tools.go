@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/tool"
 )
 
@@ -73,6 +74,9 @@ func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.R
 	}
 	if !json.Valid(args) {
 		return tool.Errorf("Invalid arguments for %s: not valid JSON (%s). Send a JSON object matching the tool's schema.", c.Name, clip(string(args), 200)), true
+	}
+	if r, ok := tl.(tool.Restorer); ok {
+		s.restoreState(t.ctx, r)
 	}
 	env := s.toolEnv(t, c)
 	var v tool.Verdict
@@ -247,4 +251,55 @@ func (s *Session) steerDecision(t *turnState, text, toolName string) policy.Stee
 		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "steer", Decision: d.Action}})
 	}
 	return d
+}
+
+// restoreState rebuilds a Restorer tool's state from its newest result in the active
+// transcript, once per live session and only when the state is empty (a session loaded from
+// the store). A store error leaves the state empty: the tool then starts afresh.
+func (s *Session) restoreState(ctx context.Context, r tool.Restorer) {
+	name := r.Spec().Name
+	s.mu.Lock()
+	done := s.restored[name]
+	if !done {
+		if s.restored == nil {
+			s.restored = map[string]bool{}
+		}
+		s.restored[name] = true
+	}
+	s.mu.Unlock()
+	if done || s.toolState.Get(r.StateKey()) != nil || !s.Stored() {
+		return
+	}
+	rows, err := s.History(ctx, store.RowQuery{})
+	if err != nil {
+		return
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].Role == "tool" && rows[i].ToolName == name && r.Restore(&s.toolState, rows[i].Content) {
+			return
+		}
+	}
+}
+
+// toolStateRestorable reports whether every entry of the session's tool state belongs to a
+// Restorer tool, so releasing the session loses nothing the transcript cannot give back.
+func (s *Session) toolStateRestorable() bool {
+	keys := s.toolState.Keys()
+	if len(keys) == 0 {
+		return true
+	}
+	restorable := map[string]bool{}
+	for _, n := range s.e.cfg.Tools.Names() {
+		if t, err := s.e.cfg.Tools.Get(n); err == nil {
+			if r, ok := t.(tool.Restorer); ok {
+				restorable[r.StateKey()] = true
+			}
+		}
+	}
+	for _, k := range keys {
+		if !restorable[k] {
+			return false
+		}
+	}
+	return true
 }

@@ -118,11 +118,36 @@ func (s *State) Get(key string) any {
 	return s.m[key]
 }
 
-// Len is the number of keys set (the engine keeps a session holding tool state in memory).
+// Len is the number of keys set.
 func (s *State) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.m)
+}
+
+// Keys lists the keys set, in no order.
+func (s *State) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.m))
+	for k := range s.m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Restorer is a tool whose State entry can be rebuilt from its own earlier results in the
+// transcript, so the entry need not outlive the live session: a session loaded again from the
+// store (after a restart, or after the engine released it while idle) gets it back on the
+// tool's next call.
+type Restorer interface {
+	Tool
+	// StateKey is the State key the tool keeps.
+	StateKey() string
+	// Restore sets the tool's State entry from the content of one of its earlier results,
+	// offered newest first; it reports false when that result carries no state (an error
+	// result), and the engine offers the next older one.
+	Restore(st *State, result string) bool
 }
 
 // ErrUnknownTool is returned by Registry.Get for a name that is not registered.

@@ -84,6 +84,25 @@ func (Todo) Spec() model.ToolSpec {
 		todoSchema)
 }
 
+// StateKey is where the list lives in the session's tool state.
+func (Todo) StateKey() string { return todoStateKey }
+
+// Restore takes the list from an earlier successful result (its JSON); a list already in the
+// state is kept.
+func (Todo) Restore(st *tool.State, result string) bool {
+	var l TodoList
+	if json.Unmarshal([]byte(result), &l) != nil || l.Todos == nil || l.Summary == nil {
+		return false
+	}
+	st.Update(todoStateKey, func(old any) any {
+		if old != nil {
+			return old
+		}
+		return l.Todos
+	})
+	return true
+}
+
 // Call applies the change and returns the list.
 func (Todo) Call(_ context.Context, c tool.Call, env *tool.Env) (tool.Result, error) {
 	var a todoArgs

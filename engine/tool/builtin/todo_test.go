@@ -103,3 +103,23 @@ func FuzzTodoArgs(f *testing.F) {
 		}
 	})
 }
+
+// TestTodoRestore: a successful result restores the list (and a list already held wins); an
+// error result or other text does not.
+func TestTodoRestore(t *testing.T) {
+	var st tool.State
+	if (Todo{}).Restore(&st, "invalid arguments for todo: todos[0]: missing id") || (Todo{}).Restore(&st, `{"other":1}`) {
+		t.Fatal("restored from a result without a list")
+	}
+	if st.Get(todoStateKey) != nil {
+		t.Fatal("state written by a failed restore")
+	}
+	ok := (Todo{}).Restore(&st, `{"todos":[{"id":"1","content":"a","status":"pending"}],"summary":{"pending":1}}`)
+	if got, _ := st.Get(todoStateKey).([]TodoItem); !ok || len(got) != 1 || got[0].Content != "a" {
+		t.Fatalf("restore: %v %v", ok, st.Get(todoStateKey))
+	}
+	(Todo{}).Restore(&st, `{"todos":[],"summary":{}}`)
+	if got, _ := st.Get(todoStateKey).([]TodoItem); len(got) != 1 {
+		t.Fatalf("a held list was replaced: %v", got)
+	}
+}
