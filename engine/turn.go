@@ -42,6 +42,7 @@ type turnState struct {
 	done   chan struct{}
 
 	userRowID uint64
+	callIDs   map[string]bool // tool call ids used in this turn (see uniqueCallIDs)
 	finishing bool    // guarded by Session.mu: no more steers accepted
 	outcome   Outcome // written before done is closed
 
@@ -223,6 +224,7 @@ func (t *turnState) run() Outcome {
 			return t.answer(out, acc, pending)
 		}
 
+		t.uniqueCallIDs(msg.ToolCalls)
 		msgs = append(msgs, msg)
 		pending = append(pending, assistantRow(t.id, msg))
 		results := t.runTools(msg.ToolCalls)
@@ -469,4 +471,28 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// uniqueCallIDs gives every tool call of the turn its own id. Some OpenAI-compatible servers
+// number calls per response ("call_0" in every response) or send none; surfaces key a call by
+// its id (an ACP client would merge two calls into one), so a repeated or empty id is
+// suffixed. The transcript and the model see the same, consistent ids.
+func (t *turnState) uniqueCallIDs(calls []model.ToolCall) {
+	if t.callIDs == nil {
+		t.callIDs = map[string]bool{}
+	}
+	for i := range calls {
+		id := calls[i].ID
+		if id == "" {
+			id = "call"
+		}
+		if t.callIDs[id] || calls[i].ID == "" {
+			base := id
+			for n := 2; t.callIDs[id] || id == "call"; n++ {
+				id = fmt.Sprintf("%s_%d", base, n)
+			}
+		}
+		t.callIDs[id] = true
+		calls[i].ID = id
+	}
 }
