@@ -43,8 +43,8 @@ type turnState struct {
 
 	userRowID uint64
 	callIDs   map[string]bool // tool call ids used in this turn (see uniqueCallIDs)
-	finishing bool    // guarded by Session.mu: no more steers accepted
-	outcome   Outcome // written before done is closed
+	finishing bool            // guarded by Session.mu: no more steers accepted
+	outcome   Outcome         // written before done is closed
 
 	inAPICall atomic.Bool
 	nTools    atomic.Int64
