@@ -65,7 +65,8 @@ type run struct {
 	status   string
 	updated  time.Time
 	last     string
-	events   []runEvent
+	events   []runEvent // the log, or once settled its last runLogKeep events
+	base     int        // seq of the event before events[0] (0 until a settled log is trimmed)
 	changed  chan struct{} // closed and replaced on every event
 	result   map[string]any
 	done     chan struct{} // closed when the run settles (finish)
@@ -101,7 +102,7 @@ func (r *run) emitLocked(name, status string, fields map[string]any) {
 	if r.final {
 		return
 	}
-	seq := len(r.events) + 1
+	seq := r.base + len(r.events) + 1
 	if fields == nil {
 		fields = map[string]any{}
 	}
@@ -120,17 +121,34 @@ func (r *run) emitLocked(name, status string, fields map[string]any) {
 // restart-unknown: nothing in this process will add to it until someone resolves it), and a
 // channel that is closed when more arrive. An id beyond the log came from before a restart
 // (the log is not durable): the reader gets the whole log again.
+//
+// While a run executes its whole log is kept, so no reader misses an event however far behind
+// it is. Once it settles only the last runLogKeep events are retained (with the terminal
+// event, which carries the output): a reconnect from before that window gets what is left.
 func (r *run) since(seq int) ([]runEvent, bool, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if seq < 0 || seq > len(r.events) {
-		seq = 0
+	last := r.base + len(r.events)
+	if seq < r.base || seq > last {
+		seq = r.base
 	}
 	var out []runEvent
-	if seq < len(r.events) {
-		out = append(out, r.events[seq:]...)
+	if seq < last {
+		out = append(out, r.events[seq-r.base:]...)
 	}
 	return out, terminal(r.status) || r.status == runUnknown, r.changed
+}
+
+// runLogKeep is how many events of a settled run stay replayable (the reference bounds its
+// replay at 1,000 events as well).
+const runLogKeep = 1000
+
+// trimLocked drops all but the last runLogKeep events of a settled run. Called with mu held.
+func (r *run) trimLocked() {
+	if n := len(r.events) - runLogKeep; n > 0 {
+		r.events = append([]runEvent(nil), r.events[n:]...)
+		r.base += n
+	}
 }
 
 func (r *run) getStatus() string {
@@ -696,6 +714,7 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	r.result = res
 	r.emitLocked("run."+status, status, fields)
 	r.final = true
+	r.trimLocked()
 	r.mu.Unlock()
 	r.doneOnce.Do(func() { close(r.done) })
 }

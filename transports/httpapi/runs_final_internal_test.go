@@ -29,3 +29,33 @@ func TestRunTerminalEventStaysLast(t *testing.T) {
 		t.Fatalf("%d events, last %q; want run.started, run.completed", len(evs), last.Event)
 	}
 }
+
+// A running run keeps its whole log (a slow reader misses nothing); a settled one keeps the
+// last runLogKeep events, ending with the terminal event, and replays from what is left.
+func TestRunLogBoundedAfterSettlement(t *testing.T) {
+	r := newRun(runRecord{RunID: "run_log", SessionID: "s"}, runRunning)
+	const n = runLogKeep + 500
+	for range n {
+		r.emit("message.delta", "", map[string]any{"delta": "x"})
+	}
+	if evs, done, _ := r.since(0); len(evs) != n || done || evs[0].seq != 1 {
+		t.Fatalf("running: %d events from seq %d, done %v", len(evs), evs[0].seq, done)
+	}
+	r.finish(runRecord{}, false, runCompleted, map[string]any{"completed": true, "output": "xx"})
+	evs, done, _ := r.since(0)
+	if !done || len(evs) != runLogKeep || evs[0].seq != n+2-runLogKeep || evs[len(evs)-1].seq != n+1 {
+		t.Fatalf("settled: %d events, seq %d..%d, done %v", len(evs), evs[0].seq, evs[len(evs)-1].seq, done)
+	}
+	var last struct {
+		Event string `json:"event"`
+	}
+	if err := json.Unmarshal(evs[len(evs)-1].data, &last); err != nil || last.Event != "run.completed" {
+		t.Fatalf("last event %q %v", last.Event, err)
+	}
+	if evs, _, _ := r.since(n - 10); len(evs) != 11 || evs[0].seq != n-9 {
+		t.Fatalf("replay after %d: %d events", n-10, len(evs))
+	}
+	if evs, _, _ := r.since(n + 50); len(evs) != runLogKeep {
+		t.Fatalf("an id beyond the log: %d events", len(evs))
+	}
+}
