@@ -65,8 +65,8 @@ type run struct {
 	status   string
 	updated  time.Time
 	last     string
-	events   []runEvent // the log, or once settled its last runLogKeep events
-	base     int        // seq of the event before events[0] (0 until a settled log is trimmed)
+	events   []runEvent    // the log, or once settled its last runLogKeep events
+	base     int           // seq of the event before events[0] (0 until a settled log is trimmed)
 	changed  chan struct{} // closed and replaced on every event
 	result   map[string]any
 	done     chan struct{} // closed when the run settles (finish)
