@@ -65,6 +65,7 @@ type Session struct {
 type queuedPrompt struct {
 	text   string
 	origin string
+	count  int // prompts merged into text
 }
 
 type steerItem struct {
@@ -274,6 +275,9 @@ type Admission struct {
 	Interrupted bool     `json:"interrupted,omitempty"` // the busy policy interrupted the running turn
 	Survivors   []uint64 `json:"survivor_user_row_ids,omitempty"`
 	Message     string   `json:"message,omitempty"`
+	// QueuedCount is how many prompts wait in the follow-up queue (merged into one turn),
+	// this one included, when Status is queued.
+	QueuedCount int `json:"-"`
 }
 
 // Submit sends a prompt. When a turn is running the busy-input policy decides (interrupt,
@@ -377,9 +381,9 @@ func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admiss
 			return s.Submit(ctx, Prompt{Text: text, Origin: p.Origin})
 		}
 		s.enqueueLocked(text, p.Origin)
-		cur := s.turn
+		cur, n := s.turn, s.queued.count
 		s.mu.Unlock()
-		adm := Admission{Status: AdmitQueued}
+		adm := Admission{Status: AdmitQueued, QueuedCount: n}
 		if mode == policy.Interrupt {
 			cur.interrupt(errInterruptUser)
 			adm.Interrupted = true
@@ -415,10 +419,11 @@ func (s *Session) busyDecision(ctx context.Context, in policy.BusyInput) policy.
 // enqueueLocked merges text into the one-slot follow-up queue.
 func (s *Session) enqueueLocked(text, origin string) {
 	if s.queued == nil {
-		s.queued = &queuedPrompt{text: text, origin: origin}
+		s.queued = &queuedPrompt{text: text, origin: origin, count: 1}
 	} else {
 		s.queued.text += "\n\n" + text
 		s.queued.origin = origin
+		s.queued.count++
 	}
 	s.j.append(Event{Type: EvQueueUpdated, Data: QueueInfo{Queued: s.queued.text}})
 }

@@ -58,8 +58,8 @@ func TestBusyQueueMerges(t *testing.T) {
 	defer sub.Close()
 	s.Submit(ctxT(t), engine.Prompt{Text: "a"})
 	<-g.Reached()
-	for _, p := range []string{"b", "c"} {
-		if adm, err := s.Submit(ctxT(t), engine.Prompt{Text: p}); err != nil || adm.Status != engine.AdmitQueued || adm.Interrupted {
+	for i, p := range []string{"b", "c"} {
+		if adm, err := s.Submit(ctxT(t), engine.Prompt{Text: p}); err != nil || adm.Status != engine.AdmitQueued || adm.Interrupted || adm.QueuedCount != i+1 {
 			t.Fatalf("queue %s: %+v %v", p, adm, err)
 		}
 	}

@@ -662,7 +662,7 @@ func TestSecondPromptWhileBusyAnswersPromptly(t *testing.T) {
 	tr := summarize(c.cl.take())
 	// The queued prompt ran after the first turn, announced by its user message, and its
 	// answer reached the client before the first prompt's response.
-	if !strings.Contains(tr.message, "Queued for the next turn.") || !strings.Contains(tr.message, "queued answer") || tr.user != "two" {
+	if !strings.Contains(tr.message, "Queued for the next turn. (1 queued)") || !strings.Contains(tr.message, "queued answer") || tr.user != "two" {
 		t.Fatalf("message %q user %q", tr.message, tr.user)
 	}
 	s, _ := eng.Live(string(id))

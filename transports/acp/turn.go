@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -90,7 +91,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		if msg == "" {
 			switch adm.Status {
 			case engine.AdmitQueued:
-				msg = "Queued for the next turn."
+				msg = fmt.Sprintf("Queued for the next turn. (%d queued)", max(adm.QueuedCount, 1))
 			case engine.AdmitSteered:
 				msg = "⏩ Sent to the running turn."
 			default:
