@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -483,13 +484,12 @@ func (t *turnState) uniqueCallIDs(calls []model.ToolCall) {
 	}
 	for i := range calls {
 		id := calls[i].ID
-		if id == "" {
-			id = "call"
-		}
-		if t.callIDs[id] || calls[i].ID == "" {
-			base := id
-			for n := 2; t.callIDs[id] || id == "call"; n++ {
-				id = fmt.Sprintf("%s_%d", base, n)
+		if id == "" || t.callIDs[id] {
+			base := cmp.Or(id, "call")
+			for n := 2; ; n++ {
+				if id = fmt.Sprintf("%s_%d", base, n); !t.callIDs[id] {
+					break
+				}
 			}
 		}
 		t.callIDs[id] = true

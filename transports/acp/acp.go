@@ -533,17 +533,24 @@ func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest)
 	if err := a.setMode(ctx, ss, string(p.ModeId)); err != nil {
 		return sdk.SetSessionModeResponse{}, err
 	}
+	// The response has no config options: the client learns the new mode option this way.
+	a.sendConfigOptions(ss)
 	return sdk.SetSessionModeResponse{}, nil
 }
 
+// setMode changes the session's approval mode and tells the client with current_mode_update,
+// which keeps clients of the legacy modes API in step whichever way the mode was changed.
 func (a *agent) setMode(ctx context.Context, ss *session, mode string) error {
 	if err := ss.s.SetApprovalMode(ctx, mode); err != nil {
 		return settingError(err)
 	}
-	id := ss.s.ID()
-	a.update(a.live, id, sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(mode), SessionUpdate: "current_mode_update"}})
-	a.update(a.live, id, sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
+	a.update(a.live, ss.s.ID(), sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(mode), SessionUpdate: "current_mode_update"}})
 	return nil
+}
+
+// sendConfigOptions sends the session's config options as a config_option_update.
+func (a *agent) sendConfigOptions(ss *session) {
+	a.update(a.live, ss.s.ID(), sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
 }
 
 // modeInfo names and describes the approval modes for the client.
@@ -620,10 +627,9 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 		return sdk.SetSessionConfigOptionResponse{}, err
 	}
 	if v.ConfigId == configMode {
-		if err := ss.s.SetApprovalMode(ctx, string(v.Value)); err != nil {
-			return sdk.SetSessionConfigOptionResponse{}, settingError(err)
+		if err := a.setMode(ctx, ss, string(v.Value)); err != nil {
+			return sdk.SetSessionConfigOptionResponse{}, err
 		}
-		a.update(a.live, ss.s.ID(), sdk.SessionUpdate{CurrentModeUpdate: &sdk.SessionCurrentModeUpdate{CurrentModeId: sdk.SessionModeId(v.Value), SessionUpdate: "current_mode_update"}})
 		return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
 	}
 	if v.ConfigId != configModel {

@@ -70,8 +70,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 			a.update(a.live, id, sdk.UpdateAgentMessageText(adm.Message))
 		}
 		if strings.HasPrefix(strings.TrimSpace(in.text), "/model") {
-			a.update(a.live, id, sdk.SessionUpdate{ConfigOptionUpdate: &sdk.SessionConfigOptionUpdate{
-				ConfigOptions: a.configOptions(ss), SessionUpdate: "config_option_update"}})
+			a.sendConfigOptions(ss)
 		}
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	case engine.AdmitQueued:
