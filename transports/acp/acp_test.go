@@ -2,6 +2,8 @@ package acp_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -875,7 +877,8 @@ func TestPermissionFailuresDeny(t *testing.T) {
 // request, accept_edits lets it run, and an unknown mode is -32602.
 func TestApprovalModesOverACP(t *testing.T) {
 	srv, p := fakeProvider(t)
-	eng, cwd := newEngine(t, p, "")
+	// A policy that asks about every write: only accept_edits lets one run without a question.
+	eng, cwd := newEngineWith(t, p, "", func(c *engine.Config) { c.Policy.Approver = askWrites{} })
 	c := connect(t, eng, cwd, acp.Options{})
 	ctx := testCtx(t)
 	if _, err := c.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: 1}); err != nil {
@@ -927,6 +930,12 @@ func TestApprovalModesOverACP(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || string(b) != "x" {
 		t.Fatalf("file %q %v", b, err)
 	}
+	c.cl.mu.Lock()
+	asked := len(c.cl.perms)
+	c.cl.mu.Unlock()
+	if asked != 0 {
+		t.Fatalf("%d permission requests; read_only denies and accept_edits allows without asking", asked)
+	}
 	_, err = c.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: r.SessionId, ModeId: "yolo"})
 	if re, ok := err.(*sdk.RequestError); !ok || re.Code != -32602 {
 		t.Fatalf("unknown mode: %v", err)
@@ -942,5 +951,34 @@ func TestApprovalModesOverACP(t *testing.T) {
 	l, err := c2.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: r.SessionId, Cwd: cwd, McpServers: []sdk.McpServer{}})
 	if err != nil || l.Modes == nil || l.Modes.CurrentModeId != "accept_edits" {
 		t.Fatalf("load: %+v %v", l.Modes, err)
+	}
+}
+
+// askWrites asks about every write_file call and allows the rest.
+type askWrites struct{}
+
+func (askWrites) Approve(_ context.Context, in policy.ApprovalInput) (policy.ApprovalDecision, error) {
+	if in.Tool == "write_file" {
+		return policy.ApprovalDecision{Decision: policy.Ask, Reason: "writes are asked"}, nil
+	}
+	return policy.ApprovalDecision{Decision: policy.Allow}, nil
+}
+
+// TestSettingErrorCodes: a value the agent does not know is the client's error (-32602); a
+// failing store is the agent's (-32603).
+func TestSettingErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{fmt.Errorf("%w: x", engine.ErrUnknownMode), -32602},
+		{fmt.Errorf("%w: x", engine.ErrInvalidModel), -32602},
+		{fmt.Errorf("%w: x", model.ErrUnknownProvider), -32602},
+		{errors.New("store: disk full"), -32603},
+	} {
+		var re *sdk.RequestError
+		if !errors.As(acp.SettingError(tc.err), &re) || re.Code != tc.code {
+			t.Errorf("%v: got %v, want code %d", tc.err, acp.SettingError(tc.err), tc.code)
+		}
 	}
 }

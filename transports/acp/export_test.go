@@ -14,3 +14,6 @@ func Coalesce(sub *engine.Subscription) func(context.Context) (engine.Event, err
 	c := &coalescer{sub: sub}
 	return c.next
 }
+
+// SettingError is the error mapping of model and mode changes.
+var SettingError = settingError
