@@ -156,9 +156,7 @@ func TestMCPServeDrivesASession(t *testing.T) {
 // the turn uses the result.
 func TestChatUsesConfiguredMCPServer(t *testing.T) {
 	home, innerHome, work := t.TempDir(), t.TempDir(), t.TempDir()
-	cfg := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
-		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + innerHome + "\"}\n" +
-		"    broken:\n      command: /nonexistent/mcp-server\n"
+	cfg := "mcp:\n  servers:\n" + hermesMCPServer("inner", innerHome) + "    broken:\n      command: /nonexistent/mcp-server\n"
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +195,7 @@ func TestChatUsesConfiguredMCPServer(t *testing.T) {
 // sessions live before it keep working, MCP tools included.
 func TestGatewayReloadMCP(t *testing.T) {
 	home, innerHome, secondHome := t.TempDir(), t.TempDir(), t.TempDir()
-	server := func(name, h string) string {
-		return "    " + name + ":\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
-			"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + h + "\"}\n"
-	}
+	server := hermesMCPServer
 	writeCfg := func(servers string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("mcp:\n  servers:\n"+servers), 0o600); err != nil {
@@ -359,9 +354,7 @@ func TestMCPStatus(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "no MCP servers configured") {
 		t.Fatalf("no servers: %+v", r)
 	}
-	cfg := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
-		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + innerHome + "\"}\n" +
-		"    broken:\n      command: /nonexistent/mcp-server\n"
+	cfg := "mcp:\n  servers:\n" + hermesMCPServer("inner", innerHome) + "    broken:\n      command: /nonexistent/mcp-server\n"
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -381,9 +374,7 @@ func TestMCPStatus(t *testing.T) {
 // that cannot start.
 func TestGatewaySessionInfoMCPStatus(t *testing.T) {
 	inner := t.TempDir()
-	tg := stdioTarget(t, "mcp:\n  servers:\n"+
-		"    inner:\n      command: "+os.Args[0]+"\n      args: [mcp, serve]\n"+
-		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \""+inner+"\"}\n"+
+	tg := stdioTarget(t, "mcp:\n  servers:\n"+hermesMCPServer("inner", inner)+
 		"    broken:\n      command: "+filepath.Join(t.TempDir(), "no-such-server")+"\n")
 	c := open(t, tg, false)
 	created := call(t, c, "session.create", map[string]any{})
@@ -460,8 +451,7 @@ func TestChatReloadMCP(t *testing.T) {
 		t.Fatalf("no %q on stderr:\n%s", sub, strings.Join(log, "\n"))
 	}
 	waitFor("hermes chat — session") // the configuration (no servers) has been read
-	server := "mcp:\n  servers:\n    inner:\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
-		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + inner + "\"}\n"
+	server := "mcp:\n  servers:\n" + hermesMCPServer("inner", inner)
 	if err := os.WriteFile(cfgPath, []byte(server), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -482,4 +472,11 @@ func TestChatReloadMCP(t *testing.T) {
 	if len(reqs) != 2 || !strings.Contains(string(reqs[0].Body), `"inner__list_sessions"`) || !strings.Contains(string(reqs[1].Body), "sessions") {
 		t.Fatalf("the reloaded server's tool did not serve the turn (%d requests)", len(reqs))
 	}
+}
+
+// hermesMCPServer is a config.yaml entry (under mcp.servers) for this test binary serving as
+// `hermes mcp serve` on home.
+func hermesMCPServer(name, home string) string {
+	return "    " + name + ":\n      command: " + os.Args[0] + "\n      args: [mcp, serve]\n" +
+		"      env: {HERMES_TEST_AS_MAIN: \"1\", HERMES_HOME: \"" + home + "\"}\n"
 }
