@@ -195,14 +195,13 @@ func TestChatUsesConfiguredMCPServer(t *testing.T) {
 // sessions live before it keep working, MCP tools included.
 func TestGatewayReloadMCP(t *testing.T) {
 	home, innerHome, secondHome := t.TempDir(), t.TempDir(), t.TempDir()
-	server := hermesMCPServer
 	writeCfg := func(servers string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("mcp:\n  servers:\n"+servers), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeCfg(server("inner", innerHome))
+	writeCfg(hermesMCPServer("inner", innerHome))
 	srv := openaitest.New(t)
 	env := map[string]string{"HERMES_HOME": home, "HERMES_MODEL": "openai:fake-agent", "OPENAI_BASE_URL": srv.URL(), "OPENAI_API_KEY": "test"}
 	cfg, err := config.Load(func(k string) string { return env[k] })
@@ -228,7 +227,7 @@ func TestGatewayReloadMCP(t *testing.T) {
 	}
 	pidBefore := a.mcp.Status()[0].PID
 
-	writeCfg(server("inner", innerHome) + server("second", secondHome))
+	writeCfg(hermesMCPServer("inner", innerHome) + hermesMCPServer("second", secondHome))
 	got, err := gatewayOptions(cfg, a, logger).ReloadMCP(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +271,7 @@ func TestGatewayReloadMCP(t *testing.T) {
 	}
 
 	// Removing a server from the configuration removes its tools from the next request.
-	writeCfg(server("second", secondHome))
+	writeCfg(hermesMCPServer("second", secondHome))
 	if _, err := gatewayOptions(cfg, a, logger).ReloadMCP(ctx); err != nil {
 		t.Fatal(err)
 	}
