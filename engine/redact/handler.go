@@ -1,0 +1,88 @@
+package redact
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Handler wraps a slog.Handler so that every record it passes on is redacted: the message and
+// every string, error or other value (formatted) go through String, and an attribute whose
+// name is a secret name (SecretName) is masked whole. The bare attribute name "key" is the
+// exception: Hermes logs store keys under it, so its value only goes through String.
+func Handler(next slog.Handler) slog.Handler {
+	if h, ok := next.(*handler); ok {
+		return h
+	}
+	return &handler{next: next}
+}
+
+// NewLogger returns a logger whose records are redacted before next sees them.
+func NewLogger(next slog.Handler) *slog.Logger { return slog.New(Handler(next)) }
+
+type handler struct{ next slog.Handler }
+
+var _ slog.Handler = (*handler)(nil)
+
+func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *handler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, String(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(Attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(as))
+	for i, a := range as {
+		red[i] = Attr(a)
+	}
+	return &handler{next: h.next.WithAttrs(red)}
+}
+
+func (h *handler) WithGroup(name string) slog.Handler {
+	return &handler{next: h.next.WithGroup(name)}
+}
+
+// Attr redacts one log attribute (groups recursively).
+func Attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindGroup {
+		g := v.Group()
+		red := make([]slog.Attr, len(g))
+		for i, x := range g {
+			red[i] = Attr(x)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(red...)}
+	}
+	secretName := a.Key != "key" && SecretName(a.Key)
+	switch v.Kind() {
+	case slog.KindString:
+		if secretName {
+			return slog.String(a.Key, Secret(v.String()))
+		}
+		return slog.String(a.Key, String(v.String()))
+	case slog.KindAny:
+		if v.Any() == nil {
+			return slog.Attr{Key: a.Key, Value: v}
+		}
+		var s string
+		if err, ok := v.Any().(error); ok {
+			s = err.Error()
+		} else {
+			s = fmt.Sprint(v.Any())
+		}
+		if secretName {
+			return slog.String(a.Key, Secret(s))
+		}
+		if red := String(s); red != s {
+			return slog.String(a.Key, red)
+		}
+		return slog.Attr{Key: a.Key, Value: v}
+	}
+	// Numbers, booleans, times and durations carry no secrets.
+	return slog.Attr{Key: a.Key, Value: v}
+}
