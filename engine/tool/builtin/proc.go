@@ -29,15 +29,21 @@ type proc struct {
 	stopMu   sync.Mutex
 }
 
-// startProc runs `shell -c command` in dir. Output goes to out and, when tee is non-nil, to tee
-// as well; both see the two streams interleaved in write order because they share one pipe.
-func startProc(shell, command, dir string, out io.Writer, tee io.Writer) (*proc, error) {
+// startProc runs `shell -c command` in dir with the environment env (KEY=VALUE entries; nil
+// is an empty environment, never the inherited one). Output goes to out and, when tee is
+// non-nil, to tee as well; both see the two streams interleaved in write order because they
+// share one pipe.
+func startProc(shell, command, dir string, env []string, out io.Writer, tee io.Writer) (*proc, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(shell, "-c", command)
 	cmd.Dir = dir
+	cmd.Env = env
+	if cmd.Env == nil {
+		cmd.Env = []string{} // a nil Env would inherit Hermes' whole environment
+	}
 	cmd.Stdout = pw // an *os.File is handed to the child as is: no copying goroutine in exec
 	cmd.Stderr = pw
 	ownGroup(cmd)

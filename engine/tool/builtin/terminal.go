@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/toolenv"
 )
 
 // Terminal limits and defaults.
@@ -48,6 +49,9 @@ type Terminal struct {
 	// Shell runs the command as `Shell -c command`; empty means bash when it is installed,
 	// else /bin/sh.
 	Shell string
+	// Env decides which of Hermes' environment variables commands see. The zero value passes
+	// the allow-list only (toolenv.Allowed), never Hermes' or the providers' API keys.
+	Env toolenv.Policy
 }
 
 var _ tool.Guard = (*Terminal)(nil)
@@ -134,7 +138,7 @@ func (t *Terminal) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.R
 		pump = newProgressPump(env.Progress)
 		tee = pump
 	}
-	p, err := startProc(t.shell(), a.Command, dir, out, tee)
+	p, err := startProc(t.shell(), a.Command, dir, t.Env.Environ(dir, nil), out, tee)
 	if err != nil {
 		if pump != nil {
 			pump.close()
@@ -193,7 +197,7 @@ func (t *Terminal) background(a terminalArgs, dir, shown string, env *tool.Env) 
 		return tool.Errorf("background processes are not available in this session; run the command in the foreground"), nil
 	}
 	out := newCapture(orDefault(t.BackgroundCap, DefaultBackgroundCap))
-	p, err := startProc(t.shell(), a.Command, dir, out, nil)
+	p, err := startProc(t.shell(), a.Command, dir, t.Env.Environ(dir, nil), out, nil)
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("terminal: start shell: %w", err)
 	}
