@@ -66,6 +66,11 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	log *slog.Logger
+	// skipped holds the keys of undecodable session records a listing has already logged, so
+	// a poll of the list does not log the same record every time.
+	skipped sync.Map
+
 	// Owned by the committer goroutine once Open returns.
 	nextRow      uint64                   // next row id
 	sessionCache map[string]store.Session // committed session records, decoded
@@ -123,6 +128,10 @@ func Open(dir string, o Options) (*Store, error) {
 		quit:  make(chan struct{}),
 
 		sessionCache: map[string]store.Session{},
+		log:          o.Logger,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.init(); err != nil {
 		_ = db.Close()
@@ -383,7 +392,10 @@ func (s *Store) ListSessions(ctx context.Context, o store.ListOptions) ([]store.
 				return err
 			})
 			if err != nil {
-				return err
+				// One record the store cannot serve must not take every listing down with it:
+				// it is skipped here and left to `hermes doctor` to report and quarantine.
+				s.skipUndecodable(item.KeyCopy(nil), err)
+				continue
 			}
 			if (o.Source == "" || sess.Source == o.Source) && (o.ParentID == "" || sess.ParentID == o.ParentID) {
 				out = append(out, sess)
@@ -399,6 +411,15 @@ func (s *Store) ListSessions(ctx context.Context, o store.ListOptions) ([]store.
 		out = out[:o.Limit]
 	}
 	return out, nil
+}
+
+// skipUndecodable logs a session record a listing skipped, once per key per process.
+func (s *Store) skipUndecodable(key []byte, err error) {
+	if _, logged := s.skipped.LoadOrStore(string(key), struct{}{}); logged {
+		return
+	}
+	s.log.Warn("store: skipping a session record that cannot be decoded; run `hermes doctor` to report and quarantine it",
+		"key", fmt.Sprintf("%q", key), "err", err)
 }
 
 func compareNewestFirst(a, b store.Session) int {

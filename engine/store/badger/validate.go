@@ -3,28 +3,24 @@ package badgerstore
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Size limits keep keys far below badger's 64 KB key limit and make abuse fail early with a
 // clear error instead of deep inside a transaction.
 const (
-	maxIDLen    = 256
 	maxTitleLen = 4096
 	maxKVKeyLen = 4096
 )
 
 func validateSessionID(id string) error {
-	if id == "" || len(id) > maxIDLen {
-		return fmt.Errorf("%w: session id must be 1..%d bytes, got %d", store.ErrInvalidRecord, maxIDLen, len(id))
-	}
-	// '/' separates the session id from the row id in row keys; control characters have no
-	// business in an identifier and make logs ambiguous.
-	if i := strings.IndexFunc(id, func(r rune) bool { return r == '/' || r < 0x20 || r == 0x7f }); i >= 0 {
-		return fmt.Errorf("%w: session id %q contains a '/' or control character", store.ErrInvalidRecord, id)
+	// The one identifier rule of every edge (ids.Check): an id a transport accepts is one the
+	// store keeps under exactly that key, and JSON carries it unchanged.
+	if err := ids.Check(id); err != nil {
+		return fmt.Errorf("%w: session id: %v", store.ErrInvalidRecord, err)
 	}
 	return nil
 }

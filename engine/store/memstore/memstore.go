@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Limits mirror the badger store so that both accept and refuse the same input.
 const (
-	maxIDLen    = 256
 	maxTitleLen = 4096
 	maxKVKeyLen = 4096
 )
@@ -97,11 +97,10 @@ func (s *Store) get(id string) (*session, error) {
 }
 
 func validateSessionID(id string) error {
-	if id == "" || len(id) > maxIDLen {
-		return fmt.Errorf("%w: session id must be 1..%d bytes, got %d", store.ErrInvalidRecord, maxIDLen, len(id))
-	}
-	if strings.IndexFunc(id, func(r rune) bool { return r == '/' || r < 0x20 || r == 0x7f }) >= 0 {
-		return fmt.Errorf("%w: session id %q contains a '/' or control character", store.ErrInvalidRecord, id)
+	// The one identifier rule of every edge (ids.Check): an id a transport accepts is one the
+	// store keeps under exactly that key, and JSON carries it unchanged.
+	if err := ids.Check(id); err != nil {
+		return fmt.Errorf("%w: session id: %v", store.ErrInvalidRecord, err)
 	}
 	return nil
 }

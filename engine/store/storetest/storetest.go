@@ -189,9 +189,20 @@ func testCreateGet(t *testing.T, h Harness) {
 	wantErr(t, "duplicate id", err, store.ErrExists)
 	_, err = s.GetSession(ctx, "missing")
 	wantErr(t, "missing session", err, store.ErrNotFound)
-	for _, bad := range []string{"", "a/b", "tab\there", string(make([]byte, 300))} {
+	// Not valid UTF-8 is the poisoned-listing case: JSON cannot carry such an id, so its record
+	// would hold an id different from its key.
+	for _, bad := range []string{"", "a/b", "tab\there", string(make([]byte, 300)), "a\xffb", "\xc3", "a\u202eb"} {
 		_, err = s.CreateSession(ctx, store.Session{ID: bad})
 		wantErr(t, fmt.Sprintf("session id %q", bad), err, store.ErrInvalidRecord)
+	}
+	list, err := s.ListSessions(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing after refused creates: %v", err)
+	}
+	for _, sess := range list {
+		if sess.ID != "s1" && sess.ID != "s2" {
+			t.Errorf("a refused id was stored: %q", sess.ID)
+		}
 	}
 }
 
