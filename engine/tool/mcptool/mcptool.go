@@ -39,7 +39,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/tool"
+	"github.com/hermes-go/hermes/engine/tool/toolenv"
 )
 
 // Separator joins the server name and the remote tool name in the engine tool name.
@@ -74,7 +76,7 @@ var (
 type ServerConfig struct {
 	Command string
 	Args    []string
-	Env     map[string]string // added to the inherited environment
+	Env     map[string]string // added to the environment Options.Env allows
 	URL     string
 	Headers map[string]string
 	Timeout time.Duration // per call; DefaultCallTimeout when zero
@@ -87,13 +89,18 @@ type Options struct {
 	MaxResultBytes int           // cap on the text handed to the model; DefaultMaxResultBytes when zero
 	ClientName     string        // reported to servers; "hermes" when empty
 	ClientVersion  string
+	// Env decides which of Hermes' environment variables a stdio server gets, before its
+	// configured ServerConfig.Env. The zero value passes the allow-list only
+	// (toolenv.Allowed), never Hermes' or the providers' API keys.
+	Env toolenv.Policy
 	// Reconfigure, when set, is called by Reload to re-read the server set (the configuration
 	// file may have changed since New); Reload then applies it as Update does. When it fails,
 	// Reload logs the error and restarts the servers it has.
 	Reconfigure func() (map[string]ServerConfig, error)
 }
 
-// Status is one server's state, for surfaces (reload.mcp, status).
+// Status is one server's state, for surfaces (reload.mcp, status). Error is redacted: it
+// never shows a URL's user info, a secret query parameter or a registered secret.
 type Status struct {
 	Name      string `json:"name"`
 	Transport string `json:"transport"` // stdio | http
@@ -332,7 +339,7 @@ func (s *server) status() Status {
 	defer s.mu.Unlock()
 	st := Status{Name: s.name, Transport: s.transportName(), Connected: s.cli != nil, Tools: s.tools, PID: s.pid, Skipped: slices.Clone(s.skipped)}
 	if s.cli == nil && s.lastErr != nil {
-		st.Error = s.lastErr.Error()
+		st.Error = redact.String(s.lastErr.Error())
 	}
 	return st
 }
@@ -365,14 +372,14 @@ func (s *server) connect(ctx context.Context) (*client.Client, error) {
 		return s.cli, nil
 	}
 	if wait := time.Until(s.retryAt); wait > 0 {
-		return nil, fmt.Errorf("%w: %q: %v (next start attempt in %s)", ErrUnavailable, s.name, s.lastErr, wait.Round(time.Second))
+		return nil, fmt.Errorf("%w: %q: %s (next start attempt in %s)", ErrUnavailable, s.name, redact.String(s.lastErr.Error()), wait.Round(time.Second))
 	}
 	cli, err := s.start(ctx)
 	if err != nil {
 		s.failures++
 		s.retryAt = time.Now().Add(backoff(s.failures))
 		s.lastErr = err
-		return nil, fmt.Errorf("%w: %q: %v", ErrUnavailable, s.name, err)
+		return nil, fmt.Errorf("%w: %q: %s", ErrUnavailable, s.name, redact.String(err.Error()))
 	}
 	s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
 	s.cli = cli
@@ -395,11 +402,10 @@ func (s *server) start(ctx context.Context) (*client.Client, error) {
 	case (s.cfg.Command == "") == (s.cfg.URL == ""):
 		return nil, fmt.Errorf("%w: set exactly one of command and url", ErrConfig)
 	case s.cfg.Command != "":
-		env := make([]string, 0, len(s.cfg.Env))
-		for k, v := range s.cfg.Env {
-			env = append(env, k+"="+v)
-		}
-		sort.Strings(env)
+		// The child starts from the allow-listed environment plus its configured env, never
+		// from Hermes' own (which holds API keys).
+		wd, _ := os.Getwd()
+		env := s.opts.Env.Environ(wd, s.cfg.Env)
 		s.stderr = &tailBuffer{max: stderrTail}
 		// The child's lifetime is the connection's, not this call's: the transport ties the
 		// process to the context given to Start, so it gets Background and Close ends it.
@@ -408,7 +414,7 @@ func (s *server) start(ctx context.Context) (*client.Client, error) {
 			transport.WithCommandLogger(s.opts.Logger),
 			transport.WithCommandFunc(func(_ context.Context, name string, env, args []string) (*exec.Cmd, error) {
 				cmd = exec.Command(name, args...)
-				cmd.Env = append(os.Environ(), env...)
+				cmd.Env = append([]string{}, env...) // never nil: a nil Env inherits everything
 				// exec copies stderr into the buffer and Wait (inside Close) waits for the
 				// copy, so after a failed start the buffer holds everything the child said.
 				// WaitDelay bounds that wait when a grandchild keeps stderr open.

@@ -41,6 +41,17 @@ func TestMain(m *testing.M) {
 		}
 		time.Sleep(time.Hour)
 		os.Exit(0)
+	case "env": // the usual tools and one that reports the server's environment
+		s := testServer()
+		s.AddTool(mcp.NewTool("env", mcp.WithDescription("Report the server's environment.")),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return text(strings.Join(os.Environ(), "\n")), nil
+			})
+		if err := server.ServeStdio(s); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	default:
 		if err := server.ServeStdio(testServer()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
