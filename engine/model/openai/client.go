@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/redact"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
@@ -78,7 +80,7 @@ func New(cfg Config) *Client {
 	if u, err := url.Parse(c.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// Caught here rather than left to the transport, which would report it only after
 		// the retries and their backoff.
-		c.urlErr = fmt.Errorf("openai: invalid base URL %q: want http(s)://host[:port]/path", cfg.BaseURL)
+		c.urlErr = fmt.Errorf("openai: invalid base URL %q: want http(s)://host[:port]/path", redact.String(cfg.BaseURL))
 	}
 	if c.http == nil {
 		c.http = http.DefaultClient
@@ -158,6 +160,12 @@ func (c *Client) open(ctx context.Context, body []byte) (*http.Response, error) 
 				lastHeader = nil
 				continue
 			}
+			// The transport names the request URL, which may carry a key (?key=) or user
+			// info; the error travels to logs, events and clients.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				ue.URL = redact.String(ue.URL)
+			}
 			return nil, fmt.Errorf("%w: %w (%d attempts)", ErrUnreachable, err, attempt+1)
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -171,6 +179,8 @@ func (c *Client) open(ctx context.Context, body []byte) (*http.Response, error) 
 			}
 		}
 		apiErr := ErrorFromResponse(resp.StatusCode, resp.Header, data)
+		// Some endpoints echo the key they rejected.
+		apiErr.Message = redact.String(apiErr.Message)
 		if apiErr.Retryable && attempt < c.maxRetries {
 			lastHeader = resp.Header
 			continue
