@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
@@ -32,7 +33,8 @@ func (s *Server) healthDetailed(c *fiber.Ctx) error {
 	status, code := "ok", fiber.StatusOK
 	st := fiber.Map{"status": "ok"}
 	if _, err := s.eng.Store().GetKV(ctx, healthProbeKey); err != nil && !errors.Is(err, store.ErrNotFound) {
-		st = fiber.Map{"status": "error", "error": err.Error()}
+		// A store error may quote its DSN (postgres://user:password@…).
+		st = fiber.Map{"status": "error", "error": redact.String(err.Error())}
 		status, code = "degraded", fiber.StatusServiceUnavailable
 	}
 	live := s.eng.LiveSessions()

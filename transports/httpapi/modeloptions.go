@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine/redact"
 )
 
 // ProviderInfo describes one configured model provider for GET /api/model/options.
@@ -96,7 +98,7 @@ func (m *modelCatalog) probe(ctx context.Context, p ProviderInfo) probeResult {
 		if ctx.Err() != nil {
 			res.err = fmt.Sprintf("no answer within %s", timeout)
 		} else {
-			res.err = redactURL(err.Error(), p.BaseURL)
+			res.err = redact.String(err.Error()) // the URL may carry user info or a key
 		}
 		return res
 	}
@@ -134,14 +136,6 @@ func (m *modelCatalog) probe(ctx context.Context, p ProviderInfo) probeResult {
 	}
 	slices.Sort(res.models)
 	return res
-}
-
-// redactURL keeps a transport error readable without echoing credentials a base URL carries.
-func redactURL(msg, base string) string {
-	if u, err := url.Parse(base); err == nil && u.User != nil {
-		msg = strings.ReplaceAll(msg, u.User.String()+"@", "")
-	}
-	return msg
 }
 
 // publicURL is a base URL without user info, query or fragment.
