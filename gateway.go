@@ -205,6 +205,15 @@ func serverKey(cfg *config.Config, io stdio) (string, error) {
 	return key, nil
 }
 
+// extraKeys converts server.extra_api_keys; an entry without a name is named by its position.
+func extraKeys(in []config.ExtraKey) []httpapi.NamedKey {
+	out := make([]httpapi.NamedKey, 0, len(in))
+	for _, k := range in {
+		out = append(out, httpapi.NamedKey{Name: k.Name, Key: k.Key})
+	}
+	return out
+}
+
 // serveProviders describes the engine's providers for /api/model/options; a provider that is
 // not built in is a saved custom endpoint, probed for its model list.
 func serveProviders(cfg *config.Config, eng *engine.Engine, gwo gateway.Options) []httpapi.ProviderInfo {
@@ -276,7 +285,8 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 			}
 			return out
 		},
-		ExtraKeys:          cfg.Server.ExtraKeys,
+		ExtraKeys:          extraKeys(cfg.Server.ExtraKeys),
+		AdminKey:           cfg.Server.AdminKey,
 		MaxConcurrent:      cfg.Server.MaxConcurrent,
 		SessionIdleRelease: time.Duration(cfg.Server.SessionIdleRelease),
 		BrowserControl: httpapi.BrowserControl{

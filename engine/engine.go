@@ -185,6 +185,8 @@ type CreateOptions struct {
 	// Lazy keeps the session in memory only until its first prompt: nothing is written to the
 	// store for a session that is opened and abandoned.
 	Lazy bool
+	// Principal owns the session (store.Session.Principal); "" is the local owner.
+	Principal string
 
 	parentID   string
 	parentKind string
@@ -217,6 +219,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 		rec = store.Session{
 			ID: id, Title: o.Title, Source: o.Source, Model: m, Cwd: cwd,
 			ParentID: o.parentID, ParentKind: o.parentKind, CreatedAt: now, UpdatedAt: now, Meta: o.Meta,
+			Principal: o.Principal,
 		}
 		if o.Lazy {
 			err = e.checkNewID(ctx, id, o.Title)
@@ -315,6 +318,7 @@ type BranchOptions struct {
 }
 
 // Branch forks a session: a new session whose parent is id, holding a copy of its transcript.
+// The branch belongs to the parent's principal.
 func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Session, error) {
 	parent, err := e.Open(ctx, id)
 	if err != nil {
@@ -328,7 +332,7 @@ func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Sessi
 	if title == "" && prec.Title != "" {
 		title = e.nextLineageTitle(ctx, prec.Title)
 	}
-	child, err := e.Create(ctx, CreateOptions{Title: title, Model: prec.Model, Cwd: prec.Cwd, Source: o.Source, parentID: id, parentKind: "branch"})
+	child, err := e.Create(ctx, CreateOptions{Title: title, Model: prec.Model, Cwd: prec.Cwd, Source: o.Source, Principal: prec.Principal, parentID: id, parentKind: "branch"})
 	if err != nil {
 		return nil, err
 	}

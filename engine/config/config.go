@@ -102,9 +102,12 @@ type Files struct {
 type Server struct {
 	Addr   string `yaml:"addr"` // default 127.0.0.1:8642
 	APIKey string `yaml:"api_key,omitempty"`
-	// ExtraKeys are further API keys; each is its own principal (browser control binds a
-	// controller to the key that registered it).
-	ExtraKeys []string `yaml:"extra_api_keys,omitempty"`
+	// ExtraKeys are further API keys; each is its own principal, which sees only the
+	// sessions, runs, responses and browser controller it created. An entry is a plain key
+	// (named by its position, extra_api_keys[0]) or {name, key}.
+	ExtraKeys []ExtraKey `yaml:"extra_api_keys,omitempty"`
+	// AdminKey is an optional API key that sees and acts on every principal's sessions.
+	AdminKey string `yaml:"admin_api_key,omitempty"`
 	// MaxConcurrent caps the agent turns `hermes serve` runs at once (chat, responses, runs and
 	// session chat together); beyond it a request gets 429 with Retry-After. 0 means the
 	// default (10); a negative value removes the cap.
@@ -114,6 +117,37 @@ type Server struct {
 	// used). 0 means the default (10m); a negative value never releases. The environment
 	// variable HERMES_SESSION_IDLE_RELEASE overrides it.
 	SessionIdleRelease Duration `yaml:"session_idle_release,omitempty"`
+}
+
+// ExtraKey is one entry of server.extra_api_keys.
+type ExtraKey struct {
+	Name string `yaml:"name,omitempty"`
+	Key  string `yaml:"key"`
+}
+
+// UnmarshalYAML accepts a plain string (the key) or a {name, key} mapping.
+func (k *ExtraKey) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*k = ExtraKey{Key: n.Value}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: an extra API key is a string or {name, key}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch f, v := n.Content[i], n.Content[i+1]; f.Value {
+		case "name":
+			k.Name = v.Value
+		case "key":
+			k.Key = v.Value
+		default:
+			return fmt.Errorf("line %d: field %s not found in an extra API key (name, key)", f.Line, f.Value)
+		}
+	}
+	if k.Key == "" {
+		return fmt.Errorf("line %d: an extra API key mapping needs key", n.Line)
+	}
+	return nil
 }
 
 // Store configures the session store.
@@ -321,9 +355,10 @@ func (c *Config) Show() string {
 		masked.Providers[k] = p
 	}
 	masked.Server.APIKey = mask(c.Server.APIKey)
+	masked.Server.AdminKey = mask(c.Server.AdminKey)
 	masked.Server.ExtraKeys = nil
 	for _, k := range c.Server.ExtraKeys {
-		masked.Server.ExtraKeys = append(masked.Server.ExtraKeys, mask(k))
+		masked.Server.ExtraKeys = append(masked.Server.ExtraKeys, ExtraKey{Name: k.Name, Key: mask(k.Key)})
 	}
 	// MCP env values and headers often carry tokens.
 	masked.MCP.Servers = map[string]MCPServer{}

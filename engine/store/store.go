@@ -68,7 +68,11 @@ type Session struct {
 	RowCount   int64             `json:"row_count"` // active rows
 	Rewinds    int64             `json:"rewinds"`
 	Meta       map[string]string `json:"meta,omitempty"`
-	Version    uint64            `json:"version"` // bumped by every write; CAS token
+	// Principal owns the session: "" is the local owner (the CLI, ACP, the stdio gateway,
+	// the primary API key, and every session stored before owners were recorded); any other
+	// value names an API key of the HTTP server (see engine.Principal).
+	Principal string `json:"principal,omitempty"`
+	Version   uint64 `json:"version"` // bumped by every write; CAS token
 }
 
 // Row is one transcript entry.

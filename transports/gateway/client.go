@@ -17,6 +17,7 @@ type client struct {
 	g    *Server
 	conn *jsonrpc.Conn
 	ws   bool
+	who  engine.Principal // whom the connection acts for: it sees only that principal's sessions
 
 	serverRequests atomic.Bool // WebSocket opt-in (stdio always answers)
 
@@ -30,6 +31,13 @@ var _ jsonrpc.Handler = (*client)(nil)
 var _ jsonrpc.Async = (*client)(nil)
 
 func (c *client) answersRequests() bool { return !c.ws || c.serverRequests.Load() }
+
+// sees reports whether the connection's principal may see and act on session s.
+func (c *client) sees(s *engine.Session) bool { return c.who.Sees(s.Record().Principal) }
+
+// operator reports whether the connection may run process-wide actions (cli.exec, reloads,
+// the global busy mode): the local owner and the admin may, other principals may not.
+func (c *client) operator() bool { return c.who.ID == "" || c.who.Admin }
 
 // asyncMethods may take long; they run off the reader goroutine (their responses can arrive
 // after later ones, as in the reference).

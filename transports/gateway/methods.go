@@ -72,7 +72,7 @@ func (c *client) sess(rid string) (*live, error) {
 		return nil, rpcErr(codeNoSession, "session not found")
 	}
 	l, ok := c.g.lookup(rid)
-	if !ok {
+	if !ok || !c.sees(l.s) {
 		return nil, rpcErr(codeNoSession, "session not found")
 	}
 	l.mu.Lock()
@@ -199,7 +199,7 @@ func sessionCreate(ctx context.Context, c *client, m string, raw json.RawMessage
 	if src == "" {
 		src = "tui"
 	}
-	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Lazy: len(p.Messages) == 0})
+	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Lazy: len(p.Messages) == 0, Principal: c.who.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -336,23 +336,26 @@ func sessionResume(ctx context.Context, c *client, m string, raw json.RawMessage
 		return nil, rpcErr(codeIDRequired, "session_id required")
 	}
 	id := p.SessionID
-	if l, ok := c.g.lookup(id); ok { // a runtime id of this process: attach
+	if l, ok := c.g.lookup(id); ok && c.sees(l.s) { // a runtime id of this process: attach
 		id = l.s.ID()
 	}
 	s, err := c.g.eng.Open(ctx, id)
+	if err == nil && !c.sees(s) {
+		err = engine.ErrSessionNotFound
+	}
 	if errors.Is(err, engine.ErrSessionNotFound) { // an exact title
 		list, lerr := c.g.eng.List(ctx, store.ListOptions{})
 		if lerr != nil {
 			return nil, lerr
 		}
 		for _, rec := range list {
-			if rec.Title == p.SessionID {
+			if rec.Title == p.SessionID && c.who.Sees(rec.Principal) {
 				s, err = c.g.eng.Open(ctx, rec.ID)
 				break
 			}
 		}
 	}
-	if err != nil {
+	if err != nil || !c.sees(s) {
 		return nil, rpcErr(codeStoredNotFound, "session not found")
 	}
 	l := c.g.register(s)
@@ -399,6 +402,9 @@ func sessionActiveList(_ context.Context, c *client, m string, raw json.RawMessa
 	out := []map[string]any{}
 	for _, l := range c.g.liveList() {
 		rec := l.s.Record()
+		if !c.who.Sees(rec.Principal) {
+			continue
+		}
 		l.mu.Lock()
 		last := l.lastActive
 		l.mu.Unlock()
@@ -427,7 +433,7 @@ func sessionList(ctx context.Context, c *client, m string, raw json.RawMessage) 
 	}
 	out := []map[string]any{}
 	for _, s := range list {
-		if s.Source == "delegate" || s.Source == "background" {
+		if s.Source == "delegate" || s.Source == "background" || !c.who.Sees(s.Principal) {
 			continue
 		}
 		if p.Title != "" && s.Title != p.Title {
@@ -447,7 +453,7 @@ func sessionClose(ctx context.Context, c *client, m string, raw json.RawMessage)
 		return nil, err
 	}
 	l, ok := c.g.lookup(p.SessionID)
-	if !ok {
+	if !ok || !c.sees(l.s) {
 		return map[string]any{"closed": false}, nil
 	}
 	if err := c.g.closeLive(ctx, l, "tui_close"); err != nil {

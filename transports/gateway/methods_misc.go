@@ -84,7 +84,7 @@ func configSet(ctx context.Context, c *client, m string, raw json.RawMessage) (a
 		if val != policy.Interrupt && val != policy.Queue && val != policy.Steer {
 			return nil, rpcErr(codeInvalidArg, "unknown busy mode %q (interrupt, queue or steer)", val)
 		}
-		if c.g.opts.SetBusyMode == nil {
+		if c.g.opts.SetBusyMode == nil || !c.operator() {
 			return nil, rpcErr(codeInvalidArg, "the busy mode is set by the policy script here")
 		}
 		if err := c.g.opts.SetBusyMode(val); err != nil {
@@ -301,6 +301,10 @@ func cliExec(ctx context.Context, c *client, m string, raw json.RawMessage) (any
 	}](m, raw); err != nil {
 		return nil, err
 	}
+	// The CLI runs as the local owner: it would show every principal's sessions.
+	if !c.operator() {
+		return nil, rpcErr(codeArgv, "command %q is not allowed for this API key", argv[0])
+	}
 	if c.g.opts.CLI == nil || !slices.Contains(c.g.opts.CLIAllow, argv[0]) {
 		return nil, rpcErr(codeArgv, "command %q is not allowed (allowed: %s)", argv[0], strings.Join(c.g.opts.CLIAllow, ", "))
 	}
@@ -320,6 +324,9 @@ func reloadMCP(ctx context.Context, c *client, m string, raw json.RawMessage) (a
 	}](m, raw); err != nil {
 		return nil, err
 	}
+	if !c.operator() {
+		return nil, rpcErr(codeFailed, "reload.mcp is not allowed for this API key")
+	}
 	if c.g.opts.ReloadMCP == nil {
 		return map[string]any{"status": "ok", "servers": []any{}}, nil
 	}
@@ -333,6 +340,9 @@ func reloadMCP(ctx context.Context, c *client, m string, raw json.RawMessage) (a
 func reloadEnv(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
 	if _, err := decode[common](m, raw); err != nil {
 		return nil, err
+	}
+	if !c.operator() {
+		return nil, rpcErr(codeFailed, "reload.env is not allowed for this API key")
 	}
 	if c.g.opts.ReloadEnv == nil {
 		return map[string]any{"status": "ok", "updated": []string{}}, nil
@@ -426,7 +436,7 @@ func (c *client) subagent(id string) (*engine.Session, bool) {
 		return nil, false
 	}
 	s, ok := c.g.eng.Live(id)
-	if !ok || s.Record().ParentKind != "delegate" {
+	if !ok || s.Record().ParentKind != "delegate" || !c.sees(s) {
 		return nil, false
 	}
 	return s, true
@@ -477,6 +487,19 @@ func subagentSteer(_ context.Context, c *client, m string, raw json.RawMessage) 
 
 const spawnTreePrefix = "spawn_tree/"
 
+// seesID reports whether the connection's principal sees the session with stored id (live or
+// stored); an unknown session is not seen.
+func (c *client) seesID(ctx context.Context, id string) bool {
+	if c.who.Admin {
+		return true
+	}
+	if s, ok := c.g.eng.Peek(id); ok {
+		return c.sees(s)
+	}
+	rec, err := c.g.eng.Store().GetSession(ctx, id)
+	return err == nil && c.who.Sees(rec.Principal)
+}
+
 func spawnTreeSave(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
 	p, err := decode[struct {
 		common
@@ -510,7 +533,7 @@ func spawnTreeList(ctx context.Context, c *client, m string, raw json.RawMessage
 	}
 	prefix := spawnTreePrefix
 	if p.SessionID != "" {
-		if l, ok := c.g.lookup(p.SessionID); ok {
+		if l, ok := c.g.lookup(p.SessionID); ok && c.sees(l.s) {
 			prefix += l.s.ID() + "/"
 		} else {
 			prefix += p.SessionID + "/"
@@ -530,6 +553,9 @@ func spawnTreeList(ctx context.Context, c *client, m string, raw json.RawMessage
 	for _, k := range keys {
 		var snap map[string]any
 		if json.Unmarshal(kv[k], &snap) != nil {
+			continue
+		}
+		if sid, _ := snap["session_id"].(string); !c.seesID(ctx, sid) {
 			continue
 		}
 		entries = append(entries, map[string]any{"path": k, "session_id": snap["session_id"], "name": snap["name"], "saved_at": snap["saved_at"]})
@@ -552,6 +578,14 @@ func spawnTreeLoad(ctx context.Context, c *client, m string, raw json.RawMessage
 		return nil, rpcErr(codeInvalidArg, "path must come from spawn_tree.list")
 	}
 	b, err := c.g.eng.Store().GetKV(ctx, p.Path)
+	if err == nil {
+		var snap struct {
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal(b, &snap) != nil || !c.seesID(ctx, snap.SessionID) {
+			err = store.ErrNotFound
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, rpcErr(codeStoredNotFound, "no saved spawn tree at %q", p.Path)
 	}

@@ -156,7 +156,7 @@ func promptBackground(ctx context.Context, c *client, m string, raw json.RawMess
 		return nil, rpcErr(codeTextRequired, "text required")
 	}
 	rec := l.s.Record()
-	side, err := c.g.eng.Create(ctx, engine.CreateOptions{Model: rec.Model, Cwd: rec.Cwd, Source: "background", Meta: map[string]string{"parent": rec.ID}})
+	side, err := c.g.eng.Create(ctx, engine.CreateOptions{Model: rec.Model, Cwd: rec.Cwd, Source: "background", Meta: map[string]string{"parent": rec.ID}, Principal: rec.Principal})
 	if err != nil {
 		return nil, err
 	}
@@ -248,10 +248,13 @@ func clarifyLock(_ context.Context, c *client, m string, raw json.RawMessage) (a
 	return map[string]any{"status": "ok", "remaining": append([]string{}, remaining...)}, nil
 }
 
-// findRequest finds an open request among the sessions this connection is attached to, then
-// among all live sessions.
+// findRequest finds an open request among the live sessions the connection's principal sees;
+// a request of another principal's session is not found.
 func (c *client) findRequest(id string) (*live, engine.Request, bool) {
 	for _, l := range c.g.liveList() {
+		if !c.sees(l.s) {
+			continue
+		}
 		for _, r := range l.s.OpenRequests() {
 			if r.ID == id {
 				return l, r, true

@@ -239,10 +239,17 @@ func (l *live) gateRequests() (anyAttached, anyAnswers bool) {
 	return
 }
 
-// Serve runs one connection until it ends. ws marks a WebSocket client, which must opt in to
-// server→client requests with client.capabilities.
+// Serve runs one connection of the local owner until it ends. ws marks a WebSocket client,
+// which must opt in to server→client requests with client.capabilities.
 func (g *Server) Serve(ctx context.Context, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte)) error {
-	c := &client{g: g, ws: ws, atts: map[*live]*attachment{}}
+	return g.ServeAs(ctx, engine.LocalOwner, f, ws, onFrame)
+}
+
+// ServeAs is Serve for a connection acting for principal p: it sees, resumes, lists and
+// answers only p's sessions (all of them for an admin); another principal's session is
+// reported exactly like one that does not exist. Sessions it creates belong to p.
+func (g *Server) ServeAs(ctx context.Context, p engine.Principal, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte)) error {
+	c := &client{g: g, ws: ws, who: p, atts: map[*live]*attachment{}}
 	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse})
 	ready := map[string]any{"skin": map[string]any{"name": "default"}, "change_events": false, "replay_epoch": g.epoch}
 	if ws {

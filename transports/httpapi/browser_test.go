@@ -20,7 +20,7 @@ const otherKey = "other-key-0123456789abcdef"
 
 func browserTarget(t *testing.T, mut func(*httpapi.BrowserControl)) *target {
 	return newTarget(t, func(o *httpapi.Options) {
-		o.ExtraKeys = []string{otherKey}
+		o.ExtraKeys = []httpapi.NamedKey{{Key: otherKey}}
 		o.BrowserControl = httpapi.BrowserControl{Enabled: true, Capabilities: []string{"navigate", "snapshot", "click", "screenshot"}}
 		if mut != nil {
 			mut(&o.BrowserControl)

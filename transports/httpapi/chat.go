@@ -175,7 +175,7 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 		return chatTurn{}, badRequest("messages", "no_user_message", "No user message found in messages (the last message must be a non-empty user message)")
 	}
 	if id == "" {
-		id = derivedSessionID(strings.Join(system, "\n"), firstUser)
+		id = derivedSessionID(who(c).ID, strings.Join(system, "\n"), firstUser)
 	}
 	now := time.Now().UTC()
 	if len(system) > 0 {
@@ -197,7 +197,7 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 			}
 		}
 	}
-	sess, err := s.openOrSeed(ctx, id, modelName, key, rows)
+	sess, err := s.openOrSeed(ctx, who(c), id, modelName, key, rows)
 	if err != nil {
 		return chatTurn{}, err
 	}

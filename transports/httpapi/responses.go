@@ -22,6 +22,8 @@ import (
 const (
 	kvResponse     = "httpapi/response/"
 	kvConversation = "httpapi/conversation/"
+	// kvConversationOf prefixes the conversations of principals other than the local owner.
+	kvConversationOf = "httpapi/conversation@"
 )
 
 type responsesRequest struct {
@@ -47,6 +49,18 @@ type storedResponse struct {
 	Response     map[string]any `json:"response"`
 	SessionID    string         `json:"session_id"`
 	Conversation string         `json:"conversation,omitempty"`
+	// Owner is the principal that created the response (engine.Principal.ID; "" is the local
+	// owner, as for records stored before owners were recorded).
+	Owner string `json:"owner,omitempty"`
+}
+
+// conversationKey is the store key of a conversation name. Names are per principal: the
+// local owner's keep the original key space, another principal's live under its own prefix.
+func conversationKey(owner, name string) string {
+	if owner == "" {
+		return kvConversation + name
+	}
+	return kvConversationOf + owner + "/" + name
 }
 
 // parseInput returns the rows before the new prompt and the prompt (the last user message).
@@ -122,13 +136,21 @@ func conversationName(raw json.RawMessage) (string, error) {
 	return name, nil
 }
 
-func (s *Server) loadResponse(ctx context.Context, id string) (storedResponse, error) {
+// loadResponse reads stored response id if principal p sees it; another principal's is
+// store.ErrNotFound, like one that does not exist.
+func (s *Server) loadResponse(ctx context.Context, p engine.Principal, id string) (storedResponse, error) {
 	var rec storedResponse
 	b, err := s.eng.Store().GetKV(ctx, kvResponse+id)
 	if err != nil {
 		return rec, err
 	}
-	return rec, json.Unmarshal(b, &rec)
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, err
+	}
+	if !p.Sees(rec.Owner) {
+		return storedResponse{}, store.ErrNotFound
+	}
+	return rec, nil
 }
 
 func (s *Server) createResponse(c *fiber.Ctx) error {
@@ -167,7 +189,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	}
 	ctx := s.ctx
 	if conv != "" {
-		if b, err := s.eng.Store().GetKV(ctx, kvConversation+conv); err == nil {
+		if b, err := s.eng.Store().GetKV(ctx, conversationKey(who(c).ID, conv)); err == nil {
 			prev = string(b) // a new name simply starts the conversation
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -180,7 +202,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	}
 	var sess *engine.Session
 	if prev != "" {
-		rec, err := s.loadResponse(ctx, prev)
+		rec, err := s.loadResponse(ctx, who(c), prev)
 		if errors.Is(err, store.ErrNotFound) {
 			return &apiError{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
 		}
@@ -196,7 +218,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 			}
 		}
 	} else {
-		if sess, err = s.openOrSeed(ctx, "resp-"+newHex(12), modelName, key, history); err != nil {
+		if sess, err = s.openOrSeed(ctx, who(c), "resp-"+newHex(12), modelName, key, history); err != nil {
 			return err
 		}
 	}
@@ -211,7 +233,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	rb := &respBuilder{
 		id: "resp_" + newHex(14), msgID: "msg_" + newHex(12), model: req.Model, created: now.Unix(),
 		prev: prev, store: req.Store == nil || bool(*req.Store), instructions: req.Instructions,
-		conv: conv, sessionID: sess.ID(),
+		conv: conv, sessionID: sess.ID(), owner: who(c).ID,
 	}
 	if !bool(req.Stream) {
 		s.reqs.Add(1)
@@ -242,12 +264,12 @@ func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
 		return
 	}
 	ctx := context.WithoutCancel(s.ctx)
-	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv})
+	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner})
 	if err == nil {
 		err = s.eng.Store().PutKV(ctx, kvResponse+rb.id, b)
 	}
 	if err == nil && rb.conv != "" {
-		err = s.eng.Store().PutKV(ctx, kvConversation+rb.conv, []byte(rb.id))
+		err = s.eng.Store().PutKV(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
 	}
 	if err != nil {
 		s.log.Error("storing response failed", "id", rb.id, "err", err)
@@ -255,7 +277,7 @@ func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
 }
 
 func (s *Server) getResponse(c *fiber.Ctx) error {
-	rec, err := s.loadResponse(s.ctx, c.Params("id"))
+	rec, err := s.loadResponse(s.ctx, who(c), c.Params("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		return responseNotFound(c.Params("id"))
 	}
@@ -267,7 +289,7 @@ func (s *Server) getResponse(c *fiber.Ctx) error {
 
 func (s *Server) deleteResponse(c *fiber.Ctx) error {
 	id := c.Params("id")
-	rec, err := s.loadResponse(s.ctx, id)
+	rec, err := s.loadResponse(s.ctx, who(c), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return responseNotFound(id)
 	}
@@ -276,8 +298,8 @@ func (s *Server) deleteResponse(c *fiber.Ctx) error {
 	}
 	st := s.eng.Store()
 	if rec.Conversation != "" {
-		if b, err := st.GetKV(s.ctx, kvConversation+rec.Conversation); err == nil && string(b) == id {
-			if err := st.DeleteKV(s.ctx, kvConversation+rec.Conversation); err != nil {
+		if b, err := st.GetKV(s.ctx, conversationKey(rec.Owner, rec.Conversation)); err == nil && string(b) == id {
+			if err := st.DeleteKV(s.ctx, conversationKey(rec.Owner, rec.Conversation)); err != nil {
 				return err
 			}
 		}
@@ -295,6 +317,7 @@ func responseNotFound(id string) error {
 // respBuilder assembles Response objects of one call.
 type respBuilder struct {
 	id, msgID, model, prev, conv, sessionID string
+	owner                                   string // principal of the request (storedResponse.Owner)
 	created                                 int64
 	store                                   bool
 	instructions                            *string

@@ -267,14 +267,14 @@ func runNotFound(id string) error {
 }
 
 // getRunFor returns the caller's run: from memory, or a settled run from its durable record (after
-// a restart, or once its event log was dropped). A run of another owner is not found.
+// a restart, or once its event log was dropped). A run of another owner is not found (the admin
+// key sees every run).
 func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
-	owner := principal(c)
 	s.runs.mu.Lock()
 	r, ok := s.runs.m[id]
 	s.runs.mu.Unlock()
 	if ok {
-		if r.owner != owner {
+		if !seesRun(c, r.owner) {
 			return nil, runNotFound(id)
 		}
 		return r, nil
@@ -283,7 +283,7 @@ func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 		return nil, runNotFound(id)
 	}
 	rec, err := s.runs.ledger.get(c.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (rec.Owner != owner || !rec.settled())) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (!seesRun(c, rec.Owner) || !rec.settled())) {
 		// An unsettled run is always in memory; one that is not belongs to nobody here.
 		return nil, runNotFound(id)
 	}
@@ -413,7 +413,7 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	if sid == "" {
 		sid = id
 	}
-	sess, err := s.openOrSeed(s.ctx, sid, modelName, key, history)
+	sess, err := s.openOrSeed(s.ctx, who(c), sid, modelName, key, history)
 	if err != nil {
 		return err
 	}

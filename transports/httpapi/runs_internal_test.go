@@ -35,7 +35,7 @@ func newInternal(t testing.TB, st store.Store) *Server {
 		t.Fatal(err)
 	}
 	gw := gateway.New(eng, gateway.Options{})
-	s, err := New(eng, gw, Options{APIKey: internalKey, ExtraKeys: []string{otherKey2}})
+	s, err := New(eng, gw, Options{APIKey: internalKey, ExtraKeys: []NamedKey{{Key: otherKey2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

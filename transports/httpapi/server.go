@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -40,9 +41,14 @@ type Options struct {
 	// together); beyond it a new request gets 429 with Retry-After. 0 means 10; negative
 	// means no cap.
 	MaxConcurrent int
-	// ExtraKeys are further API keys. Every key is its own principal (see Principal):
-	// browser-control controllers are bound to the principal of the key that registered them.
-	ExtraKeys []string
+	// ExtraKeys are further API keys. Every key is its own principal: it sees, with 404 for
+	// everything else, only the sessions, runs, stored responses, requests and browser
+	// controller it created. APIKey is the local owner's key: it also sees the sessions of the
+	// CLI, ACP and the stdio gateway, and sessions stored without an owner.
+	ExtraKeys []NamedKey
+	// AdminKey, when set, is a key that sees and acts on every principal's sessions, runs and
+	// responses. The sessions it creates are its own.
+	AdminKey string
 	// BrowserControl configures browser control (off by default).
 	BrowserControl BrowserControl
 	// Providers describes the configured model providers for /api/model/options; nil derives
@@ -65,6 +71,7 @@ type Server struct {
 	eng   *engine.Engine
 	gw    *gateway.Server
 	opts  Options
+	keys  []keyEntry
 	log   *slog.Logger
 	start time.Time
 	// ctx ends at Shutdown: it interrupts the turns of open HTTP requests, whose handlers
@@ -89,10 +96,74 @@ type Server struct {
 // ErrNoKey is returned by New without an API key.
 var ErrNoKey = errors.New("httpapi: an API key is required")
 
+// MinKeyLength is the shortest API key New accepts.
+const MinKeyLength = 16
+
+// NamedKey is an API key with the name messages and logs call it by (the key itself is never
+// shown). An empty Name is given the key's position: extra_api_keys[0], [1], ...
+type NamedKey struct {
+	Name string
+	Key  string
+}
+
+// keyEntry is a configured key and the principal it authenticates.
+type keyEntry struct {
+	secret []byte
+	digest string           // Principal(key): runs and browser controllers are bound to it
+	who    engine.Principal // sessions and stored responses are owned by who.ID
+}
+
+// loadKeys checks the configured keys (every one at least MinKeyLength characters, no key
+// given twice, names unique) and returns them; an error names the key, never shows it.
+func loadKeys(o Options) ([]keyEntry, error) {
+	if len(o.APIKey) == 0 {
+		return nil, ErrNoKey
+	}
+	named := []NamedKey{{Name: "api_key", Key: o.APIKey}}
+	for i, k := range o.ExtraKeys {
+		if k.Name == "" {
+			k.Name = fmt.Sprintf("extra_api_keys[%d]", i)
+		}
+		named = append(named, k)
+	}
+	if o.AdminKey != "" {
+		named = append(named, NamedKey{Name: "admin_api_key", Key: o.AdminKey})
+	}
+	var out []keyEntry
+	names := map[string]bool{}
+	for i, k := range named {
+		if len(k.Key) < MinKeyLength {
+			return nil, fmt.Errorf("httpapi: API key %q is shorter than %d characters; every key must have at least %d", k.Name, MinKeyLength, MinKeyLength)
+		}
+		if i > 0 && (len(k.Name) > 64 || hasControl(k.Name)) {
+			return nil, fmt.Errorf("httpapi: the name of extra_api_keys[%d] must be one line of at most 64 characters", i-1)
+		}
+		if names[k.Name] {
+			return nil, fmt.Errorf("httpapi: two API keys are named %q", k.Name)
+		}
+		names[k.Name] = true
+		for _, e := range out {
+			if subtle.ConstantTimeCompare(e.secret, []byte(k.Key)) == 1 {
+				return nil, fmt.Errorf("httpapi: API keys %q and %q are the same key", e.who.Name, k.Name)
+			}
+		}
+		e := keyEntry{secret: []byte(k.Key), digest: Principal(k.Key), who: engine.Principal{ID: Principal(k.Key), Name: k.Name}}
+		switch {
+		case i == 0:
+			e.who.ID = engine.LocalOwner.ID
+		case o.AdminKey != "" && i == len(named)-1:
+			e.who.Admin = true
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // New builds the app.
 func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) {
-	if len(opts.APIKey) == 0 {
-		return nil, ErrNoKey
+	keys, err := loadKeys(opts)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -106,7 +177,7 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	if opts.SessionIdleRelease == 0 {
 		opts.SessionIdleRelease = DefaultSessionIdleRelease
 	}
-	s := &Server{eng: eng, gw: gw, opts: opts, log: opts.Logger, start: time.Now(), conns: map[*websocket.Conn]struct{}{}, cors: map[string]bool{}}
+	s := &Server{eng: eng, gw: gw, opts: opts, keys: keys, log: opts.Logger, start: time.Now(), conns: map[*websocket.Conn]struct{}{}, cors: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.opts.MaxConcurrent == 0 {
 		s.opts.MaxConcurrent = 10
@@ -174,21 +245,21 @@ func (s *Server) keyOK(got string) bool {
 }
 
 // principalOf finds the key got among the configured keys, comparing every key in constant
-// time, and returns its principal.
-func (s *Server) principalOf(got string) (string, bool) {
+// time, and returns its entry.
+func (s *Server) principalOf(got string) (keyEntry, bool) {
 	if len(got) == 0 {
-		return "", false
+		return keyEntry{}, false
 	}
-	match := ""
-	for _, k := range append([]string{s.opts.APIKey}, s.opts.ExtraKeys...) {
-		if len(k) > 0 && subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
-			match = k
+	match := -1
+	for i, k := range s.keys {
+		if subtle.ConstantTimeCompare([]byte(got), k.secret) == 1 {
+			match = i
 		}
 	}
-	if match == "" {
-		return "", false
+	if match < 0 {
+		return keyEntry{}, false
 	}
-	return Principal(match), true
+	return s.keys[match], true
 }
 
 // Principal is the identity of an API key: a digest, so the key itself never becomes a map
@@ -198,13 +269,31 @@ func Principal(key string) string {
 	return "key_" + hex.EncodeToString(h[:8])
 }
 
-// principal is the principal of the request (set by auth).
+// principal is the key digest of the request's principal (set by auth): runs and browser
+// controllers are bound to it.
 func principal(c *fiber.Ctx) string {
 	p, _ := c.Locals(localPrincipal).(string)
 	return p
 }
 
-const localPrincipal = "hermes.principal"
+// who is the principal of the request (set by auth): sessions and stored responses are
+// checked against it.
+func who(c *fiber.Ctx) engine.Principal {
+	p, _ := c.Locals(localWho).(engine.Principal)
+	return p
+}
+
+// sees reports whether the request's principal may see and act on what owner owns.
+func sees(c *fiber.Ctx, owner string) bool { return who(c).Sees(owner) }
+
+// seesRun reports whether the request's principal may see a run admitted by the principal
+// with key digest owner.
+func seesRun(c *fiber.Ctx, owner string) bool { return who(c).Admin || owner == principal(c) }
+
+const (
+	localPrincipal = "hermes.principal"
+	localWho       = "hermes.who"
+)
 
 func bearer(h string) string {
 	if v, ok := strings.CutPrefix(h, "Bearer "); ok {
@@ -218,6 +307,7 @@ func (s *Server) auth(c *fiber.Ctx) error {
 	if !ok {
 		return writeError(c, &apiError{Status: fiber.StatusUnauthorized, Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"})
 	}
-	c.Locals(localPrincipal, p)
+	c.Locals(localPrincipal, p.digest)
+	c.Locals(localWho, p.who)
 	return c.Next()
 }

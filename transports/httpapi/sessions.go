@@ -85,17 +85,18 @@ func pathID(c *fiber.Ctx) (string, error) {
 	return id, nil
 }
 
-// record returns the stored, not deleted, session id.
-func (s *Server) record(ctx context.Context, id string) (store.Session, error) {
+// record returns the stored, not deleted, session id if principal p sees it; a session of
+// another principal is not found, exactly like one that does not exist.
+func (s *Server) record(ctx context.Context, p engine.Principal, id string) (store.Session, error) {
 	rec, err := s.eng.Store().GetSession(ctx, id)
 	if err != nil {
 		// A session made live but not yet stored (a lazy one) exists for its owner.
-		if sess, ok := s.eng.Peek(id); ok && errors.Is(err, store.ErrNotFound) {
+		if sess, ok := s.eng.Peek(id); ok && errors.Is(err, store.ErrNotFound) && p.Sees(sess.Record().Principal) {
 			return sess.Record(), nil
 		}
 		return store.Session{}, storeErr(err, id)
 	}
-	if rec.Meta[metaDeleted] != "" {
+	if rec.Meta[metaDeleted] != "" || !p.Sees(rec.Principal) {
 		return store.Session{}, sessionNotFound(id)
 	}
 	return rec, nil
@@ -186,7 +187,7 @@ func (s *Server) listSessions(c *fiber.Ctx) error {
 	}
 	var kept []store.Session
 	for _, rec := range all {
-		if rec.Meta[metaDeleted] != "" {
+		if rec.Meta[metaDeleted] != "" || !sees(c, rec.Principal) {
 			continue
 		}
 		if !children && (rec.ParentKind == "delegate" || rec.ParentKind == "compression") {
@@ -313,7 +314,7 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	sess, err := s.eng.Create(s.ctx, engine.CreateOptions{ID: id, Title: strings.TrimSpace(title), Model: modelName, Source: Surface})
+	sess, err := s.eng.Create(s.ctx, engine.CreateOptions{ID: id, Title: strings.TrimSpace(title), Model: modelName, Source: Surface, Principal: who(c).ID})
 	switch {
 	case errors.Is(err, store.ErrExists):
 		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
@@ -325,7 +326,7 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 			return storeErr(err, sess.ID())
 		}
 	}
-	rec, err := s.record(s.ctx, sess.ID())
+	rec, err := s.record(s.ctx, who(c), sess.ID())
 	if err != nil {
 		return err
 	}
@@ -338,7 +339,7 @@ func (s *Server) getSession(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rec, err := s.record(s.ctx, id)
+	rec, err := s.record(s.ctx, who(c), id)
 	if err != nil {
 		return err
 	}
@@ -382,7 +383,7 @@ func (s *Server) patchSession(c *fiber.Ctx) error {
 	if end && (strings.TrimSpace(reason) == "" || len(reason) > 200 || hasControl(reason)) {
 		return badRequest("end_reason", "invalid_value", "end_reason must be a non-empty single line of at most 200 characters")
 	}
-	if _, err := s.record(s.ctx, id); err != nil {
+	if _, err := s.record(s.ctx, who(c), id); err != nil {
 		return err
 	}
 	sess, err := s.eng.Open(s.ctx, id)
@@ -404,7 +405,7 @@ func (s *Server) patchSession(c *fiber.Ctx) error {
 			return storeErr(err, id)
 		}
 	}
-	rec, err := s.record(s.ctx, id)
+	rec, err := s.record(s.ctx, who(c), id)
 	if err != nil {
 		return err
 	}
@@ -417,7 +418,7 @@ func (s *Server) deleteSession(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rec, err := s.record(s.ctx, id)
+	rec, err := s.record(s.ctx, who(c), id)
 	if err != nil {
 		return err
 	}
@@ -481,7 +482,7 @@ func (s *Server) sessionMessages(c *fiber.Ctx) error {
 		return err
 	}
 	limit = min(max(limit, 1), messagesMax)
-	if _, err := s.record(s.ctx, id); err != nil {
+	if _, err := s.record(s.ctx, who(c), id); err != nil {
 		return err
 	}
 	rows, err := s.eng.Store().Rows(s.ctx, id, store.RowQuery{AfterID: uint64(after), Limit: limit + 1})
@@ -541,7 +542,7 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 			return badRequest("upto_row_id", "invalid_type", "'upto_row_id' must be a row id (a non-negative integer)")
 		}
 	}
-	parent, err := s.record(s.ctx, id)
+	parent, err := s.record(s.ctx, who(c), id)
 	if err != nil {
 		return err
 	}
@@ -557,7 +558,7 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 			return s.forkErr(err, id, newID)
 		}
 	}
-	rec, err := s.record(s.ctx, childID)
+	rec, err := s.record(s.ctx, who(c), childID)
 	if err != nil {
 		return err
 	}
@@ -582,7 +583,7 @@ func (s *Server) forkAs(parent store.Session, id, title string, upto uint64) (st
 	now := time.Now().UTC()
 	_, err := s.eng.Store().CreateSession(s.ctx, store.Session{
 		ID: id, Title: title, Source: Surface, Model: parent.Model, Cwd: parent.Cwd,
-		ParentID: parent.ID, ParentKind: "branch", CreatedAt: now, UpdatedAt: now,
+		ParentID: parent.ID, ParentKind: "branch", CreatedAt: now, UpdatedAt: now, Principal: parent.Principal,
 	})
 	if err != nil {
 		return "", err

@@ -130,7 +130,7 @@ func (s *Server) sessionTurn(c *fiber.Ctx) (*turnRun, sessionChatInput, error) {
 	if err != nil {
 		return nil, in, err
 	}
-	if _, err := s.record(s.ctx, id); err != nil {
+	if _, err := s.record(s.ctx, who(c), id); err != nil {
 		return nil, in, err
 	}
 	sess, err := s.eng.Open(s.ctx, id)

@@ -251,17 +251,27 @@ func hasControl(s string) bool {
 }
 
 // derivedSessionID maps a stateless conversation (every request resends the history) to one
-// session: the same system prompt and first user message give the same id.
-func derivedSessionID(system, firstUser string) string {
-	h := sha256.Sum256([]byte(system + "\n" + firstUser))
+// session: the same system prompt and first user message give the same id. Principals other
+// than the local owner (owner "") get ids of their own, so two principals sending the same
+// conversation never meet in one session.
+func derivedSessionID(owner, system, firstUser string) string {
+	in := system + "\n" + firstUser
+	if owner != "" {
+		in = owner + "\x00" + in
+	}
+	h := sha256.Sum256([]byte(in))
 	return "api-" + hex.EncodeToString(h[:8])
 }
 
-// openOrSeed opens session id, or creates it and writes history (the conversation before the
-// new prompt) into it, so the model sees what the client showed its user.
-func (s *Server) openOrSeed(ctx context.Context, id, modelName, key string, history []store.Row) (*engine.Session, error) {
+// openOrSeed opens session id, or creates it for principal p and writes history (the
+// conversation before the new prompt) into it, so the model sees what the client showed its
+// user. A session of another principal is not found.
+func (s *Server) openOrSeed(ctx context.Context, p engine.Principal, id, modelName, key string, history []store.Row) (*engine.Session, error) {
 	for attempt := 0; ; attempt++ {
 		sess, err := s.eng.Open(ctx, id)
+		if err == nil && !p.Sees(sess.Record().Principal) {
+			return nil, sessionNotFound(id)
+		}
 		if err == nil || !errors.Is(err, engine.ErrSessionNotFound) {
 			return sess, err
 		}
@@ -269,7 +279,7 @@ func (s *Server) openOrSeed(ctx context.Context, id, modelName, key string, hist
 		if key != "" {
 			meta = map[string]string{"session_key": key}
 		}
-		sess, err = s.eng.Create(ctx, engine.CreateOptions{ID: id, Model: modelName, Source: Surface, Meta: meta})
+		sess, err = s.eng.Create(ctx, engine.CreateOptions{ID: id, Model: modelName, Source: Surface, Meta: meta, Principal: p.ID})
 		if errors.Is(err, store.ErrExists) && attempt == 0 {
 			continue // created concurrently by an identical request
 		}

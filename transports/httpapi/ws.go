@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -27,7 +28,9 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	if tok == "" {
 		tok = bearer(c.Get(fiber.HeaderAuthorization))
 	}
-	c.Locals("authorized", s.keyOK(tok))
+	p, ok := s.principalOf(tok)
+	c.Locals("authorized", ok)
+	c.Locals(localWho, p.who)
 	return c.Next()
 }
 
@@ -49,7 +52,9 @@ func (s *Server) serveWS(c *websocket.Conn) {
 	}()
 	c.SetReadLimit(int64(s.opts.MaxFrame))
 	f := &wsFramer{c: c}
-	if err := s.gw.Serve(context.Background(), f, true, nil); err != nil && !errors.Is(err, jsonrpc.ErrClosed) {
+	// The connection acts for the key's principal: it sees only that principal's sessions.
+	p, _ := c.Locals(localWho).(engine.Principal)
+	if err := s.gw.ServeAs(context.Background(), p, f, true, nil); err != nil && !errors.Is(err, jsonrpc.ErrClosed) {
 		s.log.Debug("websocket ended", "err", err)
 	}
 }
