@@ -48,6 +48,8 @@ var (
 	ErrTimeout = guard.ErrTimeout
 	// ErrMemoryLimit: the heap grew past the budget while the hook ran; it was interrupted.
 	ErrMemoryLimit = guard.ErrMemoryLimit
+	// ErrStackLimit: the hook recursed past the call depth limit.
+	ErrStackLimit = guard.ErrStackLimit
 	// ErrBadDecision: the hook returned something that is not a decision of its kind.
 	ErrBadDecision = errors.New("invalid decision")
 	// ErrHookPanic: host code panicked under the hook; the VM was replaced.
@@ -251,6 +253,8 @@ type jsHooks struct {
 
 func (h jsHooks) Interrupt(reason error) { h.vm.Interrupt(reason) }
 func (h jsHooks) Close()                 {}
+func (h jsHooks) SetMeter(m guard.Meter) { h.vm.SetMeter(m) }
+func (h jsHooks) Tripped() error         { return h.vm.Tripped() }
 
 func loadJS(vm *js.VM, prg *js.Program, timeout time.Duration) (hookVM, error) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout*4, fmt.Errorf("%w while loading %s", ErrTimeout, prg.Name()))
@@ -270,6 +274,8 @@ type luaHooks struct {
 
 func (h luaHooks) Interrupt(reason error) { h.vm.Interrupt(reason) }
 func (h luaHooks) Close()                 { h.vm.Close() }
+func (h luaHooks) SetMeter(m guard.Meter) { h.vm.SetMeter(m) }
+func (h luaHooks) Tripped() error         { return h.vm.Tripped() }
 
 func loadLua(vm *lua.VM, prg *lua.Program, timeout time.Duration) (hookVM, error) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout*4, fmt.Errorf("%w while loading %s", ErrTimeout, prg.Name()))

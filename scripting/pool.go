@@ -18,6 +18,11 @@ type hookVM interface {
 	Export(name string) (any, error)
 	Interrupt(reason error)
 	Close()
+	// SetMeter gives the VM's counted natives the memory budget of its worker's runs.
+	SetMeter(m guard.Meter)
+	// Tripped is the limit the last call hit inside the VM (call depth, a counted native),
+	// or nil; the call's result is then void.
+	Tripped() error
 }
 
 type result struct {
@@ -81,6 +86,9 @@ func (p *pool) worker(vm hookVM) {
 	if vm == nil { // warm up before the first call needs it
 		vm, _ = p.newVM()
 	}
+	if vm != nil {
+		vm.SetMeter(slot)
+	}
 	for {
 		select {
 		case <-p.quit:
@@ -96,12 +104,19 @@ func (p *pool) worker(vm hookVM) {
 					j.reply <- result{err: err}
 					continue
 				}
+				vm.SetMeter(slot)
 			}
 			slot.Begin(vm, j.ctx, j.deadline)
 			r, panicked := call(vm, j)
-			if reason := slot.End(); reason != nil || panicked {
+			reason := slot.End()
+			if reason == nil {
+				reason = vm.Tripped()
+			}
+			if reason != nil || panicked {
+				// A limit hit voids whatever the script returned after it (it may have caught
+				// the abort); the call fails closed.
 				if reason != nil {
-					r.err = reasonError(reason, r.err)
+					r.out, r.err = nil, reasonError(reason, r.err)
 				}
 				vm.Close() // its state may be half-updated; the next call gets a fresh VM
 				vm = nil
@@ -149,6 +164,10 @@ func (p *pool) do(ctx context.Context, hook string, in any) (any, int, error) {
 		replies.Put(reply)
 		return nil, 0, ErrClosed
 	}
+	// A VM interrupted at its deadline stops within a native call's next look at the
+	// interrupt; the caller does not wait for that beyond a grace period.
+	late := time.NewTimer(time.Until(deadline) + p.timeout/2 + 100*time.Millisecond)
+	defer late.Stop()
 	select {
 	case r := <-reply:
 		replies.Put(reply)
@@ -157,5 +176,8 @@ func (p *pool) do(ctx context.Context, hook string, in any) (any, int, error) {
 		// The watchdog interrupts the VM at its next look; the reply channel is left to the
 		// worker (buffered), never reused.
 		return nil, 0, context.Cause(ctx)
+	case <-late.C:
+		// The worker discards the VM when it comes back.
+		return nil, 0, fmt.Errorf("%w (the hook did not stop at once; its VM is discarded)", ErrTimeout)
 	}
 }

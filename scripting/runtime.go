@@ -44,6 +44,8 @@ type scriptVM interface {
 	Reset()
 	Globals() []string
 	Members(expr string) []string
+	SetMeter(m guard.Meter)
+	Tripped() error
 }
 
 // Runtime runs whole scripts and REPL input in one VM. It belongs to the goroutine that
@@ -97,6 +99,7 @@ func NewRuntime(lang, source string, o RuntimeOptions) (*Runtime, error) {
 	if o.Timeout > 0 || o.MemoryLimit > 0 {
 		r.g = guard.New(10*time.Millisecond, o.MemoryLimit)
 		r.slot = r.g.NewSlot()
+		r.vm.SetMeter(r.slot)
 	}
 	return r, nil
 }
@@ -119,7 +122,11 @@ func (r *Runtime) Interrupt(reason error) { r.vm.Interrupt(reason) }
 func (r *Runtime) guarded(ctx context.Context, f func(ctx context.Context) error) error {
 	r.vm.Reset()
 	if r.slot == nil {
-		return f(ctx)
+		err := f(ctx)
+		if t := r.vm.Tripped(); t != nil && (err == nil || !errors.Is(err, t)) {
+			err = reasonError(t, err)
+		}
+		return err
 	}
 	var deadline time.Time
 	if r.o.Timeout > 0 {
@@ -127,8 +134,12 @@ func (r *Runtime) guarded(ctx context.Context, f func(ctx context.Context) error
 	}
 	r.slot.Begin(r.vm, ctx, deadline)
 	err := f(ctx)
-	if reason := r.slot.End(); reason != nil && err != nil && !errors.Is(err, reason) {
-		err = fmt.Errorf("%w: %w", reason, err)
+	reason := r.slot.End()
+	if reason == nil {
+		reason = r.vm.Tripped()
+	}
+	if reason != nil && (err == nil || !errors.Is(err, reason)) {
+		err = reasonError(reason, err)
 	}
 	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
 
+	"github.com/hermes-go/hermes/scripting/internal/guard"
 	"github.com/hermes-go/hermes/stdlib"
 )
 
@@ -33,8 +34,9 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// MaxCallStack bounds recursion depth (default 1000).
 	MaxCallStack int
-	// MaxString caps strings built in one native call (repeat, padStart, padEnd, join) and
-	// arrays filled or made in one (fill, Array.from), in characters or elements; default 16 Mi.
+	// MaxString caps what one native call may build (repeat, replace, join, JSON.stringify,
+	// String.raw, typed arrays, ...), in bytes, a character counting 2 and an array element
+	// 16; default 64 MiB. Going over aborts the run like the memory limit.
 	MaxString int
 }
 
@@ -52,27 +54,11 @@ type VM struct {
 	cancel context.CancelCauseFunc
 	// lineKey is the global the policy instrumentation writes return lines to.
 	global *goja.Object
-}
 
-// prelude caps the native builtins that build a whole string or array in one step, which an
-// interrupt cannot stop. It runs once per VM.
-var prelude = goja.MustCompile("prelude.js", `(function (max) {
-  "use strict";
-  const def = (o, name, f) => Object.defineProperty(o, name, { value: f, writable: true, configurable: true });
-  const tooBig = (what) => { throw new RangeError(what + " larger than the script limit (" + max + ")"); };
-  const S = String.prototype, A = Array.prototype;
-  const origRepeat = S.repeat, origPadStart = S.padStart, origPadEnd = S.padEnd;
-  const origJoin = A.join, origFill = A.fill, origFrom = Array.from;
-  def(S, "repeat", function repeat(n) { if (String(this).length * Number(n) > max) tooBig("string"); return origRepeat.call(this, n); });
-  def(S, "padStart", function padStart(n, s) { if (Number(n) > max) tooBig("string"); return origPadStart.call(this, n, s); });
-  def(S, "padEnd", function padEnd(n, s) { if (Number(n) > max) tooBig("string"); return origPadEnd.call(this, n, s); });
-  def(A, "join", function join(sep) { if (this.length > max) tooBig("array"); return origJoin.call(this, sep); });
-  def(A, "fill", function fill(v, a, b) { if (this.length > max) tooBig("array"); return origFill.call(this, v, a, b); });
-  def(Array, "from", function from(src, f, t) {
-    if (src != null && src.length > max) tooBig("array");
-    return f === undefined ? origFrom.call(this, src) : origFrom.call(this, src, f, t);
-  });
-})`, true)
+	meter   guard.Meter           // the run's memory budget; nil: only MaxString
+	tripped error                 // the limit the run hit (under mu)
+	joining map[*goja.Object]bool // arrays being joined, for cycles
+}
 
 // New builds a VM.
 func New(o Options) (*VM, error) {
@@ -80,7 +66,7 @@ func New(o Options) (*VM, error) {
 		o.MaxCallStack = 1000
 	}
 	if o.MaxString <= 0 {
-		o.MaxString = 16 << 20
+		o.MaxString = 64 << 20
 	}
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
@@ -95,13 +81,8 @@ func New(o Options) (*VM, error) {
 	for _, m := range o.Modules {
 		v.mods[m.Name] = m
 	}
-	f, err := rt.RunProgram(prelude)
-	if err != nil {
-		return nil, fmt.Errorf("js prelude: %w", err)
-	}
-	setCap, _ := goja.AssertFunction(f)
-	if _, err := setCap(goja.Undefined(), rt.ToValue(o.MaxString)); err != nil {
-		return nil, fmt.Errorf("js prelude: %w", err)
+	if err := v.installLimits(); err != nil {
+		return nil, fmt.Errorf("js: counted natives: %w", err)
 	}
 	must := func(err error) {
 		if err != nil {
@@ -144,6 +125,7 @@ func (v *VM) Reset() {
 	v.rt.ClearInterrupt()
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.tripped = nil
 	if v.ctx.Err() != nil {
 		v.ctx, v.cancel = context.WithCancelCause(context.Background())
 	}
@@ -509,7 +491,9 @@ func (v *VM) scriptError(err error) error {
 	}
 	var so *goja.StackOverflowError
 	if errors.As(err, &so) {
-		return fromStack(so.Stack(), "RangeError: maximum call stack size exceeded")
+		se := fromStack(so.Stack(), "RangeError: maximum call stack size exceeded")
+		se.Cause = guard.ErrStackLimit
+		return se
 	}
 	return err
 }
@@ -525,7 +509,7 @@ func fromStack(stack []goja.StackFrame, msg string) *stdlib.ScriptError {
 			continue
 		}
 		p := f.Position()
-		if se.File == "" && p.Filename != "prelude.js" {
+		if se.File == "" && p.Filename != "buffers.js" {
 			se.File, se.Line = p.Filename, p.Line
 		}
 		name := f.FuncName()

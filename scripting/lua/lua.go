@@ -24,6 +24,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
 
+	"github.com/hermes-go/hermes/scripting/internal/guard"
 	"github.com/hermes-go/hermes/stdlib"
 )
 
@@ -59,6 +60,9 @@ type VM struct {
 	// hostErr is the last error a host function raised, so it can be recovered (errors.As)
 	// when it escapes the script.
 	hostErr error
+
+	meter   guard.Meter // the run's memory budget; nil: only MaxString
+	tripped error       // the limit the run hit (under mu)
 }
 
 // removed are the base functions that reach files or internals.

@@ -3,6 +3,10 @@
 // memory limit of their own, and a native call cannot be preempted, so one watchdog goroutine
 // samples the clock and the heap while any guarded code runs and interrupts the VM at fault.
 //
+// Sampling cannot see one native call that builds a huge string, nor stop it once it runs, so
+// the natives that build strings and buffers charge what they are about to allocate first
+// (Slot.Reserve): a charge that does not fit the budget trips the run before the allocation.
+//
 // Memory is attributed by growth: each run remembers the heap size when the watchdog first
 // saw it, and is interrupted when the heap has grown by more than the budget since, confirmed
 // by a garbage collection so short-lived garbage does not count. A heap that grows because of
@@ -25,10 +29,18 @@ import (
 var (
 	ErrTimeout     = errors.New("script deadline exceeded")
 	ErrMemoryLimit = errors.New("script memory limit exceeded")
+	ErrStackLimit  = errors.New("script call stack limit exceeded")
 )
 
 // Interrupter stops a VM from another goroutine.
 type Interrupter interface{ Interrupt(reason error) }
+
+// Meter is what counted natives charge before they allocate: Reserve returns an error
+// wrapping ErrMemoryLimit, after interrupting the run, when n more bytes do not fit.
+type Meter interface{ Reserve(n int64) error }
+
+// reserveQuantum is how many bytes of small charges add up before Reserve reads the heap.
+const reserveQuantum = 1 << 20
 
 // Guard is the watchdog. Interval is how often it looks while code runs.
 type Guard struct {
@@ -77,6 +89,7 @@ type Slot struct {
 	deadline time.Time
 	heapBase uint64
 	reason   error
+	pending  int64 // bytes charged since Reserve last read the heap
 }
 
 // NewSlot registers a slot with the watchdog.
@@ -102,8 +115,12 @@ func (g *Guard) Remove(s *Slot) {
 
 // Begin marks vm as running code for ctx until deadline (zero: no deadline).
 func (s *Slot) Begin(vm Interrupter, ctx context.Context, deadline time.Time) {
+	var base uint64
+	if s.g.limit > 0 {
+		base = heap() // from the first instruction: one statement can already build a lot
+	}
 	s.mu.Lock()
-	s.running, s.vm, s.ctx, s.deadline, s.heapBase, s.reason = true, vm, ctx, deadline, 0, nil
+	s.running, s.vm, s.ctx, s.deadline, s.heapBase, s.reason, s.pending = true, vm, ctx, deadline, base, nil, 0
 	s.gen++
 	s.mu.Unlock()
 	if s.g.active.Add(1) == 1 {
@@ -123,6 +140,73 @@ func (s *Slot) End() error {
 	s.mu.Unlock()
 	s.g.active.Add(-1)
 	return r
+}
+
+// Reserve charges n bytes a native is about to allocate for the run in progress. When the
+// heap growth of the run plus n exceeds the budget (confirmed by a garbage collection, as the
+// watchdog does), the run is interrupted with ErrMemoryLimit and the error is returned: the
+// caller must not allocate. Outside a run, or without a budget, it always succeeds.
+func (s *Slot) Reserve(n int64) error {
+	if s.g.limit == 0 || n <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return nil
+	}
+	if s.reason != nil {
+		return s.reason
+	}
+	if uint64(n) > s.g.limit {
+		return s.tripLocked(n, 0)
+	}
+	s.pending += n
+	if s.pending < reserveQuantum {
+		return nil
+	}
+	s.pending = 0
+	h := heap()
+	if s.heapBase == 0 {
+		s.heapBase = h
+	}
+	if grown(h, s.heapBase)+uint64(n) <= s.g.limit {
+		return nil
+	}
+	// Only growth that survives a collection counts. The run waits here (only the watchdog
+	// could want the lock meanwhile, and the run is the one charging), which is what a run at
+	// its budget should do.
+	s.mu.Unlock()
+	runtime.GC()
+	h = heap()
+	s.mu.Lock()
+	if !s.running || s.reason != nil {
+		return s.reason
+	}
+	if g := grown(h, s.heapBase); g+uint64(n) > s.g.limit {
+		return s.tripLocked(n, g)
+	}
+	return nil
+}
+
+func grown(h, base uint64) uint64 {
+	if h > base {
+		return h - base
+	}
+	return 0
+}
+
+func (s *Slot) tripLocked(n int64, g uint64) error {
+	s.interruptLocked(fmt.Errorf("%w (a native call would allocate %d MiB with the heap grown by %d MiB, budget %d MiB)", ErrMemoryLimit, n>>20, g>>20, s.g.limit>>20))
+	return s.reason
+}
+
+// Trip ends the run in progress with reason (a limit the VM detected itself, such as its
+// call depth), so End reports it even if the script carries on.
+func (s *Slot) Trip(reason error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interruptLocked(reason)
 }
 
 // interruptLocked stops the run in progress once; s.mu must be held.

@@ -1,0 +1,215 @@
+package scripting
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/policy"
+)
+
+// A bomb is a policy whose approval hook tries to escape its limits. Each one runs in a child
+// process (this test binary, re-executed), so the test can read the peak RSS and the CPU time
+// of the whole process from its rusage, and so a bomb that does escape kills only the child.
+type bomb struct {
+	name string
+	lang string
+	src  string
+	// limit is the hook limit the bomb must hit: ErrMemoryLimit or ErrTimeout.
+	limit error
+}
+
+// The sizes in the bombs are far beyond the caps the child runs with (64 MiB, 300 ms).
+const (
+	bombMemLimit = 64 << 20
+	bombTimeout  = 300 * time.Millisecond
+	// bombAddrSpace bounds the child's address space, so an escaping bomb dies there (the test
+	// then fails) instead of taking the machine's memory.
+	bombAddrSpace = 6 << 30
+)
+
+func jsBomb(name, body string, limit error) bomb {
+	return bomb{name: "js/" + name, lang: "js", limit: limit, src: "export function approval(req) {\n  try {\n" + body + "\n  } catch (e) {}\n  return \"allow\";\n}\n"}
+}
+
+func luaBomb(name, body string, limit error) bomb {
+	return bomb{name: "lua/" + name, lang: "lua", limit: limit, src: "function approval(req)\n  pcall(function()\n" + body + "\n  end)\n  return \"allow\"\nend\n"}
+}
+
+var bombs = []bomb{
+	// One native call that builds a string or a buffer far larger than the cap.
+	jsBomb("replaceAll", `let s = "x".repeat(1 << 20); s = s.replaceAll("x", s);`, ErrMemoryLimit),
+	jsBomb("replace-regexp", `let s = "x".repeat(1 << 20); s = s.replace(/x/g, s);`, ErrMemoryLimit),
+	jsBomb("replace-dollar", `let s = "x".repeat(1 << 22); s = s.replace("x", "$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'$'");`, ErrMemoryLimit),
+	jsBomb("String.raw", `const s = "x".repeat(1 << 24); const r = String.raw({ raw: Array(256).fill(s) }, "");`, ErrMemoryLimit),
+	jsBomb("String.raw-length", `const r = String.raw({ raw: { length: 2 ** 31 } });`, ErrMemoryLimit),
+	jsBomb("join", `const s = "x".repeat(1 << 24); const r = Array(256).fill(s).join("");`, ErrMemoryLimit),
+	jsBomb("join-holes", `const a = []; a.length = 2 ** 31; const r = a.join("-");`, ErrMemoryLimit),
+	jsBomb("toLocaleString", `const a = []; a.length = 2 ** 31; const r = a.toLocaleString();`, ErrMemoryLimit),
+	jsBomb("concat", `const s = "x".repeat(1 << 24); const r = "".concat(...Array(256).fill(s));`, ErrMemoryLimit),
+	jsBomb("JSON.stringify", `const s = "x".repeat(1 << 24); const r = JSON.stringify(Array(256).fill(s));`, ErrMemoryLimit),
+	jsBomb("split", `const s = "x".repeat(1 << 24); const keep = []; for (;;) keep.push(s.split(""));`, ErrMemoryLimit),
+	jsBomb("typed-array", `const keep = []; for (;;) keep.push(new Float64Array(2 ** 28));`, ErrMemoryLimit),
+	// Many calls, each under the per-call cap, kept alive.
+	jsBomb("repeat-loop", `const s = "x".repeat(1 << 23); const keep = []; for (;;) keep.push(s.repeat(2));`, ErrMemoryLimit),
+	jsBomb("padEnd-loop", `const keep = []; for (;;) keep.push("".padEnd(1 << 24, "ab"));`, ErrMemoryLimit),
+	// Concatenation in the interpreter.
+	jsBomb("plus-doubling", `let s = "x".repeat(1 << 20); for (;;) s += s;`, ErrMemoryLimit),
+	jsBomb("template-doubling", "let s = \"x\".repeat(1 << 20); for (;;) s = `${s}${s}`;", ErrMemoryLimit),
+	// Catching the abort.
+	jsBomb("finally-loop", `try { for (;;) {} } finally { return "allow"; }`, ErrTimeout),
+	jsBomb("finally-alloc", `try { let s = "x".repeat(1 << 20); s = s.replaceAll("x", s); } finally { return "allow"; }`, ErrMemoryLimit),
+	jsBomb("promise", `Promise.resolve().then(() => { let s = "x".repeat(1 << 20); s = s.replaceAll("x", s); }).catch(() => {});`, ErrMemoryLimit),
+	jsBomb("async", `(async () => { for (;;) await null; })();`, ErrTimeout),
+	jsBomb("stack-overflow", `const f = (n) => f(n + 1) + 1; f(0);`, ErrStackLimit),
+	// Natives that run long without looking at the interrupt.
+	jsBomb("regexp-backtrack", `/^(a+)+\1?$/.test("a".repeat(34) + "!");`, ErrTimeout),
+
+	luaBomb("rep", `local s = string.rep("x", 2^20) local keep = {} while true do keep[#keep + 1] = string.rep(s, 15) end`, ErrMemoryLimit),
+	luaBomb("rep-one", `local s = string.rep("x", 2^30)`, ErrMemoryLimit),
+	luaBomb("format", `local s = string.rep("x", 2^20) while true do s = string.format("%s%s%s%s", s, s, s, s) end`, ErrMemoryLimit),
+	luaBomb("gsub", `local s = string.rep("x", 2^20) s = string.gsub(s, "x", s)`, ErrMemoryLimit),
+	luaBomb("gsub-capture", `local s = string.rep("x", 2^20) s = string.gsub(s, "(x)", "%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0%0")`, ErrMemoryLimit),
+	luaBomb("table.concat", `local s = string.rep("x", 2^24) local t = {} for i = 1, 256 do t[i] = s end local r = table.concat(t)`, ErrMemoryLimit),
+	luaBomb("concat-doubling", `local s = string.rep("x", 2^20) while true do s = s .. s end`, ErrMemoryLimit),
+	luaBomb("concat-many", `local s = string.rep("x", 2^24) local r = s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s`, ErrMemoryLimit),
+	luaBomb("stack-overflow", `local function f(n) return 1 + f(n + 1) end f(0)`, ErrStackLimit),
+	luaBomb("xpcall-overflow", `local function f(n) return 1 + f(n + 1) end xpcall(f, function(e) return e end, 0) return`, ErrStackLimit),
+	luaBomb("xpcall-alloc", `xpcall(function() local s = string.rep("x", 2^20) while true do s = s .. s end end, function(e) return e end)`, ErrMemoryLimit),
+	luaBomb("pcall-loop", `while true do pcall(function() while true do end end) end`, ErrTimeout),
+	luaBomb("coroutine-loop", `local co = coroutine.create(function() while true do end end) coroutine.resume(co)`, ErrTimeout),
+	luaBomb("coroutine-alloc", `local co = coroutine.create(function() local s = string.rep("x", 2^20) while true do s = s .. s end end) coroutine.resume(co)`, ErrMemoryLimit),
+	luaBomb("pattern-backtrack", `string.find(string.rep("a", 10000), string.rep("a-", 12) .. "b")`, ErrTimeout),
+}
+
+// pendingBombs are not bounded yet.
+var pendingBombs = map[string]bool{
+	"js/plus-doubling": true, "js/template-doubling": true,
+	"lua/rep": true, "lua/rep-one": true, "lua/format": true, "lua/gsub": true, "lua/gsub-capture": true,
+	"lua/table.concat": true, "lua/concat-doubling": true, "lua/concat-many": true, "lua/stack-overflow": true,
+	"lua/xpcall-overflow": true, "lua/xpcall-alloc": true, "lua/pcall-loop": true, "lua/coroutine-loop": true,
+	"lua/coroutine-alloc": true, "lua/pattern-backtrack": true,
+}
+
+// bombReport is what the child prints.
+type bombReport struct {
+	Decision string `json:"decision"`
+	Err      string `json:"err"`
+	Limit    bool   `json:"limit"`
+}
+
+const bombEnv = "HERMES_TEST_SCRIPT_BOMB"
+
+// TestBombChild is the child side of TestBombsStayInTheirBox; it does nothing in a normal run.
+func TestBombChild(t *testing.T) {
+	name := os.Getenv(bombEnv)
+	if name == "" {
+		t.Skip("runs as a child of TestBombsStayInTheirBox")
+	}
+	var b *bomb
+	for i := range bombs {
+		if bombs[i].name == name {
+			b = &bombs[i]
+		}
+	}
+	if b == nil {
+		t.Fatalf("no bomb %q", name)
+	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: bombAddrSpace, Max: bombAddrSpace})
+	o := Options{Workers: 1, MemoryLimit: bombMemLimit, Timeout: bombTimeout}
+	if b.limit != ErrTimeout {
+		o.Timeout = 20 * time.Second // the memory cap, not the clock, must stop it
+	}
+	p, err := Load("policy."+b.lang, b.src, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.Approve(context.Background(), policy.ApprovalInput{Tool: "terminal", Command: "rm -rf /"})
+	// Close waits for the worker: a VM still running after its deadline keeps the child alive.
+	p.Close()
+	r := bombReport{Decision: d.Decision, Limit: errors.Is(err, b.limit)}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	out, _ := json.Marshal(r)
+	fmt.Printf("BOMB %s\n", out)
+}
+
+// TestBombsStayInTheirBox runs each bomb as an approval hook through the policy path, in a
+// child process, and checks that the hook fails closed naming the limit it hit, that the
+// child's peak RSS stays near the cap, and that its CPU time stays bounded: a VM left running
+// past its deadline would burn CPU until the child is killed.
+func TestBombsStayInTheirBox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process per bomb")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads rusage of a Linux child")
+	}
+	if raceEnabled {
+		t.Skip("the race detector multiplies memory use and CPU time")
+	}
+	const (
+		rssCeiling = bombMemLimit + 256<<20 // the cap, the runtime and generous slack
+		cpuCeiling = 8 * time.Second        // an escaped VM is killed at wallLimit, far above
+		wallLimit  = 45 * time.Second
+	)
+	for _, b := range bombs {
+		t.Run(b.name, func(t *testing.T) {
+			if pendingBombs[b.name] {
+				t.Skip("not bounded yet")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wallLimit)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBombChild$", "-test.v")
+			cmd.Env = append(os.Environ(), bombEnv+"="+b.name, "GOMAXPROCS=2")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			runErr := cmd.Run()
+			ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			var rss int64
+			var cpu time.Duration
+			if ru != nil {
+				rss = ru.Maxrss << 10
+				cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			}
+			t.Logf("%s: peak RSS %d MiB, CPU %v", b.name, rss>>20, cpu.Round(time.Millisecond))
+			var rep *bombReport
+			sc := bufio.NewScanner(&stdout)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				if line, ok := strings.CutPrefix(sc.Text(), "BOMB "); ok {
+					rep = new(bombReport)
+					if err := json.Unmarshal([]byte(line), rep); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if rep == nil {
+				t.Fatalf("child did not report (%v): %s", runErr, clip(stderr.String()+stdout.String(), 2000))
+			}
+			if rep.Decision != policy.Deny {
+				t.Errorf("decision %q (err %q), want deny", rep.Decision, rep.Err)
+			}
+			if !rep.Limit {
+				t.Errorf("error %q does not name the limit %v", rep.Err, b.limit)
+			}
+			if rss > rssCeiling {
+				t.Errorf("peak RSS %d MiB, want under %d MiB", rss>>20, rssCeiling>>20)
+			}
+			if cpu > cpuCeiling {
+				t.Errorf("CPU %v, want under %v", cpu, cpuCeiling)
+			}
+		})
+	}
+}
