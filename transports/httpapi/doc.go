@@ -7,9 +7,13 @@
 // browser control (/v1/browser-control, off by default), and the WebSocket mount of the TUI
 // gateway at /api/ws.
 //
-// Every API key is a principal. Browser control binds a controller to the principal that
-// registered it, and a turn's browser tool calls go only to the controller of the principal
-// whose request started that turn.
+// Every API key is a principal (engine.Principal), and what it creates is its own: sessions
+// (store.Session.Principal), runs, stored responses and conversation names, open requests,
+// and its browser controller. Another principal gets 404, exactly as for an unknown id; the
+// /api/ws connection acts for the key it authenticated with (gateway.Server.ServeAs). The
+// primary key is the local owner's, an optional admin key sees everything. Browser control
+// binds a controller to the principal that registered it, and a turn's browser tool calls go
+// only to the controller of the principal whose request started that turn.
 //
 // Every route fails with the OpenAI error envelope; classify is the one place that maps engine
 // errors to statuses and codes.
