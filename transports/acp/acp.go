@@ -383,6 +383,11 @@ func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*sessio
 		}
 		return nil, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
+	// ACP acts for the local owner: a session an API key of `hermes serve` made is another
+	// principal's, and unknown here.
+	if !engine.LocalOwner.Sees(s.Record().Principal) {
+		return nil, errUnknownSession(id)
+	}
 	if cwd == "" {
 		cwd = s.Record().Cwd
 	}
@@ -471,7 +476,7 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 	n := 0
 	for _, r := range all {
 		// Sub-agent sessions and empty threads are not conversations an editor can resume.
-		if r.ParentKind == "delegate" || r.RowCount == 0 || (p.Cwd != nil && *p.Cwd != "" && r.Cwd != *p.Cwd) {
+		if r.ParentKind == "delegate" || r.RowCount == 0 || (p.Cwd != nil && *p.Cwd != "" && r.Cwd != *p.Cwd) || !engine.LocalOwner.Sees(r.Principal) {
 			continue
 		}
 		n++
