@@ -75,6 +75,11 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 	var s *engine.Session
 	if f.session != "" {
 		s, err = a.eng.Open(ctx, f.session)
+		// The CLI is the local owner; a session an API key of hermes serve created is that
+		// key's (see hermes sessions -all).
+		if err == nil && !engine.LocalOwner.Sees(s.Record().Principal) {
+			err = fmt.Errorf("session %s belongs to another principal (an API key of hermes serve)", f.session)
+		}
 		if err == nil && f.model != "" {
 			_, err = s.SetModel(ctx, f.model)
 		}

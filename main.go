@@ -130,6 +130,7 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	limit := fs.Int("n", 20, "how many sessions to list")
+	all := fs.Bool("all", false, "list every principal's sessions, also those API keys of hermes serve created")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -144,13 +145,26 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 		return 1
 	}
 	defer st.Close()
-	list, err := st.ListSessions(ctx, store.ListOptions{Limit: *limit})
+	list, err := st.ListSessions(ctx, store.ListOptions{})
 	if err != nil {
 		fmt.Fprintln(io.err, "hermes:", err)
 		return 1
 	}
+	// The CLI is the local owner: another principal's sessions are listed only with -all.
+	n := 0
 	for _, s := range list {
-		fmt.Fprintf(io.out, "%s  %s  %-24s rows=%d  %s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.Model, s.RowCount, s.Title)
+		if *limit > 0 && n == *limit {
+			break
+		}
+		if !*all && !engine.LocalOwner.Sees(s.Principal) {
+			continue
+		}
+		n++
+		owner := ""
+		if s.Principal != "" {
+			owner = "  owner=" + s.Principal
+		}
+		fmt.Fprintf(io.out, "%s  %s  %-24s rows=%d  %s%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.Model, s.RowCount, s.Title, owner)
 	}
 	return 0
 }
