@@ -38,7 +38,9 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// MaxCallStack bounds the call depth (default 1000).
 	MaxCallStack int
-	// MaxString caps strings built in one native call (string.rep), in bytes; default 16 MiB.
+	// MaxString caps what one native call or .. may build (string.rep, format, gsub,
+	// table.concat, ...), in bytes; default 64 MiB. Going over aborts the run like the memory
+	// limit.
 	MaxString int
 }
 
@@ -74,7 +76,7 @@ func New(o Options) (*VM, error) {
 		o.MaxCallStack = 1000
 	}
 	if o.MaxString <= 0 {
-		o.MaxString = 16 << 20
+		o.MaxString = 64 << 20
 	}
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
@@ -99,9 +101,7 @@ func New(o Options) (*VM, error) {
 	for _, name := range removed {
 		L.SetGlobal(name, lua.LNil)
 	}
-	if str, ok := L.GetGlobal("string").(*lua.LTable); ok {
-		str.RawSetString("rep", L.NewFunction(v.rep))
-	}
+	v.installLimits()
 	L.SetGlobal("require", L.NewFunction(v.require))
 	L.SetGlobal("print", L.NewFunction(func(L *lua.LState) int {
 		parts := make([]string, L.GetTop())
@@ -147,6 +147,7 @@ func (v *VM) Interrupt(reason error) {
 func (v *VM) Reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.tripped = nil
 	if v.vctx.Err() != nil {
 		v.vctx, v.cancel = context.WithCancelCause(context.Background())
 		v.L.SetContext(v.vctx)
@@ -164,29 +165,6 @@ func (v *VM) interrupted() error {
 
 func (v *VM) watch(ctx context.Context) func() bool {
 	return context.AfterFunc(ctx, func() { v.Interrupt(context.Cause(ctx)) })
-}
-
-func (v *VM) rep(L *lua.LState) int {
-	s := L.CheckString(1)
-	n := L.CheckInt(2)
-	sep := L.OptString(3, "")
-	if n <= 0 {
-		L.Push(lua.LString(""))
-		return 1
-	}
-	if (len(s)+len(sep))*n > v.opts.MaxString || n > v.opts.MaxString {
-		L.RaiseError("string.rep: result larger than the script limit (%d bytes)", v.opts.MaxString)
-	}
-	var b strings.Builder
-	b.Grow((len(s) + len(sep)) * n)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(sep)
-		}
-		b.WriteString(s)
-	}
-	L.Push(lua.LString(b.String()))
-	return 1
 }
 
 func (v *VM) require(L *lua.LState) int {
@@ -210,6 +188,7 @@ func compile(name, src string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
+	rewriteConcat(chunk)
 	proto, err := lua.Compile(chunk, name)
 	if err != nil {
 		return nil, syntaxError(name, err)
@@ -577,6 +556,10 @@ func (v *VM) scriptError(err error) error {
 	}
 	if cause := v.interrupted(); cause != nil {
 		se.Message, se.Cause = cause.Error(), cause
+		return se
+	}
+	if isStackOverflow(se.Message) {
+		se.Cause = guard.ErrStackLimit
 		return se
 	}
 	if v.hostErr != nil && strings.HasSuffix(se.Message, v.hostErr.Error()) {

@@ -35,6 +35,7 @@ func CompilePolicy(name, src string) (*Program, error) {
 	}
 	chunk = instrument(chunk)
 	instrumentAll(reflect.ValueOf(chunk), map[uintptr]bool{})
+	rewriteConcat(chunk)
 	proto, err := lua.Compile(chunk, name)
 	if err != nil {
 		return nil, syntaxError(name, err)
