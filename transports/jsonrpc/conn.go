@@ -44,6 +44,31 @@ type Options struct {
 	// OnResponse receives responses whose id this Conn is not waiting for: requests written
 	// on the caller's behalf (WriteRequest) and answered here. Without it they are dropped.
 	OnResponse func(id string, result json.RawMessage, err *Error)
+	// MaxInFlight caps the async requests (see Async) running at once on this connection
+	// (default DefaultMaxInFlight; negative means no cap). A request over the cap is answered
+	// at once with CodeOverloaded; an async notification over it waits for a slot, so reading
+	// pauses. Inline methods run on the reader and are bounded by it.
+	MaxInFlight int
+}
+
+// DefaultMaxInFlight is the per-connection cap on async requests running at once.
+const DefaultMaxInFlight = 128
+
+// CodeOverloaded answers a request refused because its connection already has MaxInFlight
+// requests running. error.data.retry_after_ms says when to try again (as Codex's app server
+// does); nothing about the request was done.
+const CodeOverloaded = -32001
+
+// RetryAfterMs is the retry_after_ms hint of an overload error.
+const RetryAfterMs = 200
+
+// OverloadError is the error a request over the in-flight cap gets.
+func OverloadError(limit int) *Error {
+	return &Error{
+		Code:    CodeOverloaded,
+		Message: fmt.Sprintf("server overloaded: %d requests already in flight on this connection; retry later", limit),
+		Data:    map[string]any{"retry_after_ms": RetryAfterMs, "max_in_flight": limit},
+	}
 }
 
 // Conn is one JSON-RPC connection.
@@ -53,6 +78,8 @@ type Conn struct {
 	opts Options
 
 	writeMu sync.Mutex
+
+	slots chan struct{} // one token per async request running; nil when uncapped
 
 	mu      sync.Mutex
 	pending map[string]chan *Response
@@ -74,8 +101,15 @@ func NewConn(f Framer, h Handler, opts Options) *Conn {
 	if opts.IDPrefix == "" {
 		opts.IDPrefix = "srq-"
 	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{f: f, h: h, opts: opts, pending: map[string]chan *Response{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	c := &Conn{f: f, h: h, opts: opts, pending: map[string]chan *Response{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	if opts.MaxInFlight > 0 {
+		c.slots = make(chan struct{}, opts.MaxInFlight)
+	}
+	return c
 }
 
 // Context is cancelled when the connection ends.
@@ -119,14 +153,51 @@ func (c *Conn) Run(ctx context.Context) error {
 		}
 		req := d.req
 		if a, ok := c.h.(Async); ok && a.Async(req.Method) {
+			if !c.acquire(&req) {
+				if c.ctx.Err() != nil {
+					return nil
+				}
+				continue
+			}
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
+				defer c.release()
 				c.serve(&req)
 			}()
 			continue
 		}
 		c.serve(&req)
+	}
+}
+
+// acquire takes an in-flight slot for req. A request that finds none is refused with
+// CodeOverloaded (the refusal is written by the reader, so a peer that does not read its
+// answers stops being read too); a notification waits for one. It reports whether req may run.
+func (c *Conn) acquire(req *Request) bool {
+	if c.slots == nil {
+		return true
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if !req.IsNotification() {
+		c.writeError(req.ID, OverloadError(cap(c.slots)))
+		return false
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+func (c *Conn) release() {
+	if c.slots != nil {
+		<-c.slots
 	}
 }
 
@@ -151,7 +222,28 @@ func (c *Conn) serve(req *Request) {
 	if res == nil {
 		res = struct{}{}
 	}
-	c.write(outResponse{JSONRPC: "2.0", ID: req.ID, Result: res})
+	b, err := json.Marshal(res)
+	if err != nil {
+		c.writeError(req.ID, &Error{Code: CodeInternalError, Message: "internal error: marshal result: " + err.Error()})
+		return
+	}
+	c.WriteRaw(responseFrame(req.ID, "result", b))
+}
+
+// responseFrame assembles a response around the request's id as it arrived: encoding/json
+// would re-escape it ('<', '&', U+2028), and a peer matches responses by the bytes it sent.
+func responseFrame(id json.RawMessage, member string, body []byte) []byte {
+	if len(id) == 0 {
+		id = nullID
+	}
+	b := make([]byte, 0, len(id)+len(body)+32)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"`...)
+	b = append(b, member...)
+	b = append(b, `":`...)
+	b = append(b, body...)
+	return append(b, '}')
 }
 
 // AfterWrite is a result that wants to know when its response frame has been written (or the
@@ -179,7 +271,11 @@ func toError(err error) *Error {
 }
 
 func (c *Conn) writeError(id json.RawMessage, e *Error) {
-	c.write(outResponse{JSONRPC: "2.0", ID: id, Error: e})
+	b, err := json.Marshal(e)
+	if err != nil { // Data that does not marshal: send the error without it
+		b, _ = json.Marshal(&Error{Code: e.Code, Message: e.Message})
+	}
+	c.WriteRaw(responseFrame(id, "error", b))
 }
 
 // write marshals and sends one frame; frames never interleave.

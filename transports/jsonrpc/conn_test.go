@@ -92,7 +92,7 @@ func TestDecodeErrors(t *testing.T) {
 		{`"str"`, CodeInvalidRequest, nil},
 		{`{"jsonrpc":"2.0","id":1}`, CodeInvalidRequest, 1.0},
 		{`{"jsonrpc":"2.0","id":2,"method":""}`, CodeInvalidRequest, 2.0},
-		{`{"jsonrpc":"2.0","id":3,"method":5}`, CodeInvalidRequest, nil},
+		{`{"jsonrpc":"2.0","id":3,"method":5}`, CodeInvalidRequest, 3.0},
 		{`{"jsonrpc":"1.0","id":4,"method":"echo"}`, CodeInvalidRequest, 4.0},
 		{`{"jsonrpc":"2.0","id":5,"method":"echo","params":[1]}`, CodeInvalidParams, 5.0},
 		{`{"jsonrpc":"2.0","id":6,"method":"nope"}`, CodeMethodNotFound, 6.0},

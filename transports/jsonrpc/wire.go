@@ -3,8 +3,9 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/hermes-go/hermes/engine/ids"
 )
 
 // Standard error codes.
@@ -40,14 +41,16 @@ type Request struct {
 // IsNotification reports whether no response is expected.
 func (r *Request) IsNotification() bool { return r.ID == nil }
 
-// wireMsg is any JSON-RPC message as decoded.
+// wireMsg is any JSON-RPC message as decoded. Every member stays raw so that a member of the
+// wrong type is reported against the message's id rather than losing it (a request whose
+// method is a number is still a request with an id, and gets its answer).
 type wireMsg struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  *string         `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *Error          `json:"error,omitempty"`
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
 }
 
 // kind of a decoded message.
@@ -70,7 +73,8 @@ type decoded struct {
 var nullID = json.RawMessage("null")
 
 // decode validates one frame. On failure it returns the error to send and the id to send it
-// with (null when the id could not be read).
+// with: the request's own id, byte for byte, whenever the frame has one that is a string or a
+// number; null otherwise.
 func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 	frame = bytes.TrimSpace(frame)
 	if len(frame) == 0 || frame[0] != '{' {
@@ -81,63 +85,51 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 	}
 	var m wireMsg
 	dec := json.NewDecoder(bytes.NewReader(frame))
-	if err := dec.Decode(&m); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: field " + ute.Field + " has the wrong type"}, nullID
+	if err := dec.Decode(&m); err != nil || dec.More() {
+		return decoded{}, &Error{Code: CodeParseError, Message: "parse error"}, nullID
+	}
+	hasMethod := !isNull(m.Method)
+	if !hasMethod && m.ID != nil && (m.Result != nil || m.Error != nil) {
+		// A response to one of our requests. It is never answered, whatever it holds.
+		d := decoded{kind: kindResponse, id: m.ID, result: m.Result}
+		if m.Error != nil && !isNull(m.Error) {
+			var e Error
+			if json.Unmarshal(m.Error, &e) != nil {
+				e = Error{Code: CodeInternalError, Message: "malformed error object in response"}
+			}
+			d.err = &e
 		}
-		return decoded{}, &Error{Code: CodeParseError, Message: "parse error"}, nullID
+		return d, nil, nil
 	}
-	if dec.More() {
-		return decoded{}, &Error{Code: CodeParseError, Message: "parse error"}, nullID
+	id := nullID
+	if m.ID != nil && !isNull(m.ID) {
+		if err := ids.CheckRPC(m.ID); err != nil {
+			if m.ID[0] == '"' || m.ID[0] == '-' || (m.ID[0] >= '0' && m.ID[0] <= '9') {
+				id = m.ID // echoed as sent, so the peer can still match the refusal
+			}
+			return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}, id
+		}
+		id = m.ID
 	}
-	id := m.ID
-	if id != nil && !validID(id) {
-		return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}, nullID
-	}
-	if id == nil {
-		id = nullID
-	}
-	if m.JSONRPC != "2.0" {
+	var version string
+	if json.Unmarshal(m.JSONRPC, &version) != nil || version != "2.0" {
 		return decoded{}, &Error{Code: CodeInvalidRequest, Message: `invalid request: jsonrpc must be "2.0"`}, id
 	}
-	if m.Method == nil {
-		if m.ID == nil || (m.Result == nil && m.Error == nil) {
-			return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: method must be a non-empty string"}, id
-		}
-		return decoded{kind: kindResponse, id: m.ID, result: m.Result, err: m.Error}, nil, nil
-	}
-	if *m.Method == "" {
+	var name string
+	if !hasMethod || json.Unmarshal(m.Method, &name) != nil || name == "" {
 		return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: method must be a non-empty string"}, id
 	}
 	params := m.Params
-	if len(params) == 0 || string(params) == "null" {
+	if isNull(params) {
 		params = json.RawMessage("{}")
 	} else if params[0] != '{' {
 		return decoded{}, &Error{Code: CodeInvalidParams, Message: "invalid params: expected an object"}, id
 	}
-	return decoded{kind: kindRequest, req: Request{ID: m.ID, Method: *m.Method, Params: params}}, nil, nil
+	return decoded{kind: kindRequest, req: Request{ID: m.ID, Method: name, Params: params}}, nil, nil
 }
 
-func validID(id json.RawMessage) bool {
-	switch id[0] {
-	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
-	case 'n':
-		return string(id) == "null"
-	default:
-		var f json.Number
-		return json.Unmarshal(id, &f) == nil
-	}
-}
-
-type outResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *Error          `json:"error,omitempty"`
-}
+// isNull reports a member that is absent or null.
+func isNull(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }
 
 type outRequest struct {
 	JSONRPC string `json:"jsonrpc"`
