@@ -92,11 +92,6 @@ var bombs = []bomb{
 	luaBomb("pattern-backtrack", `string.find(string.rep("a", 10000), string.rep("a-", 12) .. "b")`, ErrTimeout),
 }
 
-// pendingBombs are not bounded yet.
-var pendingBombs = map[string]bool{
-	"js/plus-doubling": true, "js/template-doubling": true,
-}
-
 // bombReport is what the child prints.
 type bombReport struct {
 	Decision string `json:"decision"`
@@ -162,9 +157,6 @@ func TestBombsStayInTheirBox(t *testing.T) {
 	)
 	for _, b := range bombs {
 		t.Run(b.name, func(t *testing.T) {
-			if pendingBombs[b.name] {
-				t.Skip("not bounded yet")
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), wallLimit)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBombChild$", "-test.v")

@@ -84,6 +84,9 @@ func New(o Options) (*VM, error) {
 	if err := v.installLimits(); err != nil {
 		return nil, fmt.Errorf("js: counted natives: %w", err)
 	}
+	if err := v.installCheck(); err != nil {
+		return nil, fmt.Errorf("js: counted concatenation: %w", err)
+	}
 	must := func(err error) {
 		if err != nil {
 			panic(err) // setting a fresh global cannot fail
@@ -138,9 +141,9 @@ func (v *VM) watch(ctx context.Context) func() bool {
 
 // RunFile runs a script in the global scope. ctx ending interrupts it.
 func (v *VM) RunFile(ctx context.Context, name, src string) error {
-	prg, err := goja.Compile(name, src, false)
+	prg, err := compileScript(name, src)
 	if err != nil {
-		return syntaxError(name, err)
+		return err
 	}
 	stop := v.watch(ctx)
 	defer stop()
@@ -150,9 +153,9 @@ func (v *VM) RunFile(ctx context.Context, name, src string) error {
 
 // Eval evaluates REPL input in the global scope and returns its value as a Go value.
 func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
-	prg, err := goja.Compile(name, src, false)
+	prg, err := compileScript(name, src)
 	if err != nil {
-		return nil, syntaxError(name, err)
+		return nil, err
 	}
 	stop := v.watch(ctx)
 	defer stop()

@@ -3,6 +3,7 @@ package js
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/dop251/goja"
@@ -61,12 +62,39 @@ func (b *budget) Reserve(n int64) error {
 	return nil
 }
 
+// TestDynamicCodeDisabled: code the concatenation rewrite cannot see is refused.
+func TestDynamicCodeDisabled(t *testing.T) {
+	v := newVM(t, Options{})
+	for _, src := range []string{
+		`eval("1 + 1")`,
+		`new Function("a", "return a + a")`,
+		`Function("return 1")()`,
+		`(function () {}).constructor("return 1")`,
+		`(async function () {}).constructor("return 1")`,
+		`(function* () {}).constructor("yield 1")`,
+	} {
+		if _, err := v.Eval(context.Background(), "t.js", src); err == nil || !strings.Contains(err.Error(), ErrDynamicCode.Error()) {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	for _, src := range []string{`var __hermes_chk = (x) => x;`, `with ({}) { 1 }`} {
+		if _, err := v.Eval(context.Background(), "t.js", src); err == nil || !strings.Contains(err.Error(), "SyntaxError") {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	if _, err := CompilePolicy("p.js", "export function approval(req) { with (req) { return tool } }\n"); err == nil {
+		t.Error("a policy with a with statement compiled")
+	}
+}
+
 // TestLimitAbortIsUncatchable: a counted native over the budget ends the run whatever the
 // script wraps it in, and the VM reports the limit as tripped.
 func TestLimitAbortIsUncatchable(t *testing.T) {
 	for _, src := range []string{
 		`try { "x".repeat(1 << 22) } catch (e) {} "caught"`,
 		`try { "x".repeat(1 << 22) } finally { "finally" }`,
+		`let s = "x".repeat(1 << 12); try { for (;;) s += s; } catch (e) {} "caught"`,
+		"let s = \"x\".repeat(1 << 12); try { for (;;) s = `${s}${s}`; } catch (e) {} \"caught\"",
 		`let r = "caught"; try { JSON.stringify(Array(100).fill("x".repeat(1 << 20))) } catch (e) { r = e } r`,
 	} {
 		v := newVM(t, Options{})

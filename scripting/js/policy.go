@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -51,7 +50,11 @@ func CompilePolicy(name, src string) (*Program, error) {
 		}
 		return nil, syntaxError(name, err)
 	}
-	prg, err := goja.Compile(name, instrumentReturns(parsed, wrapped), false)
+	edits, err := concatEdits(parsed, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	prg, err := goja.Compile(name, applyEdits(wrapped, append(returnEdits(parsed), edits...)), false)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
@@ -106,14 +109,10 @@ func rewriteExports(src string) (string, [][2]string) {
 	return strings.Join(lines, "\n"), names
 }
 
-// instrumentReturns rewrites `return X` to `return (__hermes_line = N, X)` and arrow bodies
+// returnEdits rewrites `return X` to `return (__hermes_line = N, X)` and arrow bodies
 // likewise. Insertions never add a newline.
-func instrumentReturns(prg *ast.Program, src string) string {
-	type ins struct {
-		at   int
-		text string
-	}
-	var edits []ins
+func returnEdits(prg *ast.Program) []edit {
+	var edits []edit
 	f := prg.File
 	off := func(i file.Idx) int { return int(i) - f.Base() }
 	line := func(i file.Idx) int { return f.Position(int(i) - f.Base()).Line }
@@ -121,31 +120,17 @@ func instrumentReturns(prg *ast.Program, src string) string {
 		switch x := n.(type) {
 		case *ast.ReturnStatement:
 			if x.Argument == nil {
-				edits = append(edits, ins{off(x.Return) + len("return"), fmt.Sprintf(" (%s = %d, undefined)", lineVar, line(x.Return))})
+				edits = append(edits, edit{off(x.Return) + len("return"), fmt.Sprintf(" (%s = %d, undefined)", lineVar, line(x.Return))})
 				return
 			}
-			edits = append(edits, ins{off(x.Argument.Idx0()), fmt.Sprintf("(%s = %d, ", lineVar, line(x.Return))}, ins{off(x.Argument.Idx1()), ")"})
+			edits = append(edits, edit{off(x.Argument.Idx0()), fmt.Sprintf("(%s = %d, ", lineVar, line(x.Return))}, edit{off(x.Argument.Idx1()), ")"})
 		case *ast.ArrowFunctionLiteral:
 			if b, ok := x.Body.(*ast.ExpressionBody); ok {
-				edits = append(edits, ins{off(b.Idx0()), fmt.Sprintf("(%s = %d, ", lineVar, line(b.Idx0()))}, ins{off(b.Idx1()), ")"})
+				edits = append(edits, edit{off(b.Idx0()), fmt.Sprintf("(%s = %d, ", lineVar, line(b.Idx0()))}, edit{off(b.Idx1()), ")"})
 			}
 		}
 	})
-	// Apply from the end so earlier offsets stay valid; at one offset, closers go first.
-	sort.SliceStable(edits, func(i, j int) bool {
-		if edits[i].at != edits[j].at {
-			return edits[i].at > edits[j].at
-		}
-		return edits[i].text == ")" && edits[j].text != ")"
-	})
-	b := []byte(src)
-	for _, e := range edits {
-		if e.at < 0 || e.at > len(b) {
-			continue
-		}
-		b = append(b[:e.at], append([]byte(e.text), b[e.at:]...)...)
-	}
-	return string(b)
+	return edits
 }
 
 // walk visits every AST node reachable from v (pointers, slices, interfaces, struct fields).
