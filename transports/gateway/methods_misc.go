@@ -84,7 +84,10 @@ func configSet(ctx context.Context, c *client, m string, raw json.RawMessage) (a
 		if val != policy.Interrupt && val != policy.Queue && val != policy.Steer {
 			return nil, rpcErr(codeInvalidArg, "unknown busy mode %q (interrupt, queue or steer)", val)
 		}
-		if c.g.opts.SetBusyMode == nil || !c.operator() {
+		if !c.operator() {
+			return nil, rpcErr(codeInvalidArg, "the busy mode is process-wide; this API key may not change it")
+		}
+		if c.g.opts.SetBusyMode == nil {
 			return nil, rpcErr(codeInvalidArg, "the busy mode is set by the policy script here")
 		}
 		if err := c.g.opts.SetBusyMode(val); err != nil {

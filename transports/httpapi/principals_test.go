@@ -347,8 +347,18 @@ func TestPrincipalsWebSocketGateway(t *testing.T) {
 	if res, code := call(t, second, "approval.respond", map[string]any{"session_id": rid, "choice": "once"}); code == 0 {
 		t.Fatalf("second key's approval.respond: %v", res)
 	}
-	if _, code := call(t, second, "cli.exec", map[string]any{"argv": []string{"sessions"}}); code == 0 {
-		t.Fatal("second key ran cli.exec")
+	// Process-wide actions are the local owner's and the admin's.
+	for _, c := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"cli.exec", map[string]any{"argv": []string{"sessions"}}},
+		{"reload.env", map[string]any{}},
+		{"reload.mcp", map[string]any{}},
+	} {
+		if res, code := call(t, second, c.method, c.params); code == 0 {
+			t.Fatalf("second key ran %s: %v", c.method, res)
+		}
 	}
 
 	// The approval is still the owner's to give.
