@@ -64,6 +64,10 @@ type Options struct {
 	PermissionTimeout time.Duration
 	// MaxMessageBytes bounds one incoming frame. Default 8 MiB.
 	MaxMessageBytes int
+	// MaxInFlight caps the client's requests running at once on the connection (default
+	// DefaultMaxInFlight; negative means no cap). One over it is answered at once with
+	// -32001 and error.data.retry_after_ms.
+	MaxInFlight int
 	// ImageDir holds image prompt blocks saved for the engine. Default: a temp directory.
 	ImageDir string
 	// FSTimeout bounds one fs/read_text_file or fs/write_text_file round trip; a client that
@@ -82,6 +86,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 8 << 20
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.ImageDir == "" {
 		o.ImageDir = filepath.Join(os.TempDir(), "hermes-acp-images")
@@ -116,7 +123,8 @@ func Serve(ctx context.Context, eng *engine.Engine, in io.Reader, out io.Writer,
 // leaves before initialize); closing the engine stays with the caller.
 func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.Reader, out io.Writer, o Options) error {
 	o.defaults()
-	w := &lockedWriter{w: out}
+	inf := newInflight(o.MaxInFlight)
+	w := &lockedWriter{w: out, ids: inf}
 	pr, pw := io.Pipe()
 	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLive()
@@ -151,7 +159,7 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 	// NewAgentSideConnection, before it (and a.conn) are fully set up.
 	guardDone := make(chan error, 1)
 	go func() {
-		err := guard(in, pw, w, o.MaxMessageBytes)
+		err := guard(in, pw, w, o.MaxMessageBytes, inf, o.Logger)
 		pw.CloseWithError(err)
 		guardDone <- err
 	}()

@@ -2,12 +2,16 @@ package acp
 
 import (
 	"context"
+	"io"
+	"log/slog"
 
 	"github.com/hermes-go/hermes/engine"
 )
 
-// Guard exposes the frame guard to the fuzz target.
-var Guard = guard
+// Guard exposes the frame guard to the fuzz target, with the default in-flight cap.
+func Guard(in io.Reader, out, reply io.Writer, maxLine int) error {
+	return guard(in, out, reply, maxLine, newInflight(DefaultMaxInFlight), slog.New(slog.DiscardHandler))
+}
 
 // Coalesce reads sub as a prompt's turn loop does.
 func Coalesce(sub *engine.Subscription) func(context.Context) (engine.Event, error) {

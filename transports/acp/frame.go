@@ -6,46 +6,154 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"strconv"
 	"sync"
+	"unicode/utf8"
+
+	"github.com/hermes-go/hermes/engine/ids"
+	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
 // lockedWriter serializes whole frames: the SDK writes one complete line per Write call, and
-// the input guard writes its own error responses to the same stream.
+// the input guard writes its own error responses to the same stream. On the way out it puts
+// the client's own request ids back into the SDK's responses (see inflight).
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	ids *inflight // nil: frames pass unchanged
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
+	out := p
+	if l.ids != nil {
+		out = l.ids.restore(p)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	if _, err := l.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // JSON-RPC error codes the guard answers with itself.
 const (
 	codeParseError     = -32700
 	codeInvalidRequest = -32600
+	codeInvalidParams  = -32602
+	codeOverloaded     = jsonrpc.CodeOverloaded
 )
 
+// DefaultMaxInFlight is the default cap on requests in flight on one connection.
+const DefaultMaxInFlight = jsonrpc.DefaultMaxInFlight
+
+// inflight tracks the client's requests the SDK is working on. Each is handed to the SDK
+// under a surrogate id ("h#<n>") and the client's id is kept here, exactly as it was written:
+// the SDK would re-encode it (escaping '<', '&', U+2028, and worse for invalid UTF-8) and
+// answers every request on its own goroutine with no limit, so the guard both echoes ids byte
+// for byte and caps how many requests run at once.
+type inflight struct {
+	mu       sync.Mutex
+	max      int // <= 0: no cap
+	next     uint64
+	byToken  map[string]json.RawMessage // surrogate JSON token → the client's raw id
+	byClient map[string]string          // the client's raw id → surrogate token ($/cancel_request)
+}
+
+func newInflight(max int) *inflight {
+	return &inflight{max: max, byToken: map[string]json.RawMessage{}, byClient: map[string]string{}}
+}
+
+// admit registers a request and returns its surrogate token, or "" when the connection is
+// at its cap.
+func (f *inflight) admit(id json.RawMessage) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.max > 0 && len(f.byToken) >= f.max {
+		return ""
+	}
+	f.next++
+	tok := `"h#` + strconv.FormatUint(f.next, 10) + `"`
+	f.byToken[tok] = append(json.RawMessage(nil), id...)
+	f.byClient[string(id)] = tok
+	return tok
+}
+
+// surrogate returns the token a still-running request of the client runs under.
+func (f *inflight) surrogate(id json.RawMessage) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tok, ok := f.byClient[string(id)]
+	return tok, ok
+}
+
+func (f *inflight) running() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.byToken)
+}
+
+// responsePrefix is how the SDK begins a response to a surrogate id (its message struct puts
+// jsonrpc first and id second; its own requests to the client use numeric ids).
+const responsePrefix = `{"jsonrpc":"2.0","id":"h#`
+
+// restore swaps a surrogate id in an outgoing response back to the client's id, and frees the
+// request's slot. Anything else passes unchanged.
+func (f *inflight) restore(frame []byte) []byte {
+	if !bytes.HasPrefix(frame, []byte(responsePrefix)) {
+		return frame
+	}
+	start := len(`{"jsonrpc":"2.0","id":`)
+	end := bytes.IndexByte(frame[len(responsePrefix):], '"')
+	if end < 0 {
+		return frame
+	}
+	end += len(responsePrefix) + 1
+	tok := string(frame[start:end])
+	f.mu.Lock()
+	id, ok := f.byToken[tok]
+	if ok {
+		delete(f.byToken, tok)
+		if f.byClient[string(id)] == tok {
+			delete(f.byClient, string(id))
+		}
+	}
+	f.mu.Unlock()
+	if !ok {
+		return frame
+	}
+	out := make([]byte, 0, len(frame)-len(tok)+len(id))
+	out = append(out, frame[:start]...)
+	out = append(out, id...)
+	return append(out, frame[end:]...)
+}
+
 // guard copies well-formed lines from in to out and answers the rest itself. The SDK skips
-// unparseable lines silently and closes the connection on a line longer than its scanner
-// buffer; a client deserves an error for both, and the agent must survive them.
-func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int) error {
+// unparseable lines silently, drops a request whose method is not a string without an answer,
+// and closes the connection on a line longer than its scanner buffer; a client deserves an
+// error for each, and the agent must survive them. Requests beyond the in-flight cap are
+// refused here with the overload error; since refusals are written before the next line is
+// read, a client that does not read its answers stops being read.
+func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int, ids *inflight, log *slog.Logger) error {
 	r := bufio.NewReaderSize(in, 64*1024)
 	for {
 		line, over, err := readLine(r, maxLine)
 		if len(line) > 0 || over {
 			switch {
 			case over:
-				writeError(reply, idOf(line), codeInvalidRequest, "message too large")
+				writeError(reply, idOf(line), codeInvalidRequest, "message too large", nil)
 			case len(bytes.TrimSpace(line)) == 0:
 			case !json.Valid(line):
-				writeError(reply, nil, codeParseError, "parse error")
+				writeError(reply, nil, codeParseError, "parse error", nil)
 			default:
-				fixed, shape := normalize(line)
-				if shape != "" {
-					writeError(reply, idOf(line), codeInvalidRequest, shape)
+				fixed, rej := normalize(line, ids)
+				if rej != nil {
+					if rej.id != nil || rej.answer {
+						writeError(reply, rej.id, rej.code, rej.msg, rej.data)
+					} else {
+						log.Warn("acp: dropped a notification", "reason", rej.msg)
+					}
 					break
 				}
 				if _, werr := out.Write(append(fixed, '\n')); werr != nil {
@@ -83,39 +191,162 @@ func readLine(r *bufio.Reader, max int) (line []byte, over bool, err error) {
 	}
 }
 
-// normalize rejects JSON that is valid but not a JSON-RPC object (arrays, scalars), which
-// the SDK would drop without a word. It also supplies the mcpServers list some clients omit
-// from session/new and session/load: v1 requires it, but refusing the session over an empty
-// list helps nobody.
-func normalize(line []byte) ([]byte, string) {
+// rejection is the guard's answer to a line it does not pass on.
+type rejection struct {
+	id     json.RawMessage // the request's id as written; nil answers with null
+	answer bool            // answer even without an id (an invalid request)
+	code   int
+	msg    string
+	data   any
+}
+
+// normalize checks one JSON line and rebuilds it for the SDK: a JSON-RPC object with a string
+// method (a request or notification) or an id with a result or error (the client's answer to
+// one of ours). A request goes on under a surrogate id (inflight) with only the members the
+// SDK reads, so the SDK can neither drop it nor answer it under a changed id. A sessionId in
+// params is checked by the identifier rule of every edge. It also supplies the mcpServers
+// list some clients omit from session/new and session/load: v1 requires it, but refusing the
+// session over an empty list helps nobody.
+func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, "a message must be a JSON object"
+		return nil, &rejection{answer: true, code: codeInvalidRequest, msg: "a message must be a JSON object"}
 	}
-	method, ok := m["method"]
-	if !ok {
-		if _, ok := m["id"]; !ok {
-			return nil, "a message needs a method or an id"
+	rawID, hasID := m["id"]
+	if hasID && string(rawID) == "null" {
+		hasID = false
+	}
+	method, hasMethod := m["method"]
+	if hasMethod && string(method) == "null" {
+		hasMethod = false
+	}
+	if !hasMethod {
+		_, res := m["result"]
+		_, errm := m["error"]
+		switch {
+		case hasID && (res || errm):
+			return line, nil // the client's response to a request of ours
+		case hasID:
+			return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: method must be a non-empty string"}
 		}
-		return line, ""
+		return nil, &rejection{answer: true, code: codeInvalidRequest, msg: "a message needs a method or an id"}
 	}
-	if s := string(method); s != `"session/new"` && s != `"session/load"` {
-		return line, ""
+	var id json.RawMessage
+	if hasID {
+		if err := ids.CheckRPC(rawID); err != nil {
+			return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: " + err.Error()}
+		}
+		id = rawID
 	}
+	var name string
+	if json.Unmarshal(method, &name) != nil || name == "" {
+		return nil, &rejection{id: id, answer: true, code: codeInvalidRequest, msg: "invalid request: method must be a non-empty string"}
+	}
+	params := m["params"]
+	if sid, bad := badSessionID(params); bad != nil {
+		return nil, &rejection{id: id, code: codeInvalidParams, msg: "invalid params: sessionId: " + bad.Error(), data: map[string]any{"param": "sessionId", "length": len(sid)}}
+	}
+	if name == "$/cancel_request" {
+		params = cancelTarget(params, inf)
+	}
+	if name == "session/new" || name == "session/load" {
+		params = withMCPServers(params)
+	}
+	out := map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "method": method}
+	if params != nil {
+		out["params"] = params
+	}
+	if id != nil {
+		tok := inf.admit(id)
+		if tok == "" {
+			e := jsonrpc.OverloadError(inf.max)
+			return nil, &rejection{id: id, code: e.Code, msg: e.Message, data: e.Data}
+		}
+		out["id"] = json.RawMessage(tok)
+	}
+	b, err := marshalPlain(out)
+	if err != nil {
+		return nil, &rejection{id: id, answer: true, code: codeInvalidRequest, msg: "invalid request"}
+	}
+	return b, nil
+}
+
+// marshalPlain encodes without HTML escaping: what the client wrote reaches the SDK
+// unchanged, and no longer than it came.
+func marshalPlain(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// echoable keeps an id that may be echoed back (a string or a number, even a refused one: the
+// client matches the refusal by it).
+func echoable(raw json.RawMessage) json.RawMessage {
+	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
+		return raw
+	}
+	return nil
+}
+
+// badSessionID checks params.sessionId when it is a string.
+func badSessionID(params json.RawMessage) (string, error) {
+	if len(params) == 0 || params[0] != '{' {
+		return "", nil
+	}
+	var p struct {
+		SessionID json.RawMessage `json:"sessionId"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.SessionID) == 0 || p.SessionID[0] != '"' {
+		return "", nil // a wrong type is the SDK's invalid params
+	}
+	if !utf8.Valid(p.SessionID) {
+		return "", &ids.Error{Reason: "not valid UTF-8"}
+	}
+	var sid string
+	if json.Unmarshal(p.SessionID, &sid) != nil {
+		return "", nil
+	}
+	return sid, ids.Check(sid)
+}
+
+// cancelTarget points a $/cancel_request at the surrogate its request runs under.
+func cancelTarget(params json.RawMessage, inf *inflight) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return params
+	}
+	tok, ok := inf.surrogate(p["requestId"])
+	if !ok {
+		return params
+	}
+	p["requestId"] = json.RawMessage(tok)
+	b, err := marshalPlain(p)
+	if err != nil {
+		return params
+	}
+	return b
+}
+
+// withMCPServers supplies an empty mcpServers list to session/new and session/load params
+// that lack one.
+func withMCPServers(raw json.RawMessage) json.RawMessage {
 	var params map[string]json.RawMessage
-	if json.Unmarshal(m["params"], &params) != nil || params == nil {
-		return line, "" // the SDK reports bad params
+	if json.Unmarshal(raw, &params) != nil || params == nil {
+		return raw // the SDK reports bad params
 	}
 	if v, ok := params["mcpServers"]; ok && string(v) != "null" {
-		return line, ""
+		return raw
 	}
 	params["mcpServers"] = json.RawMessage("[]")
-	m["params"], _ = json.Marshal(params)
-	fixed, err := json.Marshal(m)
+	b, err := marshalPlain(params)
 	if err != nil {
-		return line, ""
+		return raw
 	}
-	return fixed, ""
+	return b
 }
 
 // idOf finds the request id in a (possibly truncated) frame: a full parse when the line is
@@ -148,20 +379,24 @@ func scalarID(raw json.RawMessage) json.RawMessage {
 	return nil
 }
 
-func writeError(w io.Writer, id json.RawMessage, code int, msg string) {
+// writeError answers with an error, the id exactly as the client wrote it.
+func writeError(w io.Writer, id json.RawMessage, code int, msg string, data any) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id, Error: struct {
+	e, err := json.Marshal(struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
-	}{code, msg}})
-	_, _ = w.Write(append(b, '\n'))
+		Data    any    `json:"data,omitempty"`
+	}{code, msg, data})
+	if err != nil {
+		return
+	}
+	b := make([]byte, 0, len(id)+len(e)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":`...)
+	b = append(b, e...)
+	b = append(b, "}\n"...)
+	_, _ = w.Write(b)
 }
