@@ -27,6 +27,9 @@ type bomb struct {
 	src  string
 	// limit is the hook limit the bomb must hit: ErrMemoryLimit or ErrTimeout.
 	limit error
+	// run: the bomb is a whole script run by a Runtime (hermes run --max-memory --timeout),
+	// not a hook.
+	run bool
 }
 
 // The sizes in the bombs are far beyond the caps the child runs with (64 MiB, 300 ms).
@@ -44,6 +47,15 @@ func jsBomb(name, body string, limit error) bomb {
 
 func luaBomb(name, body string, limit error) bomb {
 	return bomb{name: "lua/" + name, lang: "lua", limit: limit, src: "function approval(req)\n  pcall(function()\n" + body + "\n  end)\n  return \"allow\"\nend\n"}
+}
+
+// runBomb is a script for hermes run, which must fail with the limit.
+func runBomb(lang, name, body string, limit error) bomb {
+	src := "try {\n" + body + "\n} catch (e) {}\n"
+	if lang == "lua" {
+		src = "pcall(function()\n" + body + "\nend)\n"
+	}
+	return bomb{name: lang + "/run-" + name, lang: lang, limit: limit, src: src, run: true}
 }
 
 var bombs = []bomb{
@@ -72,6 +84,7 @@ var bombs = []bomb{
 	jsBomb("promise", `Promise.resolve().then(() => { let s = "x".repeat(1 << 20); s = s.replaceAll("x", s); }).catch(() => {});`, ErrMemoryLimit),
 	jsBomb("async", `(async () => { for (;;) await null; })();`, ErrTimeout),
 	jsBomb("stack-overflow", `const f = (n) => f(n + 1) + 1; f(0);`, ErrStackLimit),
+	jsBomb("json.encode", `const s = "\u00e9".repeat(1 << 22); const r = require("json").encode(Array(256).fill(s));`, ErrMemoryLimit),
 	// Natives that run long without looking at the interrupt.
 	jsBomb("regexp-backtrack", `/^(a+)+\1?$/.test("a".repeat(34) + "!");`, ErrTimeout),
 
@@ -83,12 +96,19 @@ var bombs = []bomb{
 	luaBomb("table.concat", `local s = string.rep("x", 2^24) local t = {} for i = 1, 256 do t[i] = s end local r = table.concat(t)`, ErrMemoryLimit),
 	luaBomb("concat-doubling", `local s = string.rep("x", 2^20) while true do s = s .. s end`, ErrMemoryLimit),
 	luaBomb("concat-many", `local s = string.rep("x", 2^24) local r = s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s .. s`, ErrMemoryLimit),
+	luaBomb("json.encode", `local s = string.rep("x", 2^22) local t = {} for i = 1, 256 do t[i] = s end local r = require("json").encode(t)`, ErrMemoryLimit),
 	luaBomb("stack-overflow", `local function f(n) return 1 + f(n + 1) end f(0)`, ErrStackLimit),
 	luaBomb("xpcall-overflow", `local function f(n) return 1 + f(n + 1) end xpcall(function() return f(0) end, function(e) return "fine" end)`, ErrStackLimit),
 	luaBomb("xpcall-alloc", `xpcall(function() local s = string.rep("x", 2^20) while true do s = s .. s end end, function(e) return e end)`, ErrMemoryLimit),
 	luaBomb("pcall-loop", `while true do pcall(function() while true do end end) end`, ErrTimeout),
 	luaBomb("coroutine-loop", `local co = coroutine.create(function() while true do end end) coroutine.resume(co)`, ErrTimeout),
 	luaBomb("coroutine-alloc", `local co = coroutine.create(function() local s = string.rep("x", 2^20) while true do s = s .. s end end) coroutine.resume(co)`, ErrMemoryLimit),
+	runBomb("js", "replaceAll", `let s = "x".repeat(1 << 20); s = s.replaceAll("x", s);`, ErrMemoryLimit),
+	runBomb("js", "plus-doubling", `let s = "x".repeat(1 << 20); for (;;) s += s;`, ErrMemoryLimit),
+	runBomb("js", "regexp-backtrack", `/^(a+)+\1?$/.test("a".repeat(34) + "!");`, ErrTimeout),
+	runBomb("lua", "gsub", `local s = string.rep("x", 2^20) s = string.gsub(s, "x", s)`, ErrMemoryLimit),
+	runBomb("lua", "concat-doubling", `local s = string.rep("x", 2^20) while true do s = s .. s end`, ErrMemoryLimit),
+	runBomb("lua", "pattern-backtrack", `string.find(string.rep("a", 10000), string.rep("a-", 12) .. "b")`, ErrTimeout),
 	luaBomb("pattern-backtrack", `string.find(string.rep("a", 10000), string.rep("a-", 12) .. "b")`, ErrTimeout),
 }
 
@@ -117,6 +137,25 @@ func TestBombChild(t *testing.T) {
 		t.Fatalf("no bomb %q", name)
 	}
 	_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: bombAddrSpace, Max: bombAddrSpace})
+	if b.run {
+		o := RuntimeOptions{MemoryLimit: bombMemLimit, Timeout: bombTimeout}
+		if b.limit != ErrTimeout {
+			o.Timeout = 20 * time.Second
+		}
+		rt, err := NewRuntime(b.lang, "bomb", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = rt.Run(context.Background(), "bomb."+b.lang, b.src)
+		rt.Close()
+		r := bombReport{Decision: policy.Allow, Limit: errors.Is(err, b.limit)}
+		if err != nil {
+			r.Decision, r.Err = policy.Deny, err.Error()
+		}
+		out, _ := json.Marshal(r)
+		fmt.Printf("BOMB %s\n", out)
+		return
+	}
 	o := Options{Workers: 1, MemoryLimit: bombMemLimit, Timeout: bombTimeout}
 	if b.limit != ErrTimeout {
 		o.Timeout = 20 * time.Second // the memory cap, not the clock, must stop it

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ type VM struct {
 	meter   guard.Meter           // the run's memory budget; nil: only MaxString
 	tripped error                 // the limit the run hit (under mu)
 	joining map[*goja.Object]bool // arrays being joined, for cycles
+	handed  guard.Tally           // string bytes of the value being exported
 }
 
 // New builds a VM.
@@ -322,6 +324,8 @@ func (d *record) Get(key string) goja.Value {
 	return val
 }
 
+var recordType = reflect.TypeFor[*record]()
+
 func (d *record) Set(string, goja.Value) bool { return false }
 func (d *record) Has(key string) bool         { _, ok := d.r.Field(key); return ok }
 func (d *record) Delete(string) bool          { return false }
@@ -350,12 +354,18 @@ func (v *VM) iterator(it stdlib.Iterator) goja.Value {
 func (v *VM) native(f stdlib.Func) func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
 		args := make(stdlib.Args, len(call.Arguments))
+		v.handed.Reset()
 		for i, a := range call.Arguments {
-			x, err := v.Export(a)
+			x, err := v.export(a, 0)
 			if err != nil {
 				panic(v.throw(err))
 			}
 			args[i] = x
+		}
+		// Host code builds from what it gets (json.encode of many references to one long
+		// string): the strings handed over are charged, each time they are referenced.
+		if err := v.handed.Done(v.reserve); err != nil {
+			panic(v.throw(err))
 		}
 		res, err := callHost(f, v.ctx, args)
 		if err != nil {
@@ -395,7 +405,10 @@ func (v *VM) throw(err error) goja.Value {
 
 // Export converts a JS value to a Go value (see package stdlib). Functions become Callables
 // that must only be called on this VM's goroutine.
-func (v *VM) Export(val goja.Value) (any, error) { return v.export(val, 0) }
+func (v *VM) Export(val goja.Value) (any, error) {
+	v.handed.Reset()
+	return v.export(val, 0)
+}
 
 func (v *VM) export(val goja.Value, depth int) (any, error) {
 	if depth > 64 {
@@ -406,6 +419,11 @@ func (v *VM) export(val goja.Value, depth int) (any, error) {
 	}
 	o, ok := val.(*goja.Object)
 	if !ok {
+		if s, isStr := val.(goja.String); isStr {
+			if err := v.handed.Add(float64(s.Length())*charBytes, v.reserve); err != nil {
+				return nil, err
+			}
+		}
 		switch x := val.Export().(type) {
 		case float64:
 			return stdlib.Number(x), nil
@@ -426,8 +444,10 @@ func (v *VM) export(val goja.Value, depth int) (any, error) {
 			return v.Export(res)
 		}), nil
 	}
-	if r, ok := o.Export().(*record); ok {
-		return stdlib.RecordMap(r.r), nil
+	if o.ExportType() == recordType { // (Export itself would convert a whole array or map)
+		if r, ok := o.Export().(*record); ok {
+			return stdlib.RecordMap(r.r), nil
+		}
 	}
 	if o.ClassName() == "Array" {
 		n := int(o.Get("length").ToInteger())

@@ -74,6 +74,26 @@ func (v *VM) charge(total, delta float64) {
 	}
 }
 
+// reserve is charge for code outside a native call: it trips and interrupts the VM but
+// returns the error instead of unwinding.
+func (v *VM) reserve(n float64) error {
+	var err error
+	if n > float64(v.opts.MaxString) {
+		err = fmt.Errorf("%w: a value of %.0f MiB (cap %d MiB)", guard.ErrMemoryLimit, n/(1<<20), v.opts.MaxString>>20)
+	} else if v.meter != nil {
+		err = v.meter.Reserve(int64(n))
+	}
+	if err != nil {
+		v.mu.Lock()
+		if v.tripped == nil {
+			v.tripped = err
+		}
+		v.mu.Unlock()
+		v.Interrupt(err)
+	}
+	return err
+}
+
 // checkLoop aborts when the VM was interrupted (deadline, caller gone) while a native loops.
 func (v *VM) checkLoop(i int) {
 	if i%loopCheck == 0 && v.ctx.Err() != nil {

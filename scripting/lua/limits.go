@@ -72,6 +72,21 @@ func (v *VM) charge(L *lua.LState, total, delta float64) {
 	}
 }
 
+// reserve is charge for code outside a native call: it trips and interrupts the state but
+// returns the error instead of raising.
+func (v *VM) reserve(n float64) error {
+	var err error
+	if n > float64(v.opts.MaxString) {
+		err = fmt.Errorf("%w: a value of %.0f MiB (cap %d MiB)", guard.ErrMemoryLimit, n/(1<<20), v.opts.MaxString>>20)
+	} else if v.meter != nil {
+		err = v.meter.Reserve(int64(n))
+	}
+	if err != nil {
+		v.trip(err)
+	}
+	return err
+}
+
 // stopErr is nil while the run may go on, else why it must stop.
 func (v *VM) stopErr() error {
 	if err := v.Tripped(); err != nil {

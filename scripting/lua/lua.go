@@ -65,6 +65,7 @@ type VM struct {
 
 	meter   guard.Meter // the run's memory budget; nil: only MaxString
 	tripped error       // the limit the run hit (under mu)
+	handed  guard.Tally // string bytes of the value being exported
 }
 
 // removed are the base functions that reach files or internals.
@@ -407,12 +408,18 @@ func (v *VM) native(f stdlib.Func, self *lua.LTable) lua.LGFunction {
 			first = 2
 		}
 		args := make(stdlib.Args, 0, n-first+1)
+		v.handed.Reset()
 		for i := first; i <= n; i++ {
-			x, err := v.Export(L.Get(i))
+			x, err := v.export(L.Get(i), 0)
 			if err != nil {
 				v.raise(err)
 			}
 			args = append(args, x)
+		}
+		// Host code builds from what it gets (json.encode of many references to one long
+		// string): the strings handed over are charged, each time they are referenced.
+		if err := v.handed.Done(v.reserve); err != nil {
+			v.raise(err)
 		}
 		res, err := callHost(f, v.vctx, args)
 		if err != nil {
@@ -444,7 +451,10 @@ func callHost(f stdlib.Func, ctx context.Context, args stdlib.Args) (res any, er
 // Export converts a Lua value to a Go value (see package stdlib). A table whose keys are
 // exactly 1..n becomes a list; any other table a map (an empty table is an empty map).
 // Functions become Callables that must only be called on this VM's goroutine.
-func (v *VM) Export(lv lua.LValue) (any, error) { return v.export(lv, 0) }
+func (v *VM) Export(lv lua.LValue) (any, error) {
+	v.handed.Reset()
+	return v.export(lv, 0)
+}
 
 func (v *VM) export(lv lua.LValue, depth int) (any, error) {
 	if depth > 64 {
@@ -456,6 +466,9 @@ func (v *VM) export(lv lua.LValue, depth int) (any, error) {
 	case lua.LBool:
 		return bool(t), nil
 	case lua.LString:
+		if err := v.handed.Add(float64(len(t)), v.reserve); err != nil {
+			return nil, err
+		}
 		return string(t), nil
 	case lua.LNumber:
 		return stdlib.Number(float64(t)), nil

@@ -297,3 +297,32 @@ func (g *Guard) check() {
 		x.s.mu.Unlock()
 	}
 }
+
+// Tally adds up the bytes of a value being handed to host code, checking them as they grow:
+// reserve is called with the running total at every TallyStep and by Done.
+type Tally struct{ total, checked float64 }
+
+// TallyStep is how much a Tally grows between checks.
+const TallyStep = 1 << 20
+
+// Reset starts a new value.
+func (t *Tally) Reset() { t.total, t.checked = 0, 0 }
+
+// Add counts n more bytes.
+func (t *Tally) Add(n float64, reserve func(float64) error) error {
+	t.total += n
+	if t.total-t.checked >= TallyStep {
+		t.checked = t.total
+		return reserve(t.total)
+	}
+	return nil
+}
+
+// Done checks the total.
+func (t *Tally) Done(reserve func(float64) error) error {
+	if t.total > t.checked && t.total >= TallyStep {
+		t.checked = t.total
+		return reserve(t.total)
+	}
+	return nil
+}
