@@ -175,7 +175,7 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 		return chatTurn{}, badRequest("messages", "no_user_message", "No user message found in messages (the last message must be a non-empty user message)")
 	}
 	if id == "" {
-		id = derivedSessionID(who(c).ID, strings.Join(system, "\n"), firstUser)
+		id = derivedSessionID(s.keyOf(c), strings.Join(system, "\n"), firstUser)
 	}
 	now := time.Now().UTC()
 	if len(system) > 0 {
@@ -202,6 +202,17 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 		return chatTurn{}, err
 	}
 	return chatTurn{sess: sess, prompt: texts[last], model: req.Model, key: key}, nil
+}
+
+// keyOf is the API key the request authenticated with.
+func (s *Server) keyOf(c *fiber.Ctx) []byte {
+	d := principal(c)
+	for _, k := range s.keys {
+		if k.digest == d {
+			return k.secret
+		}
+	}
+	return nil
 }
 
 // Session headers.

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -416,5 +418,50 @@ func TestPrincipalsKeysCheckedAtStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// unkeyedDerivedID is the session id a stateless chat of the local owner used to get: a plain
+// hash of its content, which any principal can compute.
+func unkeyedDerivedID(system, firstUser string) string {
+	h := sha256.Sum256([]byte(system + "\n" + firstUser))
+	return "api-" + hex.EncodeToString(h[:8])
+}
+
+// The session id of a stateless chat (no X-Hermes-Session-Id) cannot be computed from the
+// conversation by another principal: if it could, the other key would learn by a 409 (or a
+// 404 on chat) whether the owner ever had that conversation, and could take the id first so
+// that the owner's conversation is refused.
+func TestPrincipalsDerivedSessionIDsAreNotGuessable(t *testing.T) {
+	tg := principalsTarget(t)
+	tg.fake.Enqueue(openaitest.Text("owner answer"), openaitest.Text("second answer"), openaitest.Text("third answer"))
+	chat := func(system, user string) string {
+		b, _ := json.Marshal(map[string]any{"model": "fake-agent", "messages": []map[string]any{{"role": "system", "content": system}, {"role": "user", "content": user}}})
+		return string(b)
+	}
+	// The second key takes the id a common opening of the owner would have had.
+	guess := unkeyedDerivedID("You are helpful.", "hello")
+	decodeAs[sessionEnv](t, tg.as(t, secondKey, "POST", "/api/sessions", `{"id":"`+guess+`"}`), 201)
+	r := tg.do(t, "POST", "/v1/chat/completions", chat("You are helpful.", "hello"), nil)
+	if r.status != 200 {
+		t.Fatalf("the owner's stateless chat was refused: %d %s", r.status, r.body)
+	}
+	// Probing for a conversation of the owner by its content finds nothing.
+	sid := r.header.Get("X-Hermes-Session-Id")
+	if sid == "" || sid == guess {
+		t.Fatalf("derived id %q", sid)
+	}
+	r = tg.do(t, "POST", "/v1/chat/completions", chat("sys", "my secret plan"), nil)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if sid := r.header.Get("X-Hermes-Session-Id"); sid == unkeyedDerivedID("sys", "my secret plan") {
+		t.Fatalf("the derived id %q is computable from the content", sid)
+	}
+	decodeAs[sessionEnv](t, tg.as(t, secondKey, "POST", "/api/sessions", `{"id":"`+unkeyedDerivedID("sys", "my secret plan")+`"}`), 201)
+	// The same conversation resent still lands in one session for its principal.
+	again := tg.do(t, "POST", "/v1/chat/completions", chat("sys", "my secret plan"), nil)
+	if again.status != 200 || again.header.Get("X-Hermes-Session-Id") != r.header.Get("X-Hermes-Session-Id") {
+		t.Fatalf("resent conversation: %d %s %v", again.status, again.body, again.header)
 	}
 }

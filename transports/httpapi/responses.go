@@ -277,6 +277,9 @@ func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
 }
 
 func (s *Server) getResponse(c *fiber.Ctx) error {
+	if err := checkID("response_id", "invalid_response_id", "response id", c.Params("id")); err != nil {
+		return err
+	}
 	rec, err := s.loadResponse(s.ctx, who(c), c.Params("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		return responseNotFound(c.Params("id"))
@@ -289,6 +292,9 @@ func (s *Server) getResponse(c *fiber.Ctx) error {
 
 func (s *Server) deleteResponse(c *fiber.Ctx) error {
 	id := c.Params("id")
+	if err := checkID("response_id", "invalid_response_id", "response id", id); err != nil {
+		return err
+	}
 	rec, err := s.loadResponse(s.ctx, who(c), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return responseNotFound(id)

@@ -270,6 +270,9 @@ func runNotFound(id string) error {
 // a restart, or once its event log was dropped). A run of another owner is not found (the admin
 // key sees every run).
 func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
+	if err := checkID("run_id", "invalid_run_id", "run id", id); err != nil {
+		return nil, err
+	}
 	s.runs.mu.Lock()
 	r, ok := s.runs.m[id]
 	s.runs.mu.Unlock()
@@ -762,11 +765,9 @@ func (s *Server) runEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	after := 0
-	if v := c.Get("Last-Event-ID", c.Query("last_event_id")); v != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
-			after = n // an invalid id means a fresh stream
-		}
+	after, err := lastEventID(c.Get("Last-Event-ID"), c.Query("last_event_id"))
+	if err != nil {
+		return err
 	}
 	evs, done, _ := r.since(after)
 	if done && len(evs) == 0 {

@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -228,14 +230,14 @@ func validSessionID(id string) error {
 	if id == "." || strings.Contains(id, "..") || strings.ContainsAny(id, "/\\") || hasControl(id) {
 		return badRequest("X-Hermes-Session-Id", "invalid_session_id", "invalid session id")
 	}
-	return nil
+	return checkID("X-Hermes-Session-Id", "invalid_session_id", "session id", id)
 }
 
 func validSessionKey(k string) error {
 	if len(k) > maxHeaderID {
 		return badRequest("X-Hermes-Session-Key", "invalid_session_key", "Session key too long")
 	}
-	if hasControl(k) {
+	if hasControl(k) || !utf8.ValidString(k) {
 		return badRequest("X-Hermes-Session-Key", "invalid_session_key", "Invalid session key")
 	}
 	return nil
@@ -251,16 +253,15 @@ func hasControl(s string) bool {
 }
 
 // derivedSessionID maps a stateless conversation (every request resends the history) to one
-// session: the same system prompt and first user message give the same id. Principals other
-// than the local owner (owner "") get ids of their own, so two principals sending the same
-// conversation never meet in one session.
-func derivedSessionID(owner, system, firstUser string) string {
-	in := system + "\n" + firstUser
-	if owner != "" {
-		in = owner + "\x00" + in
-	}
-	h := sha256.Sum256([]byte(in))
-	return "api-" + hex.EncodeToString(h[:8])
+// session: the same system prompt and first user message give the same id. The id is keyed
+// with the API key of the request (an HMAC), so only that key's holder can compute it: two
+// principals sending the same conversation never meet in one session, and another principal
+// can neither probe for a conversation by its content (a 409 on create, a 404 on chat) nor take
+// its id first.
+func derivedSessionID(key []byte, system, firstUser string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(system + "\n" + firstUser))
+	return "api-" + hex.EncodeToString(m.Sum(nil)[:8])
 }
 
 // openOrSeed opens session id, or creates it for principal p and writes history (the
