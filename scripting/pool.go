@@ -50,7 +50,14 @@ type pool struct {
 	once    sync.Once
 }
 
-var replies = sync.Pool{New: func() any { return make(chan result, 1) }}
+var (
+	replies = sync.Pool{New: func() any { return make(chan result, 1) }}
+	timers  = sync.Pool{New: func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}}
+)
 
 func newPool(workers int, timeout time.Duration, memLimit int64, first hookVM, newVM func() (hookVM, error)) *pool {
 	p := &pool{newVM: newVM, timeout: timeout, jobs: make(chan *job), quit: make(chan struct{}), g: guard.New(0, memLimit)}
@@ -166,8 +173,12 @@ func (p *pool) do(ctx context.Context, hook string, in any) (any, int, error) {
 	}
 	// A VM interrupted at its deadline stops within a native call's next look at the
 	// interrupt; the caller does not wait for that beyond a grace period.
-	late := time.NewTimer(time.Until(deadline) + p.timeout/2 + 100*time.Millisecond)
-	defer late.Stop()
+	late := timers.Get().(*time.Timer)
+	late.Reset(time.Until(deadline) + p.timeout/2 + 100*time.Millisecond)
+	defer func() {
+		late.Stop() // no stale tick is received after Stop returns
+		timers.Put(late)
+	}()
 	select {
 	case r := <-reply:
 		replies.Put(reply)

@@ -115,12 +115,8 @@ func (g *Guard) Remove(s *Slot) {
 
 // Begin marks vm as running code for ctx until deadline (zero: no deadline).
 func (s *Slot) Begin(vm Interrupter, ctx context.Context, deadline time.Time) {
-	var base uint64
-	if s.g.limit > 0 {
-		base = heap() // from the first instruction: one statement can already build a lot
-	}
 	s.mu.Lock()
-	s.running, s.vm, s.ctx, s.deadline, s.heapBase, s.reason, s.pending = true, vm, ctx, deadline, base, nil, 0
+	s.running, s.vm, s.ctx, s.deadline, s.heapBase, s.reason, s.pending = true, vm, ctx, deadline, 0, nil, 0
 	s.gen++
 	s.mu.Unlock()
 	if s.g.active.Add(1) == 1 {
