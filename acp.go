@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/tool/mcptool"
 	"github.com/hermes-go/hermes/transports/acp"
 )
 
@@ -49,7 +50,7 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 		return acpCheck(cfg, io)
 	}
 	// stdout carries protocol frames only; every diagnostic goes to stderr.
-	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := newLogger(io.err, slog.LevelWarn)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The store opens once initialize has been answered, not before: the handshake is what
@@ -70,6 +71,8 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 		Ready:    func() error { return providerReady(cfg) },
 		Models:   acpModels(cfg),
 		ImageDir: filepath.Join(cfg.Home, "attachments"),
+		// The client's MCP stdio servers get the allow-listed environment, as configured ones do.
+		MCP: mcptool.Options{Env: toolEnv(cfg)},
 	})
 	if a != nil {
 		if cerr := a.Close(); cerr != nil && err == nil {

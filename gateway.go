@@ -22,6 +22,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/httpapi"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
@@ -99,11 +100,14 @@ func runSelf(ctx context.Context, argv []string) (string, int, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
+	// The commands redact their own output; this is the second line of defence for a client
+	// that may be remote.
+	text := redact.String(out.String())
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return out.String(), ee.ExitCode(), nil
+		return text, ee.ExitCode(), nil
 	}
-	return out.String(), 0, err
+	return text, 0, err
 }
 
 // loadDotEnv sets KEY=VALUE lines of path into the environment and returns the keys that
@@ -129,6 +133,9 @@ func loadDotEnv(path string) ([]string, error) {
 			continue
 		}
 		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+		if redact.SecretName(k) {
+			redact.Register(v)
+		}
 		if os.Getenv(k) != v {
 			os.Setenv(k, v)
 			changed = append(changed, k)
@@ -148,7 +155,7 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := newLogger(io.err, slog.LevelWarn)
 	a, err := assemble(cfg, logger)
 	if err != nil {
 		return fail(io, err)
@@ -187,6 +194,7 @@ func serverKey(cfg *config.Config, io stdio) (string, error) {
 	path := filepath.Join(cfg.Home, "api_key")
 	if b, err := os.ReadFile(path); err == nil {
 		if k := strings.TrimSpace(string(b)); len(k) >= 16 {
+			redact.Register(k)
 			return k, nil
 		}
 	}
@@ -195,6 +203,7 @@ func serverKey(cfg *config.Config, io stdio) (string, error) {
 		return "", err
 	}
 	key := "hk-" + hex.EncodeToString(raw[:])
+	redact.Register(key)
 	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
 		return "", err
 	}
@@ -264,7 +273,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	if len(key) < 16 {
 		return fail(io, errors.New("the API key must be at least 16 characters (HERMES_API_KEY)"))
 	}
-	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := newLogger(io.err, slog.LevelInfo)
 	a, err := assemble(cfg, logger)
 	if err != nil {
 		return fail(io, err)

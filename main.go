@@ -244,7 +244,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		}
 		return v
 	}
-	reg := tool.NewRegistry(builtin.Defaults(check)...)
+	reg := tool.NewRegistry(builtin.DefaultsEnv(check, toolEnv(cfg))...)
 	reg.Add(agent.Clarify{})
 	reg.Add(agent.Delegate{})
 	cwd := o.cwd
@@ -253,7 +253,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	}
 	logger := o.logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger = newLogger(os.Stderr, slog.LevelWarn)
 	}
 	a.mcp = addMCPTools(cfg, reg, logger)
 	pol, polCloser, err := loadPolicy(cfg, reg, policy.Set{Approver: policy.Defaults{}, Busy: a.busy})

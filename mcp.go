@@ -44,7 +44,7 @@ func runMCP(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	// On stdio, stdout carries protocol frames only; every diagnostic goes to stderr.
-	logger := slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := newLogger(io.err, slog.LevelWarn)
 	a, err := assemble(cfg, logger)
 	if err != nil {
 		return fail(io, err)
@@ -151,7 +151,7 @@ func (mt *mcpTools) Close() error { return mt.m.Close() }
 
 func newMCPManager(cfg *config.Config, logger *slog.Logger) *mcptool.Manager {
 	return mcptool.New(mcpServers(cfg), mcptool.Options{
-		Logger: logger, ClientName: "hermes", ClientVersion: version,
+		Logger: logger, ClientName: "hermes", ClientVersion: version, Env: toolEnv(cfg),
 		// reload.mcp re-reads the configuration, so a server added, changed or removed in
 		// config.yaml takes effect without a restart (and without touching the sessions). The
 		// file is read from the home the running configuration came from.
@@ -191,7 +191,7 @@ func mcpStatus(ctx context.Context, io stdio) int {
 		return 0
 	}
 	// Start errors are in the status lines; the log would only repeat them.
-	m := newMCPManager(cfg, slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelError + 1})))
+	m := newMCPManager(cfg, newLogger(io.err, slog.LevelError+1))
 	defer m.Close()
 	tools := m.Tools(ctx)
 	code := 0

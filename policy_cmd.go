@@ -85,7 +85,7 @@ func policyOptions(cfg *config.Config, reg *tool.Registry, fallback policy.Set) 
 		MemoryLimit: mem,
 		Workers:     cfg.Scripts.Workers,
 		Grants:      grants,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:      newLogger(os.Stderr, slog.LevelWarn),
 		Fallback:    fallback,
 		Classify:    classifier(reg),
 	}, nil

@@ -83,7 +83,7 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := newLogger(errw, slog.LevelWarn)
 	a, err := build(cfg, st, runtimeOpts{cwd: cwd, logger: logger})
 	if err != nil {
 		st.Close()

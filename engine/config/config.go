@@ -12,12 +12,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hermes-go/hermes/engine/redact"
 )
 
 // Provider configures one model provider.
@@ -51,6 +54,7 @@ type Config struct {
 	Store         Store               `yaml:"store"`
 	Scripts       Scripts             `yaml:"scripts"`
 	MCP           MCP                 `yaml:"mcp,omitempty"`
+	Tools         Tools               `yaml:"tools,omitempty"`
 	// BrowserControl is off unless enabled here or by HERMES_BROWSER_CONTROL=1.
 	BrowserControl BrowserControl `yaml:"browser_control"`
 }
@@ -64,6 +68,16 @@ type BrowserControl struct {
 	Timeout      Duration `yaml:"timeout,omitempty"`      // per action; default 30s
 }
 
+// Tools configures the processes tools start (terminal commands, background processes, MCP
+// stdio servers). They get an allow-listed environment (paths, user, locale: see
+// engine/tool/toolenv), never Hermes' own API keys or the providers' keys.
+type Tools struct {
+	// EnvPassthrough names further variables tool processes get: an exact name (GH_TOKEN) or a
+	// pattern ending in * (AWS_*, or * for everything). A pattern never passes Hermes' keys or
+	// a provider's key variable (SecretEnv); name one exactly to pass it.
+	EnvPassthrough []string `yaml:"env_passthrough,omitempty"`
+}
+
 // MCP configures Model Context Protocol servers whose tools are offered to the model as
 // "server__tool".
 type MCP struct {
@@ -75,7 +89,7 @@ type MCP struct {
 type MCPServer struct {
 	Command string            `yaml:"command,omitempty"`
 	Args    []string          `yaml:"args,omitempty"`
-	Env     map[string]string `yaml:"env,omitempty"` // added to the inherited environment
+	Env     map[string]string `yaml:"env,omitempty"` // added to the allow-listed environment (Tools)
 	URL     string            `yaml:"url,omitempty"`
 	Headers map[string]string `yaml:"headers,omitempty"`
 	Timeout Duration          `yaml:"timeout,omitempty"` // per call; default 60s
@@ -230,7 +244,8 @@ func BuiltinProvider(name string) bool {
 }
 
 // Load reads $HERMES_HOME/config.yaml (absent is fine) and applies the environment. getenv is
-// os.Getenv in production; tests pass their own.
+// os.Getenv in production; tests pass their own. The secrets it finds (Secrets) are registered
+// with engine/redact, so no log line or error message of this process prints them.
 func Load(getenv func(string) string) (*Config, error) {
 	home := getenv("HERMES_HOME")
 	if home == "" {
@@ -343,15 +358,60 @@ func Load(getenv func(string) string) (*Config, error) {
 	if c.Scripts.MemoryMB == 0 {
 		c.Scripts.MemoryMB = 128
 	}
+	redact.Register(c.Secrets()...)
 	return c, nil
 }
 
-// Show renders the effective configuration as YAML with secrets masked.
+// Secrets lists the secret values of the configuration: API keys (the server's and the
+// providers'), and the values of provider headers, MCP env entries and MCP headers whose names
+// say they hold a secret (redact.SecretName). Show masks every header and env value; this list
+// is what must not appear in any other output either.
+func (c *Config) Secrets() []string {
+	out := []string{c.Server.APIKey, c.Server.AdminKey}
+	for _, k := range c.Server.ExtraKeys {
+		out = append(out, k.Key)
+	}
+	named := func(m map[string]string) {
+		for k, v := range m {
+			if redact.SecretName(k) {
+				out = append(out, v, strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")))
+			}
+		}
+	}
+	for _, p := range c.Providers {
+		out = append(out, p.APIKey)
+		named(p.Headers)
+	}
+	for _, m := range c.MCP.Servers {
+		named(m.Env)
+		named(m.Headers)
+	}
+	return out
+}
+
+// SecretEnv names the environment variables that hold Hermes' or a provider's API key (the
+// built-in ones and every provider's api_key_env). Tool processes never get them unless
+// tools.env_passthrough names them exactly.
+func (c *Config) SecretEnv() []string {
+	out := []string{"HERMES_API_KEY", "API_SERVER_KEY", "OPENAI_API_KEY"}
+	for _, name := range c.ProviderNames() {
+		if k := c.Providers[name].KeyEnv; k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Show renders the effective configuration as YAML with secrets masked: API keys, every
+// provider and MCP header value and MCP env value, and the user info and secret-named query
+// parameters of URLs (engine/redact).
 func (c *Config) Show() string {
 	masked := *c
 	masked.Providers = map[string]Provider{}
 	for k, p := range c.Providers {
 		p.APIKey = mask(p.APIKey)
+		p.BaseURL = redact.String(p.BaseURL)
+		p.Headers = maskValues(p.Headers)
 		masked.Providers[k] = p
 	}
 	masked.Server.APIKey = mask(c.Server.APIKey)
@@ -364,6 +424,11 @@ func (c *Config) Show() string {
 	masked.MCP.Servers = map[string]MCPServer{}
 	for k, m := range c.MCP.Servers {
 		m.Env, m.Headers = maskValues(m.Env), maskValues(m.Headers)
+		m.URL = redact.String(m.URL)
+		m.Args = slices.Clone(m.Args)
+		for i, a := range m.Args {
+			m.Args[i] = redact.String(a)
+		}
 		masked.MCP.Servers[k] = m
 	}
 	b, _ := yaml.Marshal(&masked)
@@ -388,23 +453,6 @@ func (c *Config) ProviderNames() []string {
 	return out
 }
 
-func maskValues(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = mask(v)
-	}
-	return out
-}
+func maskValues(m map[string]string) map[string]string { return redact.Values(m) }
 
-func mask(s string) string {
-	switch {
-	case s == "":
-		return ""
-	case len(s) <= 8:
-		return "****"
-	}
-	return s[:3] + "…" + s[len(s)-4:]
-}
+func mask(s string) string { return redact.Secret(s) }

@@ -33,7 +33,7 @@ func TestLoadDefaultsAndEnv(t *testing.T) {
 		t.Fatalf("script defaults: %+v", c.Scripts)
 	}
 	out := c.Show()
-	if strings.Contains(out, "sk-test-123456789") || !strings.Contains(out, "sk-…6789") {
+	if strings.Contains(out, "sk-test-123456789") || !strings.Contains(out, "api_key: '***'") {
 		t.Fatalf("secret not masked:\n%s", out)
 	}
 }
