@@ -28,6 +28,7 @@ import (
 	"github.com/hermes-go/hermes/engine/model/openai"
 	"github.com/hermes-go/hermes/engine/model/replay"
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store"
 	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
 	"github.com/hermes-go/hermes/engine/tool"
@@ -119,8 +120,7 @@ func runConfig(_ context.Context, args []string, io stdio) int {
 	}
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
-		fmt.Fprintln(io.err, "hermes:", err)
-		return 1
+		return fail(io, err)
 	}
 	fmt.Fprint(io.out, cfg.Show())
 	return 0
@@ -352,9 +352,10 @@ func (e *exitError) Error() string { return e.err.Error() }
 func fail(io stdio, err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
-		fmt.Fprintln(io.err, "hermes:", ee.err)
+		fmt.Fprintln(io.err, "hermes:", redact.String(fmt.Sprint(ee.err)))
 		return ee.code
 	}
-	fmt.Fprintln(io.err, "hermes:", err)
+	// A configuration or store error may quote a value it could not use: a key, a DSN.
+	fmt.Fprintln(io.err, "hermes:", redact.String(err.Error()))
 	return 1
 }
