@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/store/memstore"
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 // secretsConfig configures a provider and an MCP server whose URLs, headers and env carry
@@ -129,5 +131,51 @@ func TestCommandLoggerMasksConfiguredKeys(t *testing.T) {
 	newLogger(&buf, slog.LevelInfo).Warn("provider said: bad key "+providerKey, "err", errors.New("401: "+serverKey))
 	if out := buf.String(); strings.Contains(out, providerKey) || strings.Contains(out, serverKey) || !strings.Contains(out, "provider said: bad key ***") {
 		t.Fatalf("log line: %s", out)
+	}
+}
+
+// TestTerminalEnvironmentFromConfig: the terminal tool of the assembled engine runs commands
+// without Hermes' keys, with the variables tools.env_passthrough names; a pattern there does
+// not pass a provider's key variable (LAB_*, LAB_KEY).
+func TestTerminalEnvironmentFromConfig(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	yml := "tools:\n  env_passthrough: [PASS_ME, \"TEAM_*\", \"LAB_*\"]\nproviders:\n  lab:\n    base_url: http://127.0.0.1:1/v1\n    api_key_env: LAB_KEY\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"OPENAI_API_KEY": "sk-env-openai-0071", "HERMES_API_KEY": "hk-env-hermes-0072", "LAB_KEY": "lab-env-key-0073",
+		"TEAM_KEY": "team-env-key-0074", "PASS_ME": "passed-0075",
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	t.Setenv("HERMES_HOME", home)
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(cfg, memstore.New(), runtimeOpts{cwd: cwd, logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	term, err := a.eng.Tools().Get("terminal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := term.Call(context.Background(), tool.Call{ID: "c1", Name: "terminal", Args: json.RawMessage(`{"command":"env"}`)}, &tool.Env{SessionID: "s1", Cwd: cwd})
+	if err != nil || res.IsError {
+		t.Fatalf("env: %v %+v", err, res)
+	}
+	for _, secret := range []string{"sk-env-openai-0071", "hk-env-hermes-0072", "lab-env-key-0073"} {
+		if strings.Contains(res.Content, secret) {
+			t.Errorf("the command saw %q:\n%s", secret, res.Content)
+		}
+	}
+	for _, want := range []string{"PASS_ME=passed-0075", "TEAM_KEY=team-env-key-0074"} {
+		if !strings.Contains(res.Content, want) {
+			t.Errorf("the command did not see %q:\n%s", want, res.Content)
+		}
 	}
 }
