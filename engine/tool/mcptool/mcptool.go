@@ -430,7 +430,8 @@ func (s *server) start(ctx context.Context) (*client.Client, error) {
 		cli = client.NewClient(tr)
 	default:
 		var err error
-		cli, err = client.NewStreamableHttpClient(s.cfg.URL, transport.WithHTTPHeaders(s.cfg.Headers))
+		// The transport logs through our logger (which redacts), not slog.Default.
+		cli, err = client.NewStreamableHttpClient(s.cfg.URL, transport.WithHTTPHeaders(s.cfg.Headers), transport.WithHTTPLogger(s.opts.Logger))
 		if err != nil {
 			return nil, err
 		}
