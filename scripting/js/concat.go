@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
@@ -33,147 +34,133 @@ type edit struct {
 	text string
 }
 
-// concatEdits returns the edits that wrap each concatenation of prg (whose source is src) in
-// a call of checkFunc, or an error for a construct that would get around them.
-func concatEdits(prg *ast.Program, src string) ([]edit, error) {
+// checkConstructs refuses what would get around the concatenation rewrite: the reserved name
+// and with statements.
+func checkConstructs(prg *ast.Program) error {
 	f := prg.File
 	off := func(i file.Idx) int { return int(i) - f.Base() }
-	var edits []edit
 	var bad error
-	wrap := func(start, end int) {
-		if start >= 0 && end <= len(src) && start < end {
-			edits = append(edits, edit{start, checkFunc + "("}, edit{end, ")"})
-		}
-	}
 	walk(reflect.ValueOf(prg), map[uintptr]bool{}, func(n any) {
+		if bad != nil {
+			return
+		}
 		switch x := n.(type) {
 		case *ast.Identifier:
-			if x.Name == checkFunc && bad == nil {
+			if x.Name == checkFunc {
 				bad = &stdlib.ScriptError{Message: "SyntaxError: the name " + checkFunc + " is reserved", File: f.Name(), Line: f.Position(off(x.Idx)).Line}
 			}
 		case *ast.WithStatement:
-			if bad == nil {
-				bad = &stdlib.ScriptError{Message: "SyntaxError: with statements are not allowed in hermes scripts", File: f.Name(), Line: f.Position(off(x.With)).Line}
-			}
-		case *ast.BinaryExpression:
-			if x.Operator != token.PLUS {
-				return
-			}
-			l0, l1, r0, r1 := off(x.Left.Idx0()), off(x.Left.Idx1()), off(x.Right.Idx0()), off(x.Right.Idx1())
-			closeL, op, ok := scanTo(src, l1, r0, ')', '+')
-			if !ok {
-				return
-			}
-			openR, _, ok := scanTo(src, op+1, r0, '(', 0)
-			if !ok {
-				return
-			}
-			start, ok1 := back(src, l0, '(', closeL)
-			end, ok2 := forward(src, r1, ')', openR)
-			if ok1 && ok2 {
-				wrap(start, end)
-			}
-		case *ast.AssignExpression:
-			if x.Operator != token.PLUS {
-				return
-			}
-			l1, r0, r1 := off(x.Left.Idx1()), off(x.Right.Idx0()), off(x.Right.Idx1())
-			n, op, ok := scanTo(src, l1, r0, ')', '+')
-			if !ok || n != 0 || op+1 >= len(src) || src[op+1] != '=' {
-				return
-			}
-			openR, _, ok := scanTo(src, op+2, r0, '(', 0)
-			if !ok {
-				return
-			}
-			if end, ok := forward(src, r1, ')', openR); ok {
-				wrap(off(x.Left.Idx0()), end)
-			}
-		case *ast.TemplateLiteral:
-			if x.Tag == nil && len(x.Expressions) > 0 {
-				wrap(off(x.OpenQuote), off(x.CloseQuote)+1)
-			}
+			bad = &stdlib.ScriptError{Message: "SyntaxError: with statements are not allowed in hermes scripts", File: f.Name(), Line: f.Position(off(x.With)).Line}
 		}
 	})
-	return edits, bad
+	return bad
 }
 
-// scanTo reads src[from:to] over blanks and comments, counting the paren characters, up to
-// stop (0: to the end); it fails on anything else. It returns the count and where stop is.
-func scanTo(src string, from, to int, paren, stop byte) (count, at int, ok bool) {
-	for i := from; i < to && i < len(src); i++ {
-		switch c := src[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		case c == paren:
-			count++
-		case stop != 0 && c == stop:
-			return count, i, true
-		case c == '/' && i+1 < len(src) && src[i+1] == '/':
-			for i < to && src[i] != '\n' {
-				i++
+var exprType = reflect.TypeFor[ast.Expression]()
+
+// countConcat wraps every a + b, a += b and untagged template literal with substitutions in
+// the program in a call of checkFunc, in the syntax tree.
+func countConcat(prg *ast.Program) {
+	rewriteNode(reflect.ValueOf(prg), map[uintptr]bool{})
+}
+
+func rewriteNode(v reflect.Value, seen map[uintptr]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		if _, isFile := v.Interface().(*file.File); isFile {
+			return
+		}
+		rewriteNode(v.Elem(), seen)
+	case reflect.Interface:
+		if !v.IsNil() {
+			rewriteNode(v.Elem(), seen)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			rewriteSlot(v.Index(i), seen)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				rewriteSlot(v.Field(i), seen)
 			}
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			j := indexFrom(src, "*/", i+2)
-			if j < 0 {
-				return 0, 0, false
-			}
-			i = j + 1
-		default:
-			return 0, 0, false
 		}
 	}
-	return count, to, stop == 0
 }
 
-func indexFrom(s, sub string, from int) int {
-	for i := from; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
+// rewriteSlot rewrites a field or element: its children first, then, if it holds a
+// concatenation, the concatenation is replaced by the checked call.
+func rewriteSlot(f reflect.Value, seen map[uintptr]bool) {
+	rewriteNode(f, seen)
+	if f.Type() != exprType || !f.CanSet() || f.IsNil() {
+		return
 	}
-	return -1
+	e := f.Interface().(ast.Expression)
+	switch x := e.(type) {
+	case *ast.BinaryExpression:
+		if x.Operator != token.PLUS {
+			return
+		}
+	case *ast.AssignExpression:
+		if x.Operator != token.PLUS {
+			return
+		}
+	case *ast.TemplateLiteral:
+		if x.Tag != nil || len(x.Expressions) == 0 {
+			return
+		}
+	default:
+		return
+	}
+	call := &ast.CallExpression{
+		Callee:           &ast.Identifier{Name: checkFunc, Idx: e.Idx0()},
+		LeftParenthesis:  e.Idx0(),
+		ArgumentList:     []ast.Expression{e},
+		RightParenthesis: e.Idx1(),
+	}
+	f.Set(reflect.ValueOf(ast.Expression(call)))
 }
 
-// back moves from i over n paren characters (and blanks) to the left.
-func back(src string, i int, paren byte, n int) (int, bool) {
-	for n > 0 {
-		i--
-		if i < 0 {
-			return 0, false
-		}
-		switch src[i] {
-		case ' ', '\t', '\n', '\r':
-		case paren:
-			n--
-		default:
-			return 0, false
-		}
-	}
-	return i, true
+// ends finds where expressions end in one source. goja places the end of a postfix ++/--
+// two characters after its operand, which is wrong when a paren or a blank comes between
+// (`(a)++`, `a ++`), and so is the end of every expression that ends with one.
+type ends struct {
+	src  string
+	base int
+	memo map[ast.Expression]int
 }
 
-// forward moves from i over n closing parens (and blanks, comments) to the right.
-func forward(src string, i int, paren byte, n int) (int, bool) {
-	for n > 0 {
-		if i >= len(src) {
-			return 0, false
-		}
-		switch c := src[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		case c == ')':
-			n--
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			j := indexFrom(src, "*/", i+2)
-			if j < 0 {
-				return 0, false
-			}
-			i = j + 1
-		default:
-			return 0, false
-		}
-		i++
+func newEnds(src string, base int) *ends {
+	return &ends{src: src, base: base, memo: map[ast.Expression]int{}}
+}
+
+func (x *ends) of(e ast.Expression) int {
+	if n, ok := x.memo[e]; ok {
+		return n
 	}
-	return i, true
+	end := int(e.Idx1()) - x.base
+	walk(reflect.ValueOf(e), map[uintptr]bool{}, func(n any) {
+		u, ok := n.(*ast.UnaryExpression)
+		if !ok || !u.Postfix || u == e {
+			return
+		}
+		end = max(end, x.of(u))
+	})
+	if u, ok := e.(*ast.UnaryExpression); ok && u.Postfix {
+		i := x.of(u.Operand)
+		for i < len(x.src) && strings.IndexByte(") \t\n\r", x.src[i]) >= 0 {
+			i++
+		}
+		if i+2 <= len(x.src) && (x.src[i:i+2] == "++" || x.src[i:i+2] == "--") {
+			end = max(end, i+2)
+		}
+	}
+	x.memo[e] = end
+	return end
 }
 
 // applyEdits inserts the edits into src, from the end so earlier offsets stay valid; at one
@@ -201,11 +188,11 @@ func compileScript(name, src string) (*goja.Program, error) {
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
-	edits, err := concatEdits(parsed, src)
-	if err != nil {
+	if err := checkConstructs(parsed); err != nil {
 		return nil, err
 	}
-	prg, err := goja.Compile(name, applyEdits(src, edits), false)
+	countConcat(parsed)
+	prg, err := goja.CompileAST(parsed, false)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}

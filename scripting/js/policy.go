@@ -50,11 +50,17 @@ func CompilePolicy(name, src string) (*Program, error) {
 		}
 		return nil, syntaxError(name, err)
 	}
-	edits, err := concatEdits(parsed, wrapped)
-	if err != nil {
+	if err := checkConstructs(parsed); err != nil {
 		return nil, err
 	}
-	prg, err := goja.Compile(name, applyEdits(wrapped, append(returnEdits(parsed), edits...)), false)
+	// Returns are instrumented in the text (so positions stay those of the file), then
+	// concatenations in the tree of the result.
+	instrumented, err := goja.Parse(name, applyEdits(wrapped, returnEdits(parsed, wrapped)))
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	countConcat(instrumented)
+	prg, err := goja.CompileAST(instrumented, false)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
@@ -111,9 +117,10 @@ func rewriteExports(src string) (string, [][2]string) {
 
 // returnEdits rewrites `return X` to `return (__hermes_line = N, X)` and arrow bodies
 // likewise. Insertions never add a newline.
-func returnEdits(prg *ast.Program) []edit {
+func returnEdits(prg *ast.Program, src string) []edit {
 	var edits []edit
 	f := prg.File
+	end := newEnds(src, f.Base())
 	off := func(i file.Idx) int { return int(i) - f.Base() }
 	line := func(i file.Idx) int { return f.Position(int(i) - f.Base()).Line }
 	walk(reflect.ValueOf(prg), map[uintptr]bool{}, func(n any) {
@@ -123,14 +130,40 @@ func returnEdits(prg *ast.Program) []edit {
 				edits = append(edits, edit{off(x.Return) + len("return"), fmt.Sprintf(" (%s = %d, undefined)", lineVar, line(x.Return))})
 				return
 			}
-			edits = append(edits, edit{off(x.Argument.Idx0()), fmt.Sprintf("(%s = %d, ", lineVar, line(x.Return))}, edit{off(x.Argument.Idx1()), ")"})
+			// The argument starts right after the keyword: its Idx0 may be inside a paren
+			// that belongs to a part of it, as in `return (a)++`.
+			edits = append(edits, edit{exprStart(src, off(x.Return)+len("return"), off(x.Argument.Idx0())), fmt.Sprintf("(%s = %d, ", lineVar, line(x.Return))}, edit{end.of(x.Argument), ")"})
 		case *ast.ArrowFunctionLiteral:
 			if b, ok := x.Body.(*ast.ExpressionBody); ok {
-				edits = append(edits, edit{off(b.Idx0()), fmt.Sprintf("(%s = %d, ", lineVar, line(b.Idx0()))}, edit{off(b.Idx1()), ")"})
+				start := off(b.Idx0())
+				if arrow := strings.LastIndex(src[:min(start, len(src))], "=>"); arrow >= 0 {
+					start = exprStart(src, arrow+len("=>"), start)
+				}
+				edits = append(edits, edit{start, fmt.Sprintf("(%s = %d, ", lineVar, line(b.Idx0()))}, edit{end.of(b.Expression), ")"})
 			}
 		}
 	})
 	return edits
+}
+
+// exprStart is where an expression whose first token is at idx0 starts when it follows the
+// token ending at from: from moved over blanks and opening parens, if only those lie between
+// (else idx0).
+func exprStart(src string, from, idx0 int) int {
+	if from > idx0 || idx0 > len(src) {
+		return idx0
+	}
+	for i := from; i < idx0; i++ {
+		switch src[i] {
+		case ' ', '\t', '\n', '\r', '(':
+		default:
+			return idx0
+		}
+	}
+	for from < idx0 && (src[from] == ' ' || src[from] == '\t' || src[from] == '\n' || src[from] == '\r') {
+		from++
+	}
+	return from
 }
 
 // walk visits every AST node reachable from v (pointers, slices, interfaces, struct fields).
