@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -87,4 +88,46 @@ func TestMemoryGrowth(t *testing.T) {
 			sink = append(sink, make([]byte, 64<<10)) // retained: survives the confirming GC
 		}
 	}
+}
+
+// TestReserve: a charge that does not fit the budget trips the run before the allocation, and
+// so does one that fits alone but not on top of the heap the run already grew.
+func TestReserve(t *testing.T) {
+	g := New(time.Hour, 8<<20) // the watchdog never looks: only Reserve can trip
+	defer g.Close()
+	s := g.NewSlot()
+	if err := s.Reserve(64 << 20); err != nil {
+		t.Fatalf("outside a run: %v", err)
+	}
+
+	vm := make(fakeVM, 1)
+	s.Begin(vm, context.Background(), time.Time{})
+	if err := s.Reserve(1 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reserve(16 << 20); !errors.Is(err, ErrMemoryLimit) {
+		t.Fatalf("over the budget alone: %v", err)
+	}
+	if r := <-vm; !errors.Is(r, ErrMemoryLimit) {
+		t.Fatal(r)
+	}
+	if r := s.End(); !errors.Is(r, ErrMemoryLimit) {
+		t.Fatal(r)
+	}
+
+	s.Begin(vm, context.Background(), time.Time{})
+	if err := s.Reserve(reserveQuantum); err != nil { // reads the heap base
+		t.Fatal(err)
+	}
+	kept := make([][]byte, 0, 12)
+	for range 12 {
+		kept = append(kept, make([]byte, 1<<20))
+	}
+	err := s.Reserve(reserveQuantum)
+	if !errors.Is(err, ErrMemoryLimit) {
+		t.Fatalf("12 MiB kept, 1 MiB more: %v", err)
+	}
+	<-vm
+	s.End()
+	runtime.KeepAlive(kept)
 }
