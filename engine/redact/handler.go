@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 )
 
 // Handler wraps a slog.Handler so that every record it passes on is redacted: the message and
@@ -70,9 +72,18 @@ func Attr(a slog.Attr) slog.Attr {
 			return slog.Attr{Key: a.Key, Value: v}
 		}
 		var s string
-		if err, ok := v.Any().(error); ok {
-			s = err.Error()
-		} else {
+		switch x := v.Any().(type) {
+		case error:
+			s = x.Error()
+		case map[string]string:
+			return slog.Any(a.Key, headerMap(x, secretName))
+		case http.Header:
+			m := make(map[string]string, len(x))
+			for k, vs := range x {
+				m[k] = strings.Join(vs, ", ")
+			}
+			return slog.Any(a.Key, headerMap(m, secretName))
+		default:
 			s = fmt.Sprint(v.Any())
 		}
 		if secretName {
@@ -85,4 +96,19 @@ func Attr(a slog.Attr) slog.Attr {
 	}
 	// Numbers, booleans, times and durations carry no secrets.
 	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// headerMap redacts a logged map such as headers or an environment: a value under a secret
+// name (or every value, when the map itself is named like a secret) is masked, the others go
+// through String.
+func headerMap(m map[string]string, all bool) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if all || SecretName(k) {
+			out[k] = Secret(v)
+		} else {
+			out[k] = String(v)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -87,16 +88,17 @@ func TestHandlerMasksLogLines(t *testing.T) {
 	log := redact.NewLogger(slog.NewTextHandler(&buf, nil))
 	log.With("api_key", "plain-value-1").WithGroup("g").Warn("calling https://u:p4ss@host/x?token=t0k",
 		"err", errors.New("401 for key sk-live-provider-key-0042"),
-		"headers", map[string]string{"Authorization": "Bearer abcdefghij"},
+		"headers", map[string]string{"Authorization": "Bearer abcdefghij", "X-Api-Key": "xkey-value-9", "X-Title": "Hermes"},
+		"response", http.Header{"Set-Cookie": {"sid=cookie-value-8"}},
 		"password", "hunter2", "tokens", 12, "session", "s-1",
 		slog.Group("inner", "secret", "deep-value"))
 	out := buf.String()
-	for _, s := range []string{"plain-value-1", "p4ss", "t0k", "sk-live-provider-key-0042", "abcdefghij", "hunter2", "deep-value"} {
+	for _, s := range []string{"plain-value-1", "p4ss", "t0k", "sk-live-provider-key-0042", "abcdefghij", "hunter2", "deep-value", "xkey-value-9", "cookie-value-8"} {
 		if strings.Contains(out, s) {
 			t.Errorf("log line holds %q: %s", s, out)
 		}
 	}
-	for _, k := range []string{"g.tokens=12", "g.session=s-1", "api_key=***"} {
+	for _, k := range []string{"g.tokens=12", "g.session=s-1", "api_key=***", "X-Title:Hermes"} {
 		if !strings.Contains(out, k) {
 			t.Errorf("log line lost %q: %s", k, out)
 		}
