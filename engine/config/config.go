@@ -427,6 +427,11 @@ func (c *Config) Show() string {
 		m.URL = redact.String(m.URL)
 		m.Args = slices.Clone(m.Args)
 		for i, a := range m.Args {
+			// --token=VALUE is caught by String; --token VALUE by its flag.
+			if i > 0 && strings.HasPrefix(m.Args[i-1], "-") && !strings.Contains(m.Args[i-1], "=") && redact.SecretName(m.Args[i-1]) {
+				m.Args[i] = redact.Secret(a)
+				continue
+			}
 			m.Args[i] = redact.String(a)
 		}
 		masked.MCP.Servers[k] = m

@@ -29,7 +29,7 @@ mcp:
       headers: {Authorization: "Bearer mcp-bearer-48"}
     local:
       command: /usr/bin/server
-      args: ["--verbose", "--api-key=arg-key-49"]
+      args: ["--verbose", "--api-key=arg-key-49", "--token", "arg-token-53", "--port", "8080"]
       env: {GITHUB_TOKEN: env-token-50}
 tools:
   env_passthrough: [GH_TOKEN, "AWS_*"]
@@ -45,12 +45,12 @@ server:
 	}
 	out := c.Show()
 	for _, secret := range []string{"svc-user", "svc-pass-41", "query-key-42", "corp-api-key-43", "header-value-44", "app-45",
-		"mcp-user", "mcp-pass-46", "mcp-token-47", "mcp-bearer-48", "arg-key-49", "env-token-50", "server-key-51", "or-key-52"} {
+		"mcp-user", "mcp-pass-46", "mcp-token-47", "mcp-bearer-48", "arg-key-49", "env-token-50", "server-key-51", "or-key-52", "arg-token-53"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("config show prints %q:\n%s", secret, out)
 		}
 	}
-	for _, keep := range []string{"llm.corp.example/v1", "region=eu", "mcp.example/mcp", "--verbose", "X-Custom-Auth", "GITHUB_TOKEN", "GH_TOKEN", "AWS_*"} {
+	for _, keep := range []string{"llm.corp.example/v1", "region=eu", "mcp.example/mcp", "--verbose", "--token", "8080", "X-Custom-Auth", "GITHUB_TOKEN", "GH_TOKEN", "AWS_*"} {
 		if !strings.Contains(out, keep) {
 			t.Errorf("config show lost %q:\n%s", keep, out)
 		}
