@@ -298,6 +298,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		AdminKey:           cfg.Server.AdminKey,
 		MaxConcurrent:      cfg.Server.MaxConcurrent,
 		SessionIdleRelease: time.Duration(cfg.Server.SessionIdleRelease),
+		Limits:             serveLimits(cfg, logger),
 		BrowserControl: httpapi.BrowserControl{
 			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
 		},
@@ -313,9 +314,11 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	fmt.Fprintf(io.err, "hermes serve: listening on http://%s (OpenAI-compatible API under /v1, WebSocket gateway at /api/ws)\n", ln.Addr())
+	// Catch the signals before announcing the address: a SIGTERM right after it must shut
+	// down cleanly, not kill the process.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	fmt.Fprintf(io.err, "hermes serve: listening on http://%s (OpenAI-compatible API under /v1, WebSocket gateway at /api/ws)\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -329,4 +332,34 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	return 0
+}
+
+// serveLimits raises the open-file limit as far as it goes and turns the server section of
+// the configuration into connection limits. Unset, the connection cap is the default but
+// never more than the open-file limit less 1024 descriptors (the store, logs, tools and MCP
+// servers need theirs): over the cap a connection gets a clean 503, never EMFILE.
+func serveLimits(cfg *config.Config, logger *slog.Logger) httpapi.Limits {
+	s := cfg.Server
+	l := httpapi.Limits{
+		ReadHeaderTimeout: time.Duration(s.ReadHeaderTimeout),
+		ReadTimeout:       time.Duration(s.ReadTimeout),
+		WriteTimeout:      time.Duration(s.WriteTimeout),
+		IdleTimeout:       time.Duration(s.IdleTimeout),
+		MaxConns:          s.MaxConns,
+		MaxConnsPerIP:     s.MaxConnsPerIP,
+		WSPingInterval:    time.Duration(s.WSPingInterval),
+		WSPongTimeout:     time.Duration(s.WSPongTimeout),
+	}
+	soft, err := raiseOpenFiles()
+	if err != nil {
+		logger.Warn("could not raise the open-file limit", "err", err, "limit", soft)
+	}
+	if l.MaxConns == 0 && soft > 0 {
+		room := int(min(soft, 1<<30)) - 1024
+		if soft < 2048 {
+			room = int(soft) / 2
+		}
+		l.MaxConns = min(httpapi.DefaultMaxConns, max(room, 1))
+	}
+	return l
 }

@@ -131,6 +131,32 @@ type Server struct {
 	// used). 0 means the default (10m); a negative value never releases. The environment
 	// variable HERMES_SESSION_IDLE_RELEASE overrides it.
 	SessionIdleRelease Duration `yaml:"session_idle_release,omitempty"`
+
+	// Connection limits. For each, 0 (or leaving it out) means the default and a negative
+	// value switches the limit off.
+	//
+	// ReadHeaderTimeout bounds how long a connection may take to send a request's headers,
+	// including the wait for the first byte of a new connection (default 10s). It closes
+	// half-open and slowloris connections; the WebSocket handshake falls under it.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout,omitempty"`
+	// ReadTimeout bounds reading a request body after its headers (default 60s).
+	ReadTimeout Duration `yaml:"read_timeout,omitempty"`
+	// WriteTimeout bounds one write to a client (default 30s): a client that stops reading
+	// is cut off, while a stream its client keeps reading is not limited in length.
+	WriteTimeout Duration `yaml:"write_timeout,omitempty"`
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request
+	// (default 60s).
+	IdleTimeout Duration `yaml:"idle_timeout,omitempty"`
+	// MaxConns caps the open connections (default 16384, and never more than the open-file
+	// limit less 1024); over it a connection is answered 503 and closed.
+	MaxConns int `yaml:"max_conns,omitempty"`
+	// MaxConnsPerIP caps the open connections from one remote address (default 4096).
+	// Behind a reverse proxy every connection comes from the proxy: raise it there.
+	MaxConnsPerIP int `yaml:"max_conns_per_ip,omitempty"`
+	// WSPingInterval is how often /api/ws pings its clients (default 30s); WSPongTimeout is
+	// how much longer a client may stay silent before it is closed as dead (default 30s).
+	WSPingInterval Duration `yaml:"ws_ping_interval,omitempty"`
+	WSPongTimeout  Duration `yaml:"ws_pong_timeout,omitempty"`
 }
 
 // ExtraKey is one entry of server.extra_api_keys.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/transports/gateway"
@@ -63,6 +64,8 @@ type Options struct {
 	// Keep it above the WebSocket gateway's orphan grace (20s by default): a session a
 	// WebSocket client left is the gateway's until that grace ends.
 	SessionIdleRelease time.Duration
+	// Limits bound connections: timeouts, connection caps, WebSocket liveness (see Limits).
+	Limits Limits
 }
 
 // Server is the fiber app and what it serves.
@@ -91,6 +94,8 @@ type Server struct {
 	wg    sync.WaitGroup // WebSocket connections
 
 	sweepDone chan struct{} // closed when the idle-session sweeper has stopped
+
+	lns listeners // what Serve listens on, wrapped in the connection limits
 }
 
 // ErrNoKey is returned by New without an API key.
@@ -201,6 +206,7 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 		Immutable:    true,
 		ErrorHandler: s.errorHandler,
 	})
+	s.initLimits()
 	if err := s.initBrowser(); err != nil {
 		return nil, err
 	}
@@ -218,8 +224,12 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 // App exposes the fiber app (tests, extra routes).
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+// Serve serves on ln until Shutdown, within the connection limits of Options.Limits.
+func (s *Server) Serve(ln net.Listener) error {
+	l := newLimitListener(ln, s.opts.Limits, s.log)
+	s.lns.add(l)
+	return s.app.Listener(l)
+}
 
 // Shutdown stops accepting, closes WebSocket connections (fiber does not) and waits for them,
 // and stops the idle-session sweeper.
@@ -231,7 +241,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = c.Close()
 	}
 	s.mu.Unlock()
+	// Stop accepting first, then close the connections that have no request to finish: one
+	// that has not sent a byte would hold fasthttp's shutdown until it looks idle (5 s).
+	// What is still open when ctx ends is closed.
+	s.lns.close()
+	s.lns.closeConns(fasthttp.StateNew, fasthttp.StateIdle)
 	err := s.app.ShutdownWithContext(ctx)
+	if err != nil {
+		s.lns.closeConns()
+	}
 	s.wg.Wait()
 	s.reqs.Wait()
 	<-s.sweepDone

@@ -51,7 +51,9 @@ func (s *Server) serveWS(c *websocket.Conn) {
 		s.wg.Done()
 	}()
 	c.SetReadLimit(int64(s.opts.MaxFrame))
-	f := &wsFramer{c: c}
+	alive, stop := s.wsLiveness(c)
+	defer stop()
+	f := &wsFramer{c: c, alive: alive}
 	// The connection acts for the key's principal: it sees only that principal's sessions.
 	p, _ := c.Locals(localWho).(engine.Principal)
 	if err := s.gw.ServeAs(context.Background(), p, f, true, nil); err != nil && !errors.Is(err, jsonrpc.ErrClosed) {
@@ -61,9 +63,10 @@ func (s *Server) serveWS(c *websocket.Conn) {
 
 // wsFramer carries one JSON-RPC message per WebSocket text frame.
 type wsFramer struct {
-	c    *websocket.Conn
-	mu   sync.Mutex
-	once sync.Once
+	c     *websocket.Conn
+	alive func() // a frame arrived: the peer is alive (extends the read deadline)
+	mu    sync.Mutex
+	once  sync.Once
 }
 
 func (f *wsFramer) Read(context.Context) ([]byte, error) {
@@ -71,6 +74,9 @@ func (f *wsFramer) Read(context.Context) ([]byte, error) {
 		mt, msg, err := f.c.ReadMessage()
 		if err != nil {
 			return nil, err // over the read limit the socket is closed with 1009
+		}
+		if f.alive != nil {
+			f.alive()
 		}
 		if mt != websocket.TextMessage && mt != websocket.BinaryMessage {
 			continue
