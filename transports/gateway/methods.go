@@ -339,9 +339,11 @@ func sessionResume(ctx context.Context, c *client, m string, raw json.RawMessage
 	if l, ok := c.g.lookup(id); ok && c.sees(l.s) { // a runtime id of this process: attach
 		id = l.s.ID()
 	}
-	s, err := c.g.eng.Open(ctx, id)
-	if err == nil && !c.sees(s) {
-		err = engine.ErrSessionNotFound
+	// Another principal's session is not even loaded: it is unknown here.
+	var s *engine.Session
+	err = engine.ErrSessionNotFound
+	if c.seesID(ctx, id) {
+		s, err = c.g.eng.Open(ctx, id)
 	}
 	if errors.Is(err, engine.ErrSessionNotFound) { // an exact title
 		list, lerr := c.g.eng.List(ctx, store.ListOptions{})

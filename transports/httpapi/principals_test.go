@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/transports/gateway/gwclient"
 	"github.com/hermes-go/hermes/transports/httpapi"
 )
@@ -463,5 +464,40 @@ func TestPrincipalsDerivedSessionIDsAreNotGuessable(t *testing.T) {
 	again := tg.do(t, "POST", "/v1/chat/completions", chat("sys", "my secret plan"), nil)
 	if again.status != 200 || again.header.Get("X-Hermes-Session-Id") != r.header.Get("X-Hermes-Session-Id") {
 		t.Fatalf("resent conversation: %d %s %v", again.status, again.body, again.header)
+	}
+}
+
+// Asking the gateway for another principal's stored session does not load it: the session
+// would stay in memory at the other key's will, and the live count of /health/detailed would
+// tell that key the id exists.
+func TestPrincipalsResumeDoesNotLoadAnotherPrincipalsSession(t *testing.T) {
+	tg := principalsTarget(t)
+	now := time.Now().UTC()
+	if _, err := tg.eng.Store().CreateSession(context.Background(), store.Session{ID: "owner-cold", Title: "cold plans", Source: "cli", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	liveCount := func() any {
+		h := decode(t, tg.as(t, secondKey, "GET", "/health/detailed", ""))
+		return h["sessions"].(map[string]any)["live"]
+	}
+	before := liveCount()
+	second := dialAs(t, tg, secondKey)
+	_, unknown := call(t, second, "session.resume", map[string]any{"session_id": "no-such-session"})
+	for _, id := range []string{"owner-cold", "cold plans"} {
+		if _, code := call(t, second, "session.resume", map[string]any{"session_id": id}); code == 0 || code != unknown {
+			t.Fatalf("second key resumed %q: code %d, unknown gets %d", id, code, unknown)
+		}
+	}
+	if _, live := tg.eng.Peek("owner-cold"); live {
+		t.Fatal("the other key's session.resume loaded the owner's session")
+	}
+	if after := liveCount(); after != before {
+		t.Fatalf("live sessions %v, before the other key's resume %v", after, before)
+	}
+	// The owner and the admin still resume it.
+	for _, key := range []string{testKey, adminKey} {
+		if _, code := call(t, dialAs(t, tg, key), "session.resume", map[string]any{"session_id": "owner-cold", "omit_messages": true}); code != 0 {
+			t.Fatalf("resume with %s: %d", key[:5], code)
+		}
 	}
 }
