@@ -501,3 +501,31 @@ func TestPrincipalsResumeDoesNotLoadAnotherPrincipalsSession(t *testing.T) {
 		}
 	}
 }
+
+// With every turn slot taken, a run into another principal's session that has runs queued is
+// refused exactly like a run into a session that does not exist (429), not let through to a
+// 404 that tells the id exists and has work queued.
+func TestPrincipalsRunCapDoesNotTellAnotherPrincipalsQueue(t *testing.T) {
+	tg := newTarget(t, func(o *httpapi.Options) {
+		o.ExtraKeys = []httpapi.NamedKey{{Name: "ci", Key: secondKey}}
+		o.MaxConcurrent = 1
+	})
+	if err := os.MkdirAll(filepath.Join(tg.cwd, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tg.fake.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{ID: "call_rm", Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}),
+		openaitest.Text("kept it"), openaitest.Text("second"),
+	)
+	id := startRun(t, tg, `{"input":"clean up","session_id":"run-busy"}`)
+	rs := tg.events(t, id, "")
+	rs.until("approval.request")
+	startRun(t, tg, `{"input":"then this","session_id":"run-busy"}`) // queued behind the first
+	unknown := tg.as(t, secondKey, "POST", "/v1/runs", `{"input":"x","session_id":"no-such-session"}`)
+	theirs := tg.as(t, secondKey, "POST", "/v1/runs", `{"input":"x","session_id":"run-busy"}`)
+	if unknown.status != 429 || theirs.status != unknown.status || string(theirs.body) != string(unknown.body) {
+		t.Fatalf("another principal's busy session: %d %s; an unknown one: %d %s", theirs.status, theirs.body, unknown.status, unknown.body)
+	}
+	decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, nil))
+	rs.until("run.completed")
+}

@@ -408,7 +408,8 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	// The cap counts turns in flight; a run that would start now and finds it full is refused
 	// as chat and responses are. A run queued behind another waits for a slot when its turn
 	// comes.
-	if s.slots != nil && len(s.slots) >= cap(s.slots) && !s.runs.hasQueue(req.SessionID) {
+	// Only the caller's own queue counts: another principal's would be told apart by a 404.
+	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.hasQueue(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
 		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 	}
 	id := "run_" + newHex(16)
@@ -442,6 +443,16 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 // storeCtx is the context of ledger writes: they must land even while the server stops (a
 // settlement written at shutdown is what keeps a run from being reported unknown later).
 func (s *Server) storeCtx() context.Context { return context.WithoutCancel(s.ctx) }
+
+// seesSession reports whether principal p sees session id (live or stored); an unknown
+// session is not seen.
+func (s *Server) seesSession(p engine.Principal, id string) bool {
+	if sess, ok := s.eng.Peek(id); ok {
+		return p.Sees(sess.Record().Principal)
+	}
+	rec, err := s.eng.Store().GetSession(s.ctx, id)
+	return err == nil && p.Sees(rec.Principal)
+}
 
 func (rs *runs) hasQueue(sessionID string) bool {
 	if sessionID == "" {
