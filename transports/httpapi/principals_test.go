@@ -529,3 +529,17 @@ func TestPrincipalsRunCapDoesNotTellAnotherPrincipalsQueue(t *testing.T) {
 	decode(t, tg.do(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, nil))
 	rs.until("run.completed")
 }
+
+// A chat or run naming another principal's stored session is refused without loading it.
+func TestPrincipalsChatDoesNotLoadAnotherPrincipalsSession(t *testing.T) {
+	tg := principalsTarget(t)
+	now := time.Now().UTC()
+	if _, err := tg.eng.Store().CreateSession(context.Background(), store.Session{ID: "owner-cold", Source: "cli", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	envelope(t, tg.do(t, "POST", "/v1/chat/completions", userChat("hi"), map[string]string{"X-Hermes-Session-Id": "owner-cold", "Authorization": "Bearer " + secondKey}), 404, "session_not_found")
+	envelope(t, tg.as(t, secondKey, "POST", "/v1/runs", `{"input":"hi","session_id":"owner-cold"}`), 404, "session_not_found")
+	if _, live := tg.eng.Peek("owner-cold"); live {
+		t.Fatal("another principal's request loaded the owner's session")
+	}
+}

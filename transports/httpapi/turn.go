@@ -264,11 +264,24 @@ func derivedSessionID(key []byte, system, firstUser string) string {
 	return "api-" + hex.EncodeToString(m.Sum(nil)[:8])
 }
 
+// heldByOther reports whether session id exists (live or stored) and a principal other than p
+// owns it. It loads nothing: another principal must not be able to keep a session in memory.
+func (s *Server) heldByOther(p engine.Principal, id string) bool {
+	if sess, ok := s.eng.Peek(id); ok {
+		return !p.Sees(sess.Record().Principal)
+	}
+	rec, err := s.eng.Store().GetSession(s.ctx, id)
+	return err == nil && !p.Sees(rec.Principal)
+}
+
 // openOrSeed opens session id, or creates it for principal p and writes history (the
 // conversation before the new prompt) into it, so the model sees what the client showed its
 // user. A session of another principal is not found.
 func (s *Server) openOrSeed(ctx context.Context, p engine.Principal, id, modelName, key string, history []store.Row) (*engine.Session, error) {
 	for attempt := 0; ; attempt++ {
+		if s.heldByOther(p, id) { // refused before it is loaded
+			return nil, sessionNotFound(id)
+		}
 		sess, err := s.eng.Open(ctx, id)
 		if err == nil && !p.Sees(sess.Record().Principal) {
 			return nil, sessionNotFound(id)
