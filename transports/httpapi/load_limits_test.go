@@ -61,10 +61,12 @@ func TestMixedLoadKeepsAnswering(t *testing.T) {
 				b, _ := io.ReadAll(c)
 				stop()
 				c.Close()
-				if strings.HasPrefix(string(b), "HTTP/1.1 503") {
+				switch {
+				case floodCtx.Err() != nil:
+				case strings.HasPrefix(string(b), "HTTP/1.1 503"):
 					refused.Add(1)
 					time.Sleep(50 * time.Millisecond)
-				} else {
+				default:
 					closed.Add(1)
 				}
 			}
