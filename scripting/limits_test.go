@@ -86,6 +86,8 @@ var bombs = []bomb{
 	jsBomb("stack-overflow", `const f = (n) => f(n + 1) + 1; f(0);`, ErrStackLimit),
 	jsBomb("json.encode", `const s = "\u00e9".repeat(1 << 22); const r = require("json").encode(Array(256).fill(s));`, ErrMemoryLimit),
 	// Natives that run long without looking at the interrupt.
+	jsBomb("sparse-indexOf", `const a = []; a.length = 2 ** 32 - 1; a.indexOf(1);`, ErrMemoryLimit),
+	jsBomb("array-like-forEach", `Array.prototype.forEach.call({ length: 2 ** 53 - 1 }, () => {});`, ErrMemoryLimit),
 	jsBomb("regexp-backtrack", `/^(a+)+\1?$/.test("a".repeat(34) + "!");`, ErrTimeout),
 
 	luaBomb("rep", `local s = string.rep("x", 2^20) local keep = {} while true do keep[#keep + 1] = string.rep(s, 15) end`, ErrMemoryLimit),
@@ -239,4 +241,45 @@ func TestBombsStayInTheirBox(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryHookFailsClosedOnALimit: each hook catches its own limit hit and returns a valid
+// decision; the call still fails with the limit, so the engine takes the safe default.
+func TestEveryHookFailsClosedOnALimit(t *testing.T) {
+	both(t, func(t *testing.T, lang string) {
+		name, code := src(lang, `
+const bomb = () => { try { let s = "x".repeat(1 << 20); s = s.replaceAll("x", s); } catch (e) {} finally { return true; } };
+const recurse = () => { const f = (n) => f(n + 1) + 1; try { f(0); } catch (e) {} return true; };
+module.exports = {
+  approval: (r) => (bomb(), "allow"),
+  busy_input: (c) => (bomb(), "interrupt"),
+  steer: (s) => (recurse(), "deliver"),
+  route: (r) => (bomb(), { session_id: "attacker" }),
+};
+`, `
+local function bomb() pcall(function() local s = string.rep("x", 2^20) s = string.gsub(s, "x", s) end) return true end
+local function recurse() local function f(n) return 1 + f(n + 1) end pcall(f, 0) return true end
+return {
+  approval = function(r) bomb() return "allow" end,
+  busy_input = function(c) bomb() return "interrupt" end,
+  steer = function(s) recurse() return "deliver" end,
+  route = function(r) bomb() return { session_id = "attacker" } end,
+}
+`)
+		p := load(t, name, code, Options{MemoryLimit: 32 << 20, Timeout: 10 * time.Second, Workers: 1, SkipExamples: true})
+		ctx := context.Background()
+		d, err := p.Approve(ctx, policy.ApprovalInput{Tool: "terminal"})
+		if !errors.Is(err, ErrMemoryLimit) || d.Decision != policy.Deny {
+			t.Errorf("approval: %+v %v", d, err)
+		}
+		if b, err := p.BusyInput(ctx, policy.BusyInput{Text: "x"}); !errors.Is(err, ErrMemoryLimit) || b.Mode == "interrupt" {
+			t.Errorf("busy_input: %+v %v", b, err)
+		}
+		if s, err := p.Steer(ctx, policy.SteerInput{Text: "x"}); !errors.Is(err, ErrStackLimit) || s.Action == "deliver" {
+			t.Errorf("steer: %+v %v", s, err)
+		}
+		if r, err := p.Route(ctx, policy.RouteInput{Surface: "http", SessionID: "s1"}); !errors.Is(err, ErrMemoryLimit) || r.SessionID == "attacker" {
+			t.Errorf("route: %+v %v", r, err)
+		}
+	})
 }

@@ -279,6 +279,27 @@ func (v *VM) installLimits() error {
 			return v.str(call(f, el))
 		})
 	})
+	// Methods that walk an array-like up to its length run in one native call: a sparse array
+	// (or {length: 2**53 - 1}) makes them loop for minutes. The walk is charged as if the
+	// elements were there, so it is bounded as a dense array of that length would be.
+	for _, name := range []string{"indexOf", "lastIndexOf", "includes", "forEach", "map", "filter", "some", "every",
+		"reduce", "reduceRight", "find", "findIndex", "findLast", "findLastIndex", "reverse", "sort", "copyWithin",
+		"slice", "splice", "concat", "flat", "flatMap", "unshift", "shift", "toReversed", "toSorted", "toSpliced", "with"} {
+		orig, ok := goja.AssertFunction(ap.Get(name))
+		if !ok {
+			continue
+		}
+		v.define(ap, name, func(c goja.FunctionCall) goja.Value {
+			if v.meter != nil && coercible(c.This) {
+				if n := toLength(c.This.ToObject(v.rt).Get("length")) * elemBytes; n >= 1<<20 {
+					if err := v.meter.Reserve(int64(math.Min(n, 1<<62))); err != nil {
+						v.abort(err)
+					}
+				}
+			}
+			return call(orig, c.This, c.Arguments...)
+		})
+	}
 	fill := v.original(ap, "fill")
 	v.define(ap, "fill", func(c goja.FunctionCall) goja.Value {
 		if coercible(c.This) {
