@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -18,6 +21,9 @@ type common struct {
 // of sync), a wrong type is -32602.
 func decode[T any](method string, raw json.RawMessage) (T, error) {
 	var v T
+	if err := checkIDParams(method, raw); err != nil {
+		return v, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
@@ -33,6 +39,54 @@ func decode[T any](method string, raw json.RawMessage) (T, error) {
 	}
 	return v, nil
 }
+
+// checkIDParams applies the identifier rule of every edge (ids.Check) to each top-level
+// param named *_id, before anything is looked up or stored. It reads the raw bytes: decoding
+// would quietly turn invalid UTF-8 into U+FFFD, a different id. session.resume also takes an
+// exact title in session_id, so there only UTF-8, length and control characters are checked.
+func checkIDParams(method string, raw json.RawMessage) error {
+	if !bytes.Contains(raw, []byte(`_id"`)) {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // decode reports it
+	}
+	for k, v := range m {
+		if !strings.HasSuffix(k, "_id") || len(v) == 0 || v[0] != '"' {
+			continue
+		}
+		bad := func(reason string) error {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params for " + method + ": " + k + ": " + reason,
+				Data: map[string]any{"param": k}}
+		}
+		if !utf8.Valid(v) {
+			return bad("not valid UTF-8")
+		}
+		var id string
+		if json.Unmarshal(v, &id) != nil || id == "" {
+			continue // a missing id is the method's own error
+		}
+		if method == "session.resume" && k == "session_id" {
+			if len(id) > maxTitleOrID || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+				return bad("not a session id or title")
+			}
+			continue
+		}
+		if err := ids.Check(id); err != nil {
+			var ie *ids.Error
+			if errors.As(err, &ie) {
+				return bad(ie.Reason)
+			}
+			return bad(err.Error())
+		}
+	}
+	return nil
+}
+
+// maxTitleOrID bounds session.resume's session_id, which may be a title (titles are up to
+// 4096 bytes in the store).
+const maxTitleOrID = 4096
 
 func jsonType(goKind string) string {
 	switch goKind {

@@ -42,6 +42,10 @@ type Options struct {
 	OrphanGrace time.Duration
 	// MaxFrame bounds one incoming message (default jsonrpc.DefaultMaxFrame).
 	MaxFrame int
+	// MaxInFlight caps the async requests running at once per connection (default
+	// jsonrpc.DefaultMaxInFlight; negative: no cap). One over it gets -32001 with
+	// error.data.retry_after_ms.
+	MaxInFlight int
 	Logger   *slog.Logger
 }
 
@@ -250,7 +254,7 @@ func (g *Server) Serve(ctx context.Context, f jsonrpc.Framer, ws bool, onFrame f
 // reported exactly like one that does not exist. Sessions it creates belong to p.
 func (g *Server) ServeAs(ctx context.Context, p engine.Principal, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte)) error {
 	c := &client{g: g, ws: ws, who: p, atts: map[*live]*attachment{}}
-	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse})
+	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse, MaxInFlight: g.opts.MaxInFlight})
 	ready := map[string]any{"skin": map[string]any{"name": "default"}, "change_events": false, "replay_epoch": g.epoch}
 	if ws {
 		ready["heartbeat"] = true
