@@ -46,7 +46,7 @@ type Options struct {
 	// jsonrpc.DefaultMaxInFlight; negative: no cap). One over it gets -32001 with
 	// error.data.retry_after_ms.
 	MaxInFlight int
-	Logger   *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Server is the gateway of one process, shared by all its connections.
