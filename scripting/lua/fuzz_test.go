@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
 )
 
@@ -23,6 +24,31 @@ func FuzzCompilePolicy(f *testing.F) {
 			return
 		}
 		if _, err := CompilePolicy("f.lua", src); err != nil {
+			t.Fatalf("valid source no longer compiles: %v\n%s", err, src)
+		}
+	})
+}
+
+// FuzzCompileScript: the .. rewrite never makes a chunk that compiles fail to compile, nor
+// panics.
+func FuzzCompileScript(f *testing.F) {
+	for _, s := range []string{
+		"local s = 'a' .. 'b' .. 1 .. (f()) .. ... return s .. s",
+		"return ('x'):rep(2) .. #t .. t[1] .. (a and b or c) .. -x",
+		"print(a .. b, c .. d) t = { [k .. 'x'] = v .. 'y' } f{a .. b}",
+		"local function g(...) return 'a' .. ..., select('#', ...) end",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		chunk, err := parse.Parse(strings.NewReader(src), "f.lua")
+		if err != nil {
+			return
+		}
+		if _, err := lua.Compile(chunk, "f.lua"); err != nil {
+			return
+		}
+		if _, err := compile("f.lua", src); err != nil {
 			t.Fatalf("valid source no longer compiles: %v\n%s", err, src)
 		}
 	})
