@@ -70,6 +70,7 @@ var bombs = []bomb{
 	jsBomb("toLocaleString", `const a = []; a.length = 2 ** 31; const r = a.toLocaleString();`, ErrMemoryLimit),
 	jsBomb("concat", `const s = "x".repeat(1 << 24); const r = "".concat(...Array(256).fill(s));`, ErrMemoryLimit),
 	jsBomb("JSON.stringify", `const s = "x".repeat(1 << 24); const r = JSON.stringify(Array(256).fill(s));`, ErrMemoryLimit),
+	jsBomb("match-global", `const s = "x".repeat(1 << 24); const keep = []; for (;;) keep.push(s.match(/x/g));`, ErrMemoryLimit),
 	jsBomb("split", `const s = "x".repeat(1 << 24); const keep = []; for (;;) keep.push(s.split(""));`, ErrMemoryLimit),
 	jsBomb("typed-array", `const keep = []; for (;;) keep.push(new Float64Array(2 ** 28));`, ErrMemoryLimit),
 	// Many calls, each under the per-call cap, kept alive.

@@ -223,6 +223,19 @@ func (v *VM) installLimits() error {
 		})
 		_ = rxp.DefineDataPropertySymbol(goja.SymReplace, fn, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 	}
+	if f, ok := goja.AssertFunction(rxp.GetSymbol(goja.SymMatch)); ok {
+		// A global match returns every match at once: as many strings as the subject has
+		// positions, at worst.
+		fn := v.rt.ToValue(func(c goja.FunctionCall) goja.Value {
+			s := v.str(c.Argument(0))
+			if o, ok := c.This.(*goja.Object); ok && o.Get("global") != nil && o.Get("global").ToBoolean() {
+				n := float64(s.Length()+1) * elemBytes * 2
+				v.charge(0, n)
+			}
+			return call(f, c.This, s)
+		})
+		_ = rxp.DefineDataPropertySymbol(goja.SymMatch, fn, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	}
 	split := v.original(sp, "split")
 	v.define(sp, "split", func(c goja.FunctionCall) goja.Value {
 		if _, isObj := c.Argument(0).(*goja.Object); coercible(c.This) && !isObj && !goja.IsUndefined(c.Argument(0)) {
