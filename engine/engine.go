@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
@@ -201,6 +202,13 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	if err := e.checkOpen(); err != nil {
 		return nil, err
 	}
+	if o.ID != "" {
+		// The stores refuse such an id too, but a lazy session reaches the store only at its
+		// first prompt: refuse it before it is live under an id that can never be stored.
+		if err := ids.Check(o.ID); err != nil {
+			return nil, fmt.Errorf("%w: session id: %w", store.ErrInvalidRecord, err)
+		}
+	}
 	m, _, err := e.ResolveModel(o.Model)
 	if err != nil {
 		return nil, err
@@ -255,6 +263,9 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 func (e *Engine) Open(ctx context.Context, id string) (*Session, error) {
 	if err := e.checkOpen(); err != nil {
 		return nil, err
+	}
+	if !ids.Valid(id) { // no stored session can have it
+		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
 	}
 	e.mu.Lock()
 	if s, ok := e.live[id]; ok {
