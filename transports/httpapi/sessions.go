@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
@@ -69,6 +70,8 @@ func storeErr(err error, id string) error {
 		return sessionNotFound(id)
 	case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrEngineClosed):
 		return err
+	case errors.Is(err, ids.ErrInvalid): // refused again below the edge: still the client's error
+		return badRequest("id", "invalid_session_id", "invalid session id")
 	}
 	return &apiError{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable: " + err.Error(), Type: "server_error", Code: "session_db_unavailable"}
 }
