@@ -89,6 +89,7 @@ func TestBadIDParams(t *testing.T) {
 		{"prompt.submit", `{"session_id":"a\u202eb","text":"hi"}`},
 		{"session.history", `{"session_id":"` + strings.Repeat("x", 300) + `"}`},
 		{"session.branch", `{"session_id":"a/b"}`},
+		{"session.history", "{\"Session_ID\":\"a\xffb\"}"},
 	}
 	for i, c := range cases {
 		id := `"bad-` + string(rune('a'+i)) + `"`

@@ -45,7 +45,7 @@ func decode[T any](method string, raw json.RawMessage) (T, error) {
 // would quietly turn invalid UTF-8 into U+FFFD, a different id. session.resume also takes an
 // exact title in session_id, so there only UTF-8, length and control characters are checked.
 func checkIDParams(method string, raw json.RawMessage) error {
-	if !bytes.Contains(raw, []byte(`_id"`)) {
+	if !bytes.Contains(bytes.ToLower(raw), []byte(`_id"`)) {
 		return nil
 	}
 	var m map[string]json.RawMessage
@@ -53,7 +53,9 @@ func checkIDParams(method string, raw json.RawMessage) error {
 		return nil // decode reports it
 	}
 	for k, v := range m {
-		if !strings.HasSuffix(k, "_id") || len(v) == 0 || v[0] != '"' {
+		// Lower-cased: decoding matches struct fields case-insensitively, so "SESSION_ID"
+		// would reach the method as session_id.
+		if !strings.HasSuffix(strings.ToLower(k), "_id") || len(v) == 0 || v[0] != '"' {
 			continue
 		}
 		bad := func(reason string) error {
@@ -67,7 +69,7 @@ func checkIDParams(method string, raw json.RawMessage) error {
 		if json.Unmarshal(v, &id) != nil || id == "" {
 			continue // a missing id is the method's own error
 		}
-		if method == "session.resume" && k == "session_id" {
+		if method == "session.resume" && strings.EqualFold(k, "session_id") {
 			if len(id) > maxTitleOrID || strings.IndexFunc(id, unicode.IsControl) >= 0 {
 				return bad("not a session id or title")
 			}
