@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/store"
@@ -108,6 +109,11 @@ func validateSessionID(id string) error {
 func validateTitle(title string) error {
 	if len(title) > maxTitleLen {
 		return fmt.Errorf("%w: title is %d bytes, limit %d", store.ErrInvalidRecord, len(title), maxTitleLen)
+	}
+	// The title index is keyed by the title's bytes; JSON would store a different string in
+	// the record, and the two would disagree like a poisoned id.
+	if !utf8.ValidString(title) {
+		return fmt.Errorf("%w: title is not valid UTF-8", store.ErrInvalidRecord)
 	}
 	return nil
 }

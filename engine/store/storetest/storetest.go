@@ -195,6 +195,11 @@ func testCreateGet(t *testing.T, h Harness) {
 		_, err = s.CreateSession(ctx, store.Session{ID: bad})
 		wantErr(t, fmt.Sprintf("session id %q", bad), err, store.ErrInvalidRecord)
 	}
+	// The same for a title: its index key and the record's JSON must hold the same string.
+	_, err = s.CreateSession(ctx, store.Session{ID: "bad-title", Title: "a\xffb"})
+	wantErr(t, "title not UTF-8", err, store.ErrInvalidRecord)
+	_, err = s.UpdateSession(ctx, "s1", 0, func(sess *store.Session) error { sess.Title = "\xc3"; return nil })
+	wantErr(t, "renamed to a title not UTF-8", err, store.ErrInvalidRecord)
 	list, err := s.ListSessions(ctx, store.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing after refused creates: %v", err)
