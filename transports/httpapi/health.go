@@ -27,7 +27,14 @@ const healthProbeKey = "health/probe"
 // healthDetailed reports the process, the store, the sessions and turns in flight, browser
 // control, and whatever Options.Status adds (MCP servers). A store that does not answer makes
 // the whole report "degraded" with 503, so a load balancer stops sending turns here.
+//
+// Those figures are server-wide (every principal's sessions and turns, browser controllers,
+// MCP servers): they are the operator's. An extra key gets the plain /health report, so it
+// learns nothing about the other principals' activity.
 func (s *Server) healthDetailed(c *fiber.Ctx) error {
+	if w := who(c); w.ID != engine.LocalOwner.ID && !w.Admin {
+		return s.health(c)
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 	defer cancel()
 	status, code := "ok", fiber.StatusOK

@@ -477,7 +477,7 @@ func TestPrincipalsResumeDoesNotLoadAnotherPrincipalsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveCount := func() any {
-		h := decode(t, tg.as(t, secondKey, "GET", "/health/detailed", ""))
+		h := decode(t, tg.as(t, testKey, "GET", "/health/detailed", ""))
 		return h["sessions"].(map[string]any)["live"]
 	}
 	before := liveCount()
@@ -541,5 +541,25 @@ func TestPrincipalsChatDoesNotLoadAnotherPrincipalsSession(t *testing.T) {
 	envelope(t, tg.as(t, secondKey, "POST", "/v1/runs", `{"input":"hi","session_id":"owner-cold"}`), 404, "session_not_found")
 	if _, live := tg.eng.Peek("owner-cold"); live {
 		t.Fatal("another principal's request loaded the owner's session")
+	}
+}
+
+// /health/detailed is server-wide (every principal's live sessions and turns, browser
+// controllers): an extra key gets the plain health report; the owner and the admin the detail.
+func TestPrincipalsHealthDetailedIsTheOperators(t *testing.T) {
+	tg := principalsTarget(t)
+	plain := decode(t, tg.as(t, secondKey, "GET", "/health/detailed", ""))
+	for _, k := range []string{"sessions", "turns", "active_agents", "browser_control", "pid"} {
+		if _, ok := plain[k]; ok {
+			t.Errorf("an extra key's /health/detailed carries %q: %v", k, plain)
+		}
+	}
+	if plain["status"] != "ok" {
+		t.Errorf("an extra key's /health/detailed: %v", plain)
+	}
+	for _, key := range []string{testKey, adminKey} {
+		if d := decode(t, tg.as(t, key, "GET", "/health/detailed", "")); d["sessions"] == nil {
+			t.Errorf("%s... gets no detail: %v", key[:5], d)
+		}
 	}
 }
