@@ -57,6 +57,9 @@ func fullTurn(t *testing.T, h *harness) {
 			break
 		}
 	}
+	if strings.Join(deltas, "") != "I'll remove it." {
+		t.Fatalf("text streamed before the approval request: %q", deltas)
+	}
 	tc := next(t, sub, engine.EvToolComplete).Data.(engine.ToolComplete)
 	if tc.Name != "terminal" || tc.Result.IsError || tc.Blocked {
 		t.Fatalf("tool: %+v", tc)

@@ -104,9 +104,6 @@ func NewRuntime(lang, source string, o RuntimeOptions) (*Runtime, error) {
 	return r, nil
 }
 
-// Lang is "js" or "lua".
-func (r *Runtime) Lang() string { return r.lang }
-
 // Close releases the VM and the watchdog.
 func (r *Runtime) Close() {
 	if r.g != nil {
@@ -114,9 +111,6 @@ func (r *Runtime) Close() {
 	}
 	r.close()
 }
-
-// Interrupt stops the running code (Ctrl-C); safe from any goroutine.
-func (r *Runtime) Interrupt(reason error) { r.vm.Interrupt(reason) }
 
 // guarded runs f under the timeout and memory watchdog, when configured.
 func (r *Runtime) guarded(ctx context.Context, f func(ctx context.Context) error) error {

@@ -2,7 +2,6 @@ package acp_test
 
 import (
 	"context"
-	"fmt"
 	"iter"
 	"strings"
 	"testing"
@@ -89,7 +88,7 @@ func benchTurn(b *testing.B, text string, wantCalls int) {
 			b.Fatal(sr)
 		}
 		if tr := summarize(c.cl.take()); tr.message != "all done here" || len(tr.calls) != wantCalls {
-			b.Fatal(fmt.Sprintf("message %q calls %v", tr.message, tr.calls))
+			b.Fatalf("message %q calls %v", tr.message, tr.calls)
 		}
 	}
 }

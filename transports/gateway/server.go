@@ -175,13 +175,6 @@ func (g *Server) lookup(rid string) (*live, bool) {
 	return l, ok
 }
 
-func (g *Server) byStoredID(id string) (*live, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l, ok := g.byStored[id]
-	return l, ok
-}
-
 // Holds reports whether the gateway has a live entry for the stored session id. Entries
 // outlive their clients' connections (a client reconnects by the runtime id), so a surface
 // that lets go of idle sessions must keep these: the entry would be left holding a dead object.
@@ -254,7 +247,7 @@ func (g *Server) Serve(ctx context.Context, f jsonrpc.Framer, ws bool, onFrame f
 // reported exactly like one that does not exist. Sessions it creates belong to p.
 func (g *Server) ServeAs(ctx context.Context, p engine.Principal, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte)) error {
 	c := &client{g: g, ws: ws, who: p, atts: map[*live]*attachment{}}
-	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse, MaxInFlight: g.opts.MaxInFlight})
+	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse, MaxInFlight: g.opts.MaxInFlight, Logger: g.log})
 	ready := map[string]any{"skin": map[string]any{"name": "default"}, "change_events": false, "replay_epoch": g.epoch}
 	if ws {
 		ready["heartbeat"] = true

@@ -256,13 +256,6 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// open reports the connections open now.
-func (l *limitListener) open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
-
 // closeConns closes the open connections in one of the given states (all when none given).
 func (l *limitListener) closeConns(states ...fasthttp.ConnState) {
 	l.mu.Lock()

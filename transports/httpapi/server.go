@@ -256,12 +256,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// keyOK compares in constant time.
-func (s *Server) keyOK(got string) bool {
-	_, ok := s.principalOf(got)
-	return ok
-}
-
 // principalOf finds the key got among the configured keys, comparing every key in constant
 // time, and returns its entry.
 func (s *Server) principalOf(got string) (keyEntry, bool) {

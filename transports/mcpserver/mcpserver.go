@@ -78,9 +78,6 @@ func New(eng *engine.Engine, o Options) *Server {
 	return s
 }
 
-// MCP returns the underlying protocol server (for other transports).
-func (s *Server) MCP() *server.MCPServer { return s.mcp }
-
 // ServeStdio serves newline-delimited JSON-RPC on in/out until in ends or ctx is done.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	err := server.NewStdioServer(s.mcp).Listen(ctx, in, out)

@@ -76,12 +76,6 @@ func (SearchFiles) Spec() model.ToolSpec {
 		searchSchema)
 }
 
-// searchHit is one file found by the walk, with its content when it was read.
-type searchHit struct {
-	shown string
-	lines []string
-}
-
 // Call runs the search.
 func (SearchFiles) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Result, error) {
 	var a searchArgs

@@ -206,7 +206,7 @@ func applyTodos(cur []TodoItem, patches []todoPatch, merge bool) ([]TodoItem, er
 		if p.Content == "" {
 			return nil, fmt.Errorf("item %q is new and has no content", p.ID)
 		}
-		it := TodoItem{ID: p.ID, Content: p.Content, Status: p.Status, Priority: p.Priority}
+		it := TodoItem(p)
 		if it.Status == "" {
 			it.Status = TodoPending
 		}

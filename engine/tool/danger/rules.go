@@ -288,9 +288,8 @@ type ruleTables struct {
 	sudoStdin           lineMatcher
 }
 
-func hardline() []rule       { return tables().hardline }
-func dangerous() []rule      { return tables().dangerous }
-func sudoStdin() lineMatcher { return tables().sudoStdin }
+func hardline() []rule  { return tables().hardline }
+func dangerous() []rule { return tables().dangerous }
 
 func hardlineTable() []rule {
 	return []rule{
