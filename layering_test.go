@@ -12,27 +12,49 @@ import (
 
 const modulePath = "github.com/hermes-go/hermes"
 
-// TestLayering enforces the one-way flow: transports → engine ← policy (scripting). The engine
-// imports nothing outside engine/; transports never import scripting.
+// forbiddenEdges are the imports the layering forbids: no package under from may depend,
+// directly or through others, on a package under to. Both are directories of this module.
+var forbiddenEdges = []struct{ from, to, reason string }{
+	{"engine", "transports", "the engine is the core every surface drives; a wire protocol must not leak into it"},
+	{"engine", "scripting", "policy reaches the engine through engine/policy interfaces; the engine does not know which runtime implements them"},
+	{"engine", "stdlib", "stdlib is the scripts' API over the engine, so it depends on the engine and not the reverse"},
+	{"engine", "conformance", "the conformance runner tests the engine from outside"},
+	{"transports", "scripting", "a surface reaches policy only through the engine, so no transport can run a hook the engine does not see"},
+	{"transports", "conformance", "the conformance runner drives the transports, not the reverse"},
+	{"stdlib", "transports", "script modules call the engine in process; reaching a surface would bypass its admission and limits"},
+	{"stdlib", "conformance", "the conformance runner tests the script API from outside"},
+}
+
+// TestLayering enforces the one-way flow: transports → engine ← policy (scripting). Each
+// forbidden edge names its reason; an edge whose directory no longer exists fails the test, so
+// a move cannot silently turn a rule off.
 func TestLayering(t *testing.T) {
-	forbidden := map[string][]string{
-		"./engine/...":     {"/transports", "/scripting", "/stdlib", "/conformance"},
-		"./transports/...": {"/scripting", "/conformance"},
-		"./stdlib/...":     {"/transports", "/conformance"},
-	}
-	for pkgs, bad := range forbidden {
-		out, err := exec.Command("go", "list", "-deps", pkgs).CombinedOutput()
-		if err != nil {
-			if strings.Contains(string(out), "matched no packages") {
-				continue
-			}
-			t.Fatalf("go list %s: %v\n%s", pkgs, err, out)
+	deps := map[string][]string{} // from → its packages' dependencies
+	for _, e := range forbiddenEdges {
+		if e.reason == "" {
+			t.Errorf("%s → %s: no reason given", e.from, e.to)
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			for _, b := range bad {
-				if strings.HasPrefix(dep, modulePath+b) {
-					t.Errorf("%s depends on %s", pkgs, dep)
-				}
+		missing := false
+		for _, dir := range []string{e.from, e.to} {
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				t.Errorf("%s → %s: %s is not a directory of the module; update the edge", e.from, e.to, dir)
+				missing = true
+			}
+		}
+		if missing {
+			continue
+		}
+		if _, ok := deps[e.from]; !ok {
+			out, err := exec.Command("go", "list", "-deps", "./"+e.from+"/...").CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list %s: %v\n%s", e.from, err, out)
+			}
+			deps[e.from] = strings.Fields(string(out))
+		}
+		bad := modulePath + "/" + e.to
+		for _, dep := range deps[e.from] {
+			if dep == bad || strings.HasPrefix(dep, bad+"/") {
+				t.Errorf("%s depends on %s: forbidden because %s", e.from, dep, e.reason)
 			}
 		}
 	}
