@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -94,6 +95,11 @@ func flatten(raw json.RawMessage, i int) (string, error) {
 func decodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "invalid_json", "Invalid JSON in request body: empty body")
+	}
+	// JSON text on the wire is UTF-8 (RFC 8259 §8.1). The decoder would quietly turn a stray
+	// byte into U+FFFD, so an id in a body would be stored as something other than what was sent.
+	if !utf8.Valid(body) {
+		return badRequest("", "invalid_json", "Invalid JSON in request body: not valid UTF-8")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError

@@ -73,3 +73,32 @@ func TestBadPathIDs(t *testing.T) {
 		t.Fatalf("a well-formed unknown run: %d %s", r.status, r.body)
 	}
 }
+
+// TestPathIDsAreUnescaped: an id created in a JSON body ("café", "my chat") is reached on its
+// path route percent-encoded, as every HTTP client sends it; an escaped byte that is not UTF-8
+// is refused like a raw one.
+func TestPathIDsAreUnescaped(t *testing.T) {
+	tg := newTarget(t, nil)
+	for id, path := range map[string]string{"café": "caf%C3%A9", "my chat": "my%20chat"} {
+		if r := tg.do(t, "POST", "/api/sessions", `{"id":"`+id+`"}`, nil); r.status != 201 {
+			t.Fatalf("create %q: %d %s", id, r.status, r.body)
+		}
+		r := tg.do(t, "GET", "/api/sessions/"+path, "", nil)
+		if r.status != 200 || !strings.Contains(string(r.body), `"id":"`+id+`"`) {
+			t.Fatalf("GET /api/sessions/%s: %d %s", path, r.status, r.body)
+		}
+	}
+	wantInvalid(t, "escaped non-UTF-8 path id", tg.do(t, "GET", "/api/sessions/a%FFb", "", nil), "invalid_session_id")
+}
+
+// TestBodyNotUTF8: JSON text is UTF-8; a stray byte in a body id is refused, not stored as
+// U+FFFD under an id the client never sent.
+func TestBodyNotUTF8(t *testing.T) {
+	tg := newTarget(t, nil)
+	wantInvalid(t, "session create", tg.do(t, "POST", "/api/sessions", "{\"id\":\"x\xffy\"}", nil), "invalid_json")
+	wantInvalid(t, "run", tg.do(t, "POST", "/v1/runs", "{\"input\":\"hi\",\"session_id\":\"x\xffy\"}", nil), "invalid_json")
+	list, err := tg.eng.Store().ListSessions(t.Context(), store.ListOptions{})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("store after refused bodies: %v, %v", list, err)
+	}
+}

@@ -203,7 +203,10 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 		// Header, parameter and body strings outlive the request here (session ids become
 		// map keys, session keys go into metadata, idempotency keys are remembered); fiber
 		// would otherwise hand out views of buffers it reuses.
-		Immutable:    true,
+		Immutable: true,
+		// Path parameters are ids: "/api/sessions/caf%C3%A9" names the session "café", as
+		// the id it was created with in a JSON body.
+		UnescapePath: true,
 		ErrorHandler: s.errorHandler,
 	})
 	s.initLimits()
