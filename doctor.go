@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -50,6 +51,11 @@ func runDoctor(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		fmt.Fprintln(io.err, "hermes:", err)
 		return 1
+	}
+	// A checkup creates nothing: a home without a store has nothing to report.
+	if _, err := os.Stat(cfg.Store.Dir); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(io.out, "store %s: does not exist; nothing to check\n", cfg.Store.Dir)
+		return 0
 	}
 	st, err := openStore(cfg)
 	if err != nil {

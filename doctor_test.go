@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,6 +41,16 @@ func poisonStore(t *testing.T, dir string, kv map[string]string) {
 func TestDoctorQuarantinesPoisonedRecords(t *testing.T) {
 	home, work := t.TempDir(), t.TempDir()
 	env := []string{"HERMES_HOME=" + home}
+	// A checkup creates nothing: on a home without a store it says so and leaves no store.
+	if r := hermes(t, work, env, "doctor"); r.code != 0 || !strings.Contains(r.stdout, "does not exist") {
+		t.Fatalf("doctor on a home without a store: %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "state")); !os.IsNotExist(err) {
+		t.Fatalf("doctor created the store: %v", err)
+	}
+	if r := hermes(t, work, env, "sessions"); r.code != 0 {
+		t.Fatalf("sessions on a new home: %d\n%s%s", r.code, r.stdout, r.err)
+	}
 	if r := hermes(t, work, env, "doctor"); r.code != 0 || !strings.Contains(r.stdout, "no problems found") {
 		t.Fatalf("doctor on a new store: %d\n%s%s", r.code, r.stdout, r.err)
 	}

@@ -271,7 +271,14 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	if len(key) < 16 {
-		return fail(io, errors.New("the API key must be at least 16 characters (HERMES_API_KEY)"))
+		from := "server.api_key in config.yaml"
+		for _, v := range []string{"HERMES_API_KEY", "API_SERVER_KEY"} {
+			if os.Getenv(v) != "" {
+				from = v
+				break
+			}
+		}
+		return fail(io, fmt.Errorf("API key %q (%s) is shorter than 16 characters", "api_key", from))
 	}
 	logger := newLogger(io.err, slog.LevelInfo)
 	a, err := assemble(cfg, logger)

@@ -14,10 +14,12 @@ import (
 // TestServeRefusesShortKeys: hermes serve does not start when any key is shorter than 16
 // characters, and says which key (by name or position, never the key).
 func TestServeRefusesShortKeys(t *testing.T) {
-	for _, c := range []struct{ name, yaml, want string }{
-		{"plain extra key", "server:\n  extra_api_keys: [extra-key-0123456789, \"k\"]\n", "extra_api_keys[1]"},
-		{"named extra key", "server:\n  extra_api_keys:\n    - {name: ci-bot, key: shortkey9}\n", "ci-bot"},
-		{"admin key", "server:\n  admin_api_key: adminq7\n", "admin_api_key"},
+	for _, c := range []struct{ name, yaml, primary, want string }{
+		{"plain extra key", "server:\n  extra_api_keys: [extra-key-0123456789, \"k\"]\n", testAPIKey, "extra_api_keys[1]"},
+		{"named extra key", "server:\n  extra_api_keys:\n    - {name: ci-bot, key: shortkey9}\n", testAPIKey, "ci-bot"},
+		{"admin key", "server:\n  admin_api_key: adminq7\n", testAPIKey, "admin_api_key"},
+		{"primary key in config", "server:\n  api_key: shortkey9\n", "", `"api_key" (server.api_key in config.yaml)`},
+		{"primary key in the environment", "", "shortkey9", `"api_key" (HERMES_API_KEY)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home := t.TempDir()
@@ -25,7 +27,7 @@ func TestServeRefusesShortKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + home, "HERMES_MODEL=" + interopModel,
-				"OPENAI_BASE_URL=http://127.0.0.1:9/v1", "OPENAI_API_KEY=k", "HERMES_API_KEY=" + testAPIKey}, "serve", "--addr", "127.0.0.1:0")
+				"OPENAI_BASE_URL=http://127.0.0.1:9/v1", "OPENAI_API_KEY=k", "HERMES_API_KEY=" + c.primary}, "serve", "--addr", "127.0.0.1:0")
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			if err := cmd.Start(); err != nil {
