@@ -8,21 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 )
 
 // Handler serves incoming requests. The result is marshalled as the response (nil becomes {});
 // an *Error (possibly wrapped) chooses the wire error, any other error becomes -32603.
+//
+// ctx is the request's own: it is derived from the connection's and cancelled once the
+// response has been written (for a notification, once Handle returns), when the peer cancels
+// the request with $/cancelRequest, and when the connection ends. A panic in Handle is
+// recovered, logged with its stack and answered with -32603; the connection carries on.
 type Handler interface {
 	Handle(ctx context.Context, c *Conn, r *Request) (any, error)
-}
-
-// HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, c *Conn, r *Request) (any, error)
-
-// Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, c *Conn, r *Request) (any, error) {
-	return f(ctx, c, r)
 }
 
 // Async is an optional Handler ability: methods for which it returns true run on their own
@@ -49,6 +48,9 @@ type Options struct {
 	// at once with CodeOverloaded; an async notification over it waits for a slot, so reading
 	// pauses. Inline methods run on the reader and are bounded by it.
 	MaxInFlight int
+	// Logger receives what the connection cannot tell the peer: a handler's panic and its
+	// stack. Default slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultMaxInFlight is the per-connection cap on async requests running at once.
@@ -59,15 +61,15 @@ const DefaultMaxInFlight = 128
 // does); nothing about the request was done.
 const CodeOverloaded = -32001
 
-// RetryAfterMs is the retry_after_ms hint of an overload error.
-const RetryAfterMs = 200
+// retryAfterMs is the retry_after_ms hint of an overload error.
+const retryAfterMs = 200
 
 // OverloadError is the error a request over the in-flight cap gets.
 func OverloadError(limit int) *Error {
 	return &Error{
 		Code:    CodeOverloaded,
 		Message: fmt.Sprintf("server overloaded: %d requests already in flight on this connection; retry later", limit),
-		Data:    map[string]any{"retry_after_ms": RetryAfterMs, "max_in_flight": limit},
+		Data:    map[string]any{"retry_after_ms": retryAfterMs, "max_in_flight": limit},
 	}
 }
 
@@ -81,17 +83,18 @@ type Conn struct {
 
 	slots chan struct{} // one token per async request running; nil when uncapped
 
-	mu      sync.Mutex
-	pending map[string]chan *Response
-	closed  bool
-	done    chan struct{}
-	wg      sync.WaitGroup // async handlers
-	ctx     context.Context
-	cancel  context.CancelFunc
+	mu       sync.Mutex
+	pending  map[string]chan *response
+	incoming map[string]*inbound // the peer's requests read and not yet answered, by id
+	closed   bool
+	done     chan struct{}
+	wg       sync.WaitGroup // async handlers
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
-// Response is the peer's answer to a request we sent.
-type Response struct {
+// response is the peer's answer to a request we sent.
+type response struct {
 	Result json.RawMessage
 	Err    *Error
 }
@@ -104,8 +107,11 @@ func NewConn(f Framer, h Handler, opts Options) *Conn {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Conn{f: f, h: h, opts: opts, pending: map[string]chan *Response{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	c := &Conn{f: f, h: h, opts: opts, pending: map[string]chan *response{}, incoming: map[string]*inbound{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	if opts.MaxInFlight > 0 {
 		c.slots = make(chan struct{}, opts.MaxInFlight)
 	}
@@ -115,26 +121,51 @@ func NewConn(f Framer, h Handler, opts Options) *Conn {
 // Context is cancelled when the connection ends.
 func (c *Conn) Context() context.Context { return c.ctx }
 
-// Done is closed when the connection has ended.
-func (c *Conn) Done() <-chan struct{} { return c.done }
-
 // Run reads and dispatches until the peer goes away or ctx ends. It returns nil on a clean
-// end of input.
+// end of input; the requests read before it are still handled and answered.
+//
+// The reader only reads: it routes responses to our calls and $/cancelRequest at once (so
+// neither waits behind the work it unblocks or cancels) and queues everything else, in
+// arrival order, for one dispatcher, which runs inline methods itself and starts async ones.
+// The queue is short (see queueMaxJobs), so a peer still cannot get far ahead of its answers.
 func (c *Conn) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, c.cancel)
 	defer stop()
 	defer c.shutdown()
+	q := newQueue(c.ctx)
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		for {
+			job, ok := q.pop()
+			if !ok {
+				return
+			}
+			job()
+		}
+	}()
+	err := c.read(q)
+	if err != nil {
+		c.cancel() // the stream broke: nothing queued can be answered
+	}
+	q.close()
+	<-dispatched
+	return err
+}
+
+// read is the reader goroutine's loop.
+func (c *Conn) read(q *queue) error {
 	for {
 		frame, err := c.f.Read(c.ctx)
-		if errors.Is(err, ErrFrameTooLarge) {
-			c.writeError(nullID, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()})
+		if errors.Is(err, errFrameTooLarge) {
+			e := &Error{Code: codeInvalidRequest, Message: "invalid request: " + err.Error()}
+			if !q.push(func() { c.writeError(nullID, e) }, 0) {
+				return nil
+			}
 			continue
 		}
 		if err != nil {
-			if c.ctx.Err() != nil {
-				return nil
-			}
-			if isEOF(err) {
+			if c.ctx.Err() != nil || isEOF(err) {
 				return nil
 			}
 			return err
@@ -144,7 +175,9 @@ func (c *Conn) Run(ctx context.Context) error {
 		}
 		d, derr, id := decode(frame)
 		if derr != nil {
-			c.writeError(id, derr)
+			if !q.push(func() { c.writeError(id, derr) }, 0) {
+				return nil
+			}
 			continue
 		}
 		if d.kind == kindResponse {
@@ -152,27 +185,42 @@ func (c *Conn) Run(ctx context.Context) error {
 			continue
 		}
 		req := d.req
-		if a, ok := c.h.(Async); ok && a.Async(req.Method) {
-			if !c.acquire(&req) {
-				if c.ctx.Err() != nil {
-					return nil
-				}
-				continue
-			}
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				defer c.release()
-				c.serve(&req)
-			}()
+		if req.Method == cancelMethod {
+			c.cancelRequest(&req)
 			continue
 		}
-		c.serve(&req)
+		in := c.track(&req)
+		if !q.push(func() { c.dispatch(&req, in) }, len(frame)) {
+			c.finish(in)
+			return nil
+		}
 	}
 }
 
+// dispatch runs an inline request, or starts an async one.
+func (c *Conn) dispatch(req *Request, in *inbound) {
+	if c.ctx.Err() != nil { // ending: the request is dropped unanswered, as a running one is
+		c.finish(in)
+		return
+	}
+	if a, ok := c.h.(Async); ok && a.Async(req.Method) {
+		if !c.acquire(req) {
+			c.finish(in)
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			defer c.release()
+			c.serve(req, in)
+		}()
+		return
+	}
+	c.serve(req, in)
+}
+
 // acquire takes an in-flight slot for req. A request that finds none is refused with
-// CodeOverloaded (the refusal is written by the reader, so a peer that does not read its
+// CodeOverloaded (the refusal is written by the dispatcher, so a peer that does not read its
 // answers stops being read too); a notification waits for one. It reports whether req may run.
 func (c *Conn) acquire(req *Request) bool {
 	if c.slots == nil {
@@ -201,8 +249,17 @@ func (c *Conn) release() {
 	}
 }
 
-func (c *Conn) serve(req *Request) {
-	res, err := c.safeHandle(req)
+// serve runs the handler under the request's context and writes its answer; the context ends
+// after that.
+func (c *Conn) serve(req *Request, in *inbound) {
+	defer c.finish(in)
+	var res any
+	var err error
+	if context.Cause(in.ctx) == errCancelled { // cancelled while it waited its turn
+		err = in.ctx.Err()
+	} else {
+		res, err = c.safeHandle(in.ctx, req)
+	}
 	if w, ok := res.(AfterWrite); ok {
 		defer w.Written()
 		res = w.Value()
@@ -216,6 +273,10 @@ func (c *Conn) serve(req *Request) {
 		return
 	}
 	if err != nil {
+		if context.Cause(in.ctx) == errCancelled {
+			c.writeError(req.ID, &Error{Code: codeRequestCancelled, Message: "request cancelled"})
+			return
+		}
 		c.writeError(req.ID, toError(err))
 		return
 	}
@@ -224,7 +285,7 @@ func (c *Conn) serve(req *Request) {
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
-		c.writeError(req.ID, &Error{Code: CodeInternalError, Message: "internal error: marshal result: " + err.Error()})
+		c.writeError(req.ID, &Error{Code: codeInternalError, Message: "internal error: marshal result: " + err.Error()})
 		return
 	}
 	c.WriteRaw(responseFrame(req.ID, "result", b))
@@ -253,13 +314,16 @@ type AfterWrite interface {
 	Written()
 }
 
-func (c *Conn) safeHandle(req *Request) (res any, err error) {
+// safeHandle calls the handler. A panic is logged with its stack and becomes a bare
+// internal error: neither the panic's text nor the stack reaches the peer.
+func (c *Conn) safeHandle(ctx context.Context, req *Request) (res any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &Error{Code: CodeInternalError, Message: "internal error"}
+			c.opts.Logger.Error("jsonrpc: handler panicked", "method", req.Method, "id", string(req.ID), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res, err = nil, &Error{Code: codeInternalError, Message: "internal error"}
 		}
 	}()
-	return c.h.Handle(c.ctx, c, req)
+	return c.h.Handle(ctx, c, req)
 }
 
 func toError(err error) *Error {
@@ -267,7 +331,7 @@ func toError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: CodeInternalError, Message: "internal error: " + err.Error()}
+	return &Error{Code: codeInternalError, Message: "internal error: " + err.Error()}
 }
 
 func (c *Conn) writeError(id json.RawMessage, e *Error) {
@@ -319,7 +383,7 @@ func (c *Conn) WriteFrames(frames [][]byte) error {
 		}
 	}
 	var err error
-	if bw, ok := c.f.(BatchWriter); ok {
+	if bw, ok := c.f.(batchWriter); ok {
 		err = bw.WriteBatch(c.ctx, frames)
 	} else {
 		for _, f := range frames {
@@ -339,15 +403,11 @@ func (c *Conn) Notify(method string, params any) error {
 	return c.write(outRequest{JSONRPC: "2.0", Method: method, Params: params})
 }
 
-// Call sends a request to the peer and waits for its response. The id is a string minted here
-// (prefix + 12 hex), so it never collides with the peer's own ids.
-func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	return c.CallWithID(ctx, method, params, nil)
-}
-
-// CallWithID is Call that reports the minted id before the request is written.
+// CallWithID sends a request to the peer and waits for its response; sent, when set, learns
+// the request's id before it is written. The id is a string minted here (prefix + 12 hex), so
+// it never collides with the peer's own ids.
 func (c *Conn) CallWithID(ctx context.Context, method string, params any, sent func(id string)) (json.RawMessage, error) {
-	id := c.NewID()
+	id := c.newID()
 	if sent != nil {
 		sent(id)
 	}
@@ -359,30 +419,30 @@ func (c *Conn) CallWithID(ctx context.Context, method string, params any, sent f
 		c.forget(id)
 		return nil, err
 	}
-	return c.Await(ctx, id, ch)
+	return c.await(ctx, id, ch)
 }
 
-// NewID mints a request id.
-func (c *Conn) NewID() string {
+// newID mints a request id.
+func (c *Conn) newID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return c.opts.IDPrefix + hex.EncodeToString(b[:])
 }
 
 // expect registers a pending outgoing request.
-func (c *Conn) expect(id string) (chan *Response, error) {
+func (c *Conn) expect(id string) (chan *response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
-	ch := make(chan *Response, 1)
+	ch := make(chan *response, 1)
 	c.pending[id] = ch
 	return ch, nil
 }
 
-// Await waits for the response to id.
-func (c *Conn) Await(ctx context.Context, id string, ch chan *Response) (json.RawMessage, error) {
+// await waits for the response to id.
+func (c *Conn) await(ctx context.Context, id string, ch chan *response) (json.RawMessage, error) {
 	defer c.forget(id)
 	select {
 	case r := <-ch:
@@ -414,7 +474,7 @@ func (c *Conn) deliver(d decoded) {
 	delete(c.pending, id)
 	c.mu.Unlock()
 	if ok {
-		ch <- &Response{Result: d.result, Err: d.err}
+		ch <- &response{Result: d.result, Err: d.err}
 		return
 	}
 	if c.opts.OnResponse != nil {

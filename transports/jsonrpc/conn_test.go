@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func newPeer(t *testing.T, h Handler, max int) *pipePeer {
 	c := NewConn(NewLineFramer(inR, outW, multiCloser{inR, outW}, max), h, Options{})
 	p := &pipePeer{in: inW, out: bufio.NewReader(outR), c: c, err: make(chan error, 1)}
 	go func() { p.err <- c.Run(context.Background()) }()
-	t.Cleanup(func() { inW.Close(); outR.Close(); <-p.c.Done() })
+	t.Cleanup(func() { inW.Close(); outR.Close(); <-p.c.done })
 	return p
 }
 
@@ -58,7 +59,18 @@ func (p *pipePeer) recv(t *testing.T) map[string]any {
 	return m
 }
 
-var echo = HandlerFunc(func(ctx context.Context, c *Conn, r *Request) (any, error) {
+// handlerFunc adapts a function to Handler.
+type handlerFunc func(ctx context.Context, c *Conn, r *Request) (any, error)
+
+func (f handlerFunc) Handle(ctx context.Context, c *Conn, r *Request) (any, error) {
+	return f(ctx, c, r)
+}
+
+func errorf(code int, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+var echo = handlerFunc(func(ctx context.Context, c *Conn, r *Request) (any, error) {
 	switch r.Method {
 	case "echo":
 		return json.RawMessage(r.Params), nil
@@ -69,7 +81,7 @@ var echo = HandlerFunc(func(ctx context.Context, c *Conn, r *Request) (any, erro
 	case "nil":
 		return nil, nil
 	}
-	return nil, Errorf(CodeMethodNotFound, "unknown method: %s", r.Method)
+	return nil, errorf(CodeMethodNotFound, "unknown method: %s", r.Method)
 })
 
 func code(m map[string]any) float64 {
@@ -87,19 +99,19 @@ func TestDecodeErrors(t *testing.T) {
 		code float64
 		id   any
 	}{
-		{`{not json`, CodeParseError, nil},
-		{`[1,2]`, CodeInvalidRequest, nil},
-		{`"str"`, CodeInvalidRequest, nil},
-		{`{"jsonrpc":"2.0","id":1}`, CodeInvalidRequest, 1.0},
-		{`{"jsonrpc":"2.0","id":2,"method":""}`, CodeInvalidRequest, 2.0},
-		{`{"jsonrpc":"2.0","id":3,"method":5}`, CodeInvalidRequest, 3.0},
-		{`{"jsonrpc":"1.0","id":4,"method":"echo"}`, CodeInvalidRequest, 4.0},
+		{`{not json`, codeParseError, nil},
+		{`[1,2]`, codeInvalidRequest, nil},
+		{`"str"`, codeInvalidRequest, nil},
+		{`{"jsonrpc":"2.0","id":1}`, codeInvalidRequest, 1.0},
+		{`{"jsonrpc":"2.0","id":2,"method":""}`, codeInvalidRequest, 2.0},
+		{`{"jsonrpc":"2.0","id":3,"method":5}`, codeInvalidRequest, 3.0},
+		{`{"jsonrpc":"1.0","id":4,"method":"echo"}`, codeInvalidRequest, 4.0},
 		{`{"jsonrpc":"2.0","id":5,"method":"echo","params":[1]}`, CodeInvalidParams, 5.0},
 		{`{"jsonrpc":"2.0","id":6,"method":"nope"}`, CodeMethodNotFound, 6.0},
-		{`{"jsonrpc":"2.0","id":{"a":1},"method":"echo"}`, CodeInvalidRequest, nil},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"echo"}`, codeInvalidRequest, nil},
 		{`{"jsonrpc":"2.0","id":"s","method":"fail"}`, 4001, "s"},
-		{`{"jsonrpc":"2.0","id":8,"method":"boom"}`, CodeInternalError, 8.0},
-		{`{"jsonrpc":"2.0","id":9,"method":"echo"} {"x":1}`, CodeParseError, nil},
+		{`{"jsonrpc":"2.0","id":8,"method":"boom"}`, codeInternalError, 8.0},
+		{`{"jsonrpc":"2.0","id":9,"method":"echo"} {"x":1}`, codeParseError, nil},
 	}
 	for _, c := range cases {
 		p.send(t, c.in)
@@ -134,7 +146,7 @@ func TestOversizedFrameKeepsConnection(t *testing.T) {
 	big := `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"` + strings.Repeat("a", 200_000) + `"}}`
 	go io.WriteString(p.in, big+"\n")
 	m := p.recv(t)
-	if code(m) != CodeInvalidRequest || !strings.Contains(m["error"].(map[string]any)["message"].(string), "too large") {
+	if code(m) != codeInvalidRequest || !strings.Contains(m["error"].(map[string]any)["message"].(string), "too large") {
 		t.Fatalf("oversized: %v", m)
 	}
 	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"echo","params":{"ok":true}}`)
@@ -147,7 +159,7 @@ func TestCallRoundTripAndOrdering(t *testing.T) {
 	p := newPeer(t, echo, 0)
 	got := make(chan json.RawMessage, 1)
 	go func() {
-		res, err := p.c.Call(context.Background(), "approval", map[string]any{"command": "rm -r x"})
+		res, err := p.c.CallWithID(context.Background(), "approval", map[string]any{"command": "rm -r x"}, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -165,7 +177,7 @@ func TestCallRoundTripAndOrdering(t *testing.T) {
 	}
 	// An error answer (e.g. the client does not implement it) fails the call at once.
 	go func() {
-		_, err := p.c.Call(context.Background(), "tour", nil)
+		_, err := p.c.CallWithID(context.Background(), "tour", nil, nil)
 		got <- json.RawMessage(err.Error())
 	}()
 	m = p.recv(t)
@@ -190,7 +202,7 @@ func TestCallFailsWhenConnectionEnds(t *testing.T) {
 	p := newPeer(t, echo, 0)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.c.Call(context.Background(), "approval", nil)
+		_, err := p.c.CallWithID(context.Background(), "approval", nil, nil)
 		errc <- err
 	}()
 	p.recv(t)

@@ -71,7 +71,7 @@ func TestIDsEchoedByteForByte(t *testing.T) {
 // sent) and the handler never sees the request.
 func TestBadRPCIDRefused(t *testing.T) {
 	var calls atomic.Int32
-	h := HandlerFunc(func(ctx context.Context, c *Conn, r *Request) (any, error) {
+	h := handlerFunc(func(ctx context.Context, c *Conn, r *Request) (any, error) {
 		calls.Add(1)
 		return "ok", nil
 	})
@@ -84,7 +84,7 @@ func TestBadRPCIDRefused(t *testing.T) {
 		}
 		var m map[string]any
 		_ = json.Unmarshal(frame, &m)
-		if code(m) != CodeInvalidRequest {
+		if code(m) != codeInvalidRequest {
 			t.Errorf("bad id %.20q: %s", id, frame)
 		}
 	}
@@ -117,7 +117,7 @@ func newCappedPeer(t *testing.T, h Handler, maxInFlight int) *pipePeer {
 	c := NewConn(NewLineFramer(inR, outW, multiCloser{inR, outW}, 0), h, Options{MaxInFlight: maxInFlight})
 	p := &pipePeer{in: inW, out: bufio.NewReaderSize(outR, 1<<16), c: c, err: make(chan error, 1)}
 	go func() { p.err <- c.Run(context.Background()) }()
-	t.Cleanup(func() { inW.Close(); outR.Close(); <-p.c.Done() })
+	t.Cleanup(func() { inW.Close(); outR.Close(); <-p.c.done })
 	return p
 }
 

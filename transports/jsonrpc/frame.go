@@ -13,9 +13,9 @@ import (
 // DefaultMaxFrame bounds one incoming message (16 MiB).
 const DefaultMaxFrame = 16 << 20
 
-// ErrFrameTooLarge reports an incoming message over the limit. The framer skips the rest of it,
+// errFrameTooLarge reports an incoming message over the limit. The framer skips the rest of it,
 // so the connection stays usable; the Conn answers with an error.
-var ErrFrameTooLarge = errors.New("frame too large")
+var errFrameTooLarge = errors.New("frame too large")
 
 // Framer moves whole messages. Read returns one message (without the delimiter); Write sends
 // one. A Conn calls Read from one goroutine and Write from one goroutine at a time.
@@ -35,7 +35,7 @@ type lineFramer struct {
 }
 
 // NewLineFramer frames newline-delimited messages. Blank lines are skipped; a message longer
-// than max bytes is discarded up to its newline and reported as ErrFrameTooLarge.
+// than max bytes is discarded up to its newline and reported as errFrameTooLarge.
 func NewLineFramer(r io.Reader, w io.Writer, closer io.Closer, max int) Framer {
 	if max <= 0 {
 		max = DefaultMaxFrame
@@ -67,12 +67,12 @@ func (f *lineFramer) Read(_ context.Context) ([]byte, error) {
 				return bytes.TrimSpace(line), nil // last message without a newline
 			}
 			if tooLarge && errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w (limit %d bytes)", ErrFrameTooLarge, f.max)
+				return nil, fmt.Errorf("%w (limit %d bytes)", errFrameTooLarge, f.max)
 			}
 			return nil, err
 		}
 		if tooLarge {
-			return nil, fmt.Errorf("%w (limit %d bytes)", ErrFrameTooLarge, f.max)
+			return nil, fmt.Errorf("%w (limit %d bytes)", errFrameTooLarge, f.max)
 		}
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
@@ -107,8 +107,8 @@ func (f *lineFramer) WriteBatch(_ context.Context, msgs [][]byte) error {
 	return err
 }
 
-// BatchWriter is an optional Framer ability: write several messages at once.
-type BatchWriter interface {
+// batchWriter is an optional Framer ability: write several messages at once.
+type batchWriter interface {
 	WriteBatch(ctx context.Context, msgs [][]byte) error
 }
 

@@ -8,13 +8,17 @@ import (
 	"github.com/hermes-go/hermes/engine/ids"
 )
 
-// Standard error codes.
+// Standard error codes a handler may answer with.
 const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
+)
+
+// Standard error codes the connection answers with itself.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeInternalError  = -32603
 )
 
 // Error is a JSON-RPC error object. Handlers return it (or wrap it) to choose the wire code.
@@ -25,11 +29,6 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
-
-// Errorf builds an *Error.
-func Errorf(code int, format string, a ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
-}
 
 // Request is an incoming call or notification (ID nil).
 type Request struct {
@@ -79,14 +78,14 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 	frame = bytes.TrimSpace(frame)
 	if len(frame) == 0 || frame[0] != '{' {
 		if !json.Valid(frame) {
-			return decoded{}, &Error{Code: CodeParseError, Message: "parse error"}, nullID
+			return decoded{}, &Error{Code: codeParseError, Message: "parse error"}, nullID
 		}
-		return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: expected an object"}, nullID
+		return decoded{}, &Error{Code: codeInvalidRequest, Message: "invalid request: expected an object"}, nullID
 	}
 	var m wireMsg
 	dec := json.NewDecoder(bytes.NewReader(frame))
 	if err := dec.Decode(&m); err != nil || dec.More() {
-		return decoded{}, &Error{Code: CodeParseError, Message: "parse error"}, nullID
+		return decoded{}, &Error{Code: codeParseError, Message: "parse error"}, nullID
 	}
 	hasMethod := !isNull(m.Method)
 	if !hasMethod && m.ID != nil && (m.Result != nil || m.Error != nil) {
@@ -95,7 +94,7 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 		if m.Error != nil && !isNull(m.Error) {
 			var e Error
 			if json.Unmarshal(m.Error, &e) != nil {
-				e = Error{Code: CodeInternalError, Message: "malformed error object in response"}
+				e = Error{Code: codeInternalError, Message: "malformed error object in response"}
 			}
 			d.err = &e
 		}
@@ -107,17 +106,17 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 			if m.ID[0] == '"' || m.ID[0] == '-' || (m.ID[0] >= '0' && m.ID[0] <= '9') {
 				id = m.ID // echoed as sent, so the peer can still match the refusal
 			}
-			return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}, id
+			return decoded{}, &Error{Code: codeInvalidRequest, Message: "invalid request: " + err.Error()}, id
 		}
 		id = m.ID
 	}
 	var version string
 	if json.Unmarshal(m.JSONRPC, &version) != nil || version != "2.0" {
-		return decoded{}, &Error{Code: CodeInvalidRequest, Message: `invalid request: jsonrpc must be "2.0"`}, id
+		return decoded{}, &Error{Code: codeInvalidRequest, Message: `invalid request: jsonrpc must be "2.0"`}, id
 	}
 	var name string
 	if !hasMethod || json.Unmarshal(m.Method, &name) != nil || name == "" {
-		return decoded{}, &Error{Code: CodeInvalidRequest, Message: "invalid request: method must be a non-empty string"}, id
+		return decoded{}, &Error{Code: codeInvalidRequest, Message: "invalid request: method must be a non-empty string"}, id
 	}
 	params := m.Params
 	if isNull(params) {
