@@ -152,7 +152,7 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 		})
 		opening.Wait()
 	}()
-	conn := sdk.NewAgentSideConnection(a, w, pr)
+	conn := sdk.NewAgentSideConnection(safeAgent{a}, w, pr)
 	conn.SetLogger(o.Logger)
 	a.conn = conn
 	// Frames flow only from here on: the SDK starts handling requests inside
