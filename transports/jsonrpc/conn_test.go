@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,10 @@ type pipePeer struct {
 
 func newPeer(t *testing.T, h Handler, max int) *pipePeer {
 	t.Helper()
+	checkGoroutines(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := NewConn(NewLineFramer(inR, outW, multiCloser{inR, outW}, max), h, Options{})
+	c := NewConn(NewLineFramer(inR, outW, multiCloser{inR, outW}, max), h, Options{Logger: slog.New(slog.DiscardHandler)})
 	p := &pipePeer{in: inW, out: bufio.NewReader(outR), c: c, err: make(chan error, 1)}
 	go func() { p.err <- c.Run(context.Background()) }()
 	t.Cleanup(func() { inW.Close(); outR.Close(); <-p.c.done })

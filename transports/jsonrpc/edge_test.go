@@ -112,6 +112,7 @@ func (g *gated) Handle(ctx context.Context, c *Conn, r *Request) (any, error) {
 
 func newCappedPeer(t *testing.T, h Handler, maxInFlight int) *pipePeer {
 	t.Helper()
+	checkGoroutines(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := NewConn(NewLineFramer(inR, outW, multiCloser{inR, outW}, 0), h, Options{MaxInFlight: maxInFlight})
