@@ -278,7 +278,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 				break
 			}
 		}
-		return fail(io, fmt.Errorf("API key %q (%s) is shorter than 16 characters", "api_key", from))
+		return fail(io, fmt.Errorf("the API key must be at least 16 characters (%s)", from))
 	}
 	logger := newLogger(io.err, slog.LevelInfo)
 	a, err := assemble(cfg, logger)

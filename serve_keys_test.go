@@ -18,8 +18,8 @@ func TestServeRefusesShortKeys(t *testing.T) {
 		{"plain extra key", "server:\n  extra_api_keys: [extra-key-0123456789, \"k\"]\n", testAPIKey, "extra_api_keys[1]"},
 		{"named extra key", "server:\n  extra_api_keys:\n    - {name: ci-bot, key: shortkey9}\n", testAPIKey, "ci-bot"},
 		{"admin key", "server:\n  admin_api_key: adminq7\n", testAPIKey, "admin_api_key"},
-		{"primary key in config", "server:\n  api_key: shortkey9\n", "", `"api_key" (server.api_key in config.yaml)`},
-		{"primary key in the environment", "", "shortkey9", `"api_key" (HERMES_API_KEY)`},
+		{"primary key in config", "server:\n  api_key: shortkey9\n", "", "at least 16 characters (server.api_key in config.yaml)"},
+		{"primary key in the environment", "", "shortkey9", "at least 16 characters (HERMES_API_KEY)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home := t.TempDir()
