@@ -88,12 +88,16 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 		return CompressResult{}, fmt.Errorf("compress: %w", err)
 	}
 	if acc.HaveUsage {
-		_, _ = s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
+		if _, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 			r.Usage.Add(store.Usage{InputTokens: int64(acc.Usage.PromptTokens), OutputTokens: int64(acc.Usage.CompletionTokens), APICalls: 1})
 			return nil
-		})
+		}); err != nil {
+			return CompressResult{}, fmt.Errorf("compress: save usage: %w", err)
+		}
 	}
-	_ = s.reload(ctx)
+	if err := s.reload(ctx); err != nil {
+		return CompressResult{}, fmt.Errorf("compress: %w", err)
+	}
 	s.j.append(Event{Type: EvSessionInfo, Data: s.Info()})
 	return CompressResult{Status: "compressed", Before: len(rows), After: len(rr.Appended), Removed: rr.Archived, Summary: summary}, nil
 }

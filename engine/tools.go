@@ -170,7 +170,11 @@ func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage
 		s.mu.Unlock()
 		if choice == ChoiceAlways {
 			for _, p := range v.Patterns {
-				_ = s.e.cfg.Store.PutKV(context.Background(), alwaysKey(p), []byte(time.Now().UTC().Format(time.RFC3339)))
+				if err := s.e.cfg.Store.PutKV(context.Background(), alwaysKey(p), []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+					// The call was approved and runs; the turn fails once the batch is done.
+					t.noteStoreErr(fmt.Errorf("save approval for %q: %w", p, err))
+					break
+				}
 			}
 		}
 	}

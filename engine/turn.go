@@ -50,9 +50,28 @@ type turnState struct {
 	inAPICall atomic.Bool
 	nTools    atomic.Int64
 
-	mu        sync.Mutex // guards text and iteration for snapshots
+	mu        sync.Mutex // guards text, iteration and storeErr
 	text      strings.Builder
 	iteration int
+	storeErr  error // a write that failed mid-batch (an "always" approval); ends the turn
+}
+
+// reasonStore is the exit reason of a turn ended because a row or a setting could not be
+// written: the transcript or the session record is no longer what the turn produced.
+const reasonStore = "store_error"
+
+// noteStoreErr records a failed write made while tools run; the turn fails at the batch's end.
+func (t *turnState) noteStoreErr(err error) {
+	t.mu.Lock()
+	t.storeErr = cmp.Or(t.storeErr, err)
+	t.mu.Unlock()
+}
+
+// noticedStoreErr is the write failure noted during the batch, if any.
+func (t *turnState) noticedStoreErr() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.storeErr
 }
 
 func (t *turnState) interrupt(cause error) { t.cancel(cause) }
@@ -81,7 +100,7 @@ func (s *Session) newTurnLocked(text, origin string) *turnState {
 // abandonTurn releases a turn that never started (its user row could not be written).
 func (s *Session) abandonTurn(t *turnState) {
 	t.cancel(errors.New("abandoned"))
-	t.outcome = Outcome{TurnID: t.id, Status: StatusFailed, ExitReason: "unknown", Error: "turn not started"}
+	t.outcome = Outcome{TurnID: t.id, Status: StatusFailed, ExitReason: reasonStore, Error: "turn not started"}
 	s.mu.Lock()
 	delete(s.turns, t.id)
 	s.endTurnLocked(t, nil)
@@ -122,6 +141,7 @@ func (s *Session) finish(t *turnState, out Outcome) {
 		s.mu.Unlock()
 	} else {
 		s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: "usage not saved: " + err.Error(), Code: "store"}})
+		out = storeFailed(out, fmt.Errorf("save usage: %w", err))
 	}
 	t.outcome = out
 	t.cancel(nil)
@@ -184,7 +204,7 @@ func (t *turnState) run() Outcome {
 	out.Model = name
 	msgs, err := s.loadMessages(t.ctx)
 	if err != nil {
-		return t.fail(out, "unknown", err)
+		return t.fail(out, reasonStore, err)
 	}
 	var pending []store.Row
 	lastTool := -1 // index in msgs of the newest tool result of this turn
@@ -202,7 +222,7 @@ func (t *turnState) run() Outcome {
 
 		t.deliverSteer(msgs, pending, lastTool)
 		if err := s.persist(&pending, t); err != nil {
-			return t.fail(out, "unknown", err)
+			return t.fail(out, reasonStore, err)
 		}
 
 		acc, err := t.streamModel(prov, name, msgs, true, &out)
@@ -217,7 +237,9 @@ func (t *turnState) run() Outcome {
 			if out.Partial {
 				pending = append(pending, assistantRow(t.id, acc.Message()))
 			}
-			_ = s.persist(&pending, t)
+			if perr := s.persist(&pending, t); perr != nil {
+				return t.fail(out, reasonStore, fmt.Errorf("%w (after the provider failed: %v)", perr, err))
+			}
 			return t.fail(out, "provider_error("+clip(err.Error(), 80)+")", err)
 		}
 		msg := acc.Message()
@@ -235,6 +257,12 @@ func (t *turnState) run() Outcome {
 			pending = append(pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: tm.Content, Time: time.Now().UTC()})
 		}
 		lastTool = len(msgs) - 1
+		if serr := t.noticedStoreErr(); serr != nil {
+			if perr := s.persist(&pending, t); perr != nil {
+				serr = errors.Join(serr, perr)
+			}
+			return t.fail(out, reasonStore, serr)
+		}
 		if t.ctx.Err() != nil {
 			return t.interrupted(out, pending, false)
 		}
@@ -296,7 +324,7 @@ func (t *turnState) answer(out Outcome, acc *model.Accumulator, pending []store.
 	msg := acc.Message()
 	pending = append(pending, assistantRow(t.id, msg))
 	if err := t.s.persist(&pending, t); err != nil {
-		return t.fail(out, "unknown", err)
+		return t.fail(out, reasonStore, err)
 	}
 	fr := acc.FinishReason
 	if fr == "" {
@@ -319,7 +347,9 @@ func (t *turnState) answer(out Outcome, acc *model.Accumulator, pending []store.
 
 // interrupted ends the turn as cancelled.
 func (t *turnState) interrupted(out Outcome, pending []store.Row, duringAPI bool) Outcome {
-	_ = t.s.persist(&pending, t)
+	if err := t.s.persist(&pending, t); err != nil {
+		return t.fail(out, reasonStore, err)
+	}
 	cause := context.Cause(t.ctx)
 	reason := "interrupted_by_user"
 	if cause != nil && cause != errInterruptUser && cause != context.Canceled {
@@ -343,7 +373,19 @@ func (t *turnState) interrupted(out Outcome, pending []store.Row, duringAPI bool
 // fail ends the turn as failed.
 func (t *turnState) fail(out Outcome, reason string, err error) Outcome {
 	out.Status, out.ExitReason, out.Error = StatusFailed, reason, err.Error()
-	t.s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: err.Error()}})
+	info := ErrorInfo{Message: err.Error()}
+	if reason == reasonStore {
+		info.Code = "store"
+	}
+	t.s.j.append(Event{Type: EvError, TurnID: t.id, Data: info})
+	return out
+}
+
+// storeFailed turns an outcome into a failed one because a write failed after the turn's
+// work was done (its text stays: it was shown, though not all of it was saved).
+func storeFailed(out Outcome, err error) Outcome {
+	out.Status, out.ExitReason, out.Error = StatusFailed, reasonStore, err.Error()
+	out.Completed = false
 	return out
 }
 
@@ -354,7 +396,7 @@ func (t *turnState) budgetExhausted(out Outcome, prov model.Provider, name strin
 	s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "budget", Text: out.ExitReason}})
 	t.deliverSteer(msgs, pending, -1)
 	if err := s.persist(&pending, t); err != nil {
-		return t.fail(out, out.ExitReason, err)
+		return t.fail(out, reasonStore, err)
 	}
 	msgs = append(msgs, model.Message{Role: "user", Content: budgetSummaryPrompt})
 	acc, err := t.streamModel(prov, name, msgs, false, &out)
@@ -362,7 +404,9 @@ func (t *turnState) budgetExhausted(out Outcome, prov model.Provider, name strin
 		msg := acc.Message()
 		msg.ToolCalls = nil
 		pending = append(pending, assistantRow(t.id, msg))
-		_ = s.persist(&pending, t)
+		if perr := s.persist(&pending, t); perr != nil {
+			return t.fail(out, reasonStore, perr)
+		}
 		out.Text, out.Reasoning = msg.Content, msg.Reasoning
 	}
 	if t.ctx.Err() != nil {
