@@ -181,23 +181,24 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 		if ev.TurnID != "" && ev.TurnID != adm.TurnID && ev.Type != engine.EvRequestOpen {
 			continue
 		}
-		switch ev.Type {
-		case engine.EvMessageDelta:
-			fmt.Fprint(t.io.out, ev.Text)
-			midLine = !strings.HasSuffix(ev.Text, "\n")
-		case engine.EvReasoningDelta:
-			if t.f.verbose {
-				fmt.Fprint(t.io.err, ev.Text)
+		switch d := ev.Data.(type) {
+		case nil:
+			switch ev.Type {
+			case engine.EvMessageDelta:
+				fmt.Fprint(t.io.out, ev.Text)
+				midLine = !strings.HasSuffix(ev.Text, "\n")
+			case engine.EvReasoningDelta:
+				if t.f.verbose {
+					fmt.Fprint(t.io.err, ev.Text)
+				}
 			}
-		case engine.EvToolStart:
+		case engine.ToolStart:
 			if midLine {
 				fmt.Fprintln(t.io.out)
 				midLine = false
 			}
-			d := ev.Data.(engine.ToolStart)
 			fmt.Fprintf(t.io.err, "⚙ %s %s\n", d.Name, clipLine(string(d.Args), 160))
-		case engine.EvToolComplete:
-			d := ev.Data.(engine.ToolComplete)
+		case engine.ToolComplete:
 			mark := "✓"
 			if d.Result.IsError {
 				mark = "✗"
@@ -206,19 +207,17 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 			if t.f.verbose || d.Result.IsError {
 				fmt.Fprintln(t.io.err, indent(clipLine(d.Result.Content, 2000)))
 			}
-		case engine.EvSteerDelivered:
-			fmt.Fprintf(t.io.err, "↳ steer delivered: %s\n", ev.Data.(engine.SteerDelivered).Text)
-		case engine.EvRequestOpen:
-			req := ev.Data.(engine.Request)
+		case engine.SteerDelivered:
+			fmt.Fprintf(t.io.err, "↳ steer delivered: %s\n", d.Text)
+		case engine.Request:
 			wg.Add(1)
-			go func() { defer wg.Done(); t.answer(ctx, s, req) }()
-		case engine.EvRequestCancel:
-			d := ev.Data.(engine.RequestCancel)
+			go func() { defer wg.Done(); t.answer(ctx, s, d) }()
+		case engine.RequestCancel:
 			fmt.Fprintf(t.io.err, "[%s request %s withdrawn: %s]\n", d.Kind, d.ID, d.Reason)
-		case engine.EvError:
-			fmt.Fprintf(t.io.err, "error: %s\n", ev.Data.(engine.ErrorInfo).Message)
-		case engine.EvMessageComplete:
-			out := ev.Data.(engine.Outcome)
+		case engine.ErrorInfo:
+			fmt.Fprintf(t.io.err, "error: %s\n", d.Message)
+		case engine.Outcome:
+			out := d
 			if out.TurnID != adm.TurnID {
 				continue
 			}

@@ -40,7 +40,7 @@ const (
 )
 
 // Event is one entry of a session journal. Deltas carry their text in Text (no payload boxing:
-// deltas are the hot path); every other event carries a typed payload in Data.
+// deltas are the hot path) and a nil Data; every other event carries a typed payload in Data.
 type Event struct {
 	Seq       uint64    `json:"seq"`
 	Type      EventType `json:"type"`
@@ -48,8 +48,43 @@ type Event struct {
 	TurnID    string    `json:"turn_id,omitempty"`
 	Time      time.Time `json:"time"`
 	Text      string    `json:"text,omitempty"`
-	Data      any       `json:"data,omitempty"`
+	Data      EventData `json:"data,omitempty"`
 }
+
+// EventData is the payload of an event: one of the types in this file, [Info] or [Request].
+// The set is closed (the method is unexported), so a surface switches on the concrete type and
+// a payload it does not handle is one it chose to skip, never one it cannot know. Events raised
+// by surfaces and scripts carry a [SurfaceEvent].
+type EventData interface{ eventData() }
+
+func (TurnStart) eventData()       {}
+func (ToolGenerating) eventData()  {}
+func (ToolStart) eventData()       {}
+func (ToolProgress) eventData()    {}
+func (ToolComplete) eventData()    {}
+func (RequestCancel) eventData()   {}
+func (RequestResolved) eventData() {}
+func (SteerDelivered) eventData()  {}
+func (PolicyDecision) eventData()  {}
+func (StatusInfo) eventData()      {}
+func (QueueInfo) eventData()       {}
+func (SubagentInfo) eventData()    {}
+func (ErrorInfo) eventData()       {}
+func (Outcome) eventData()         {}
+func (SessionClosed) eventData()   {}
+func (SurfaceEvent) eventData()    {}
+func (Info) eventData()            {}
+func (Request) eventData()         {}
+
+// SessionClosed is the payload of session.closed.
+type SessionClosed struct {
+	Reason string `json:"reason"`
+}
+
+// SurfaceEvent is the payload of an event a surface or a script raises through [Session.Emit]
+// (background.complete and the like): the event's name is its Type, its fields are here, and it
+// encodes as those fields.
+type SurfaceEvent map[string]any
 
 // TurnStart is the payload of message.start.
 type TurnStart struct {

@@ -235,8 +235,15 @@ func (s *Session) Generation() string { return s.j.gen }
 // LastSeq is the seq of the newest event.
 func (s *Session) LastSeq() uint64 { return s.j.lastSeq() }
 
-// Emit appends a surface-originated event (e.g. a gateway notice) to the journal.
-func (s *Session) Emit(t EventType, data any) uint64 { return s.j.append(Event{Type: t, Data: data}) }
+// Emit appends a surface-originated event (e.g. a gateway notice) to the journal; its payload is
+// a [SurfaceEvent].
+func (s *Session) Emit(t EventType, payload SurfaceEvent) uint64 {
+	ev := Event{Type: t}
+	if payload != nil {
+		ev.Data = payload
+	}
+	return s.j.append(ev)
+}
 
 // Prompt is a user message submitted to a session.
 type Prompt struct {
@@ -709,6 +716,6 @@ func (s *Session) shutdown(reason string) {
 		delete(s.e.live, s.id)
 	}
 	s.e.mu.Unlock()
-	s.j.append(Event{Type: EvSessionClosed, Data: map[string]string{"reason": reason}})
+	s.j.append(Event{Type: EvSessionClosed, Data: SessionClosed{Reason: reason}})
 	s.j.close()
 }

@@ -343,17 +343,17 @@ func (a *API) drive(ctx context.Context, s *engine.Session, sub *engine.Subscrip
 				return nil, err
 			}
 		}
-		switch ev.Type {
-		case engine.EvRequestOpen:
-			if err := a.handle(ctx, s, h, ev.Data.(engine.Request)); err != nil {
+		switch d := ev.Data.(type) {
+		case engine.Request:
+			if err := a.handle(ctx, s, h, d); err != nil {
 				return nil, err
 			}
-		case engine.EvMessageComplete:
+		case engine.Outcome:
 			if ev.TurnID == turnID {
 				sub.Close()
 				return toMap(ev.Data), nil
 			}
-		case engine.EvSessionClosed:
+		case engine.SessionClosed:
 			return nil, engine.ErrSessionClosed
 		}
 	}

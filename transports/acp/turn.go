@@ -279,46 +279,36 @@ func acpUsage(u model.Usage) *sdk.Usage {
 }
 
 func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
-	switch ev.Type {
-	case engine.EvMessageDelta:
-		if ev.Text != "" {
+	switch d := ev.Data.(type) {
+	case nil:
+		switch {
+		case ev.Text == "":
+		case ev.Type == engine.EvMessageDelta:
 			t.a.update(ctx, t.id, sdk.UpdateAgentMessageText(ev.Text))
-		}
-	case engine.EvReasoningDelta:
-		if ev.Text != "" {
+		case ev.Type == engine.EvReasoningDelta:
 			t.a.update(ctx, t.id, sdk.UpdateAgentThoughtText(ev.Text))
 		}
-	case engine.EvToolStart:
+	case engine.ToolStart:
 		// A call is pending until the approval policy has let it run: an IDE must not show a
 		// call as running while it waits for permission (pending → in_progress → completed).
-		if d, ok := ev.Data.(engine.ToolStart); ok {
-			t.start(ctx, d.CallID, d.Name, d.Args, sdk.ToolCallStatusPending)
-		}
-	case engine.EvPolicyDecision:
-		if d, ok := ev.Data.(engine.PolicyDecision); ok && d.Hook == "approval" && d.Decision == policy.Allow {
+		t.start(ctx, d.CallID, d.Name, d.Args, sdk.ToolCallStatusPending)
+	case engine.PolicyDecision:
+		if d.Hook == "approval" && d.Decision == policy.Allow {
 			t.setStatus(ctx, d.CallID, sdk.ToolCallStatusInProgress)
 		}
-	case engine.EvToolComplete:
-		if d, ok := ev.Data.(engine.ToolComplete); ok {
-			t.complete(ctx, d)
+	case engine.ToolComplete:
+		t.complete(ctx, d)
+	case engine.Request:
+		if d.Kind == engine.KindApproval {
+			t.permission(ctx, d)
 		}
-	case engine.EvRequestOpen:
-		if r, ok := ev.Data.(engine.Request); ok && r.Kind == engine.KindApproval {
-			t.permission(ctx, r)
-		}
-	case engine.EvRequestCancel:
-		if d, ok := ev.Data.(engine.RequestCancel); ok {
-			t.stopAsk(d.ID)
-		}
-	case engine.EvRequestResolved:
-		if d, ok := ev.Data.(engine.RequestResolved); ok {
-			t.stopAsk(d.ID)
-			t.resolved(ctx, d)
-		}
-	case engine.EvMessageComplete:
-		if o, ok := ev.Data.(engine.Outcome); ok {
-			return &o
-		}
+	case engine.RequestCancel:
+		t.stopAsk(d.ID)
+	case engine.RequestResolved:
+		t.stopAsk(d.ID)
+		t.resolved(ctx, d)
+	case engine.Outcome:
+		return &d
 	}
 	return nil
 }

@@ -172,7 +172,7 @@ func BenchmarkEventLatency(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				sent := time.Now()
-				s.Emit("bench.tick", map[string]int{"i": i})
+				s.Emit("bench.tick", engine.SurfaceEvent{"i": i})
 				e, at, err := c.WaitType(context.Background(), idx, sid, "bench.tick")
 				if err != nil {
 					b.Fatal(err)
@@ -200,7 +200,7 @@ func BenchmarkEventThroughput(b *testing.B) {
 			for i := 0; i < b.N; i += burst {
 				n := min(burst, b.N-i)
 				for k := 0; k < n; k++ {
-					s.Emit("bench.tick", map[string]int{"i": i + k})
+					s.Emit("bench.tick", engine.SurfaceEvent{"i": i + k})
 				}
 				from = waitCount(b, c, from, sid, n)
 			}
@@ -269,7 +269,7 @@ func BenchmarkFanOut100(b *testing.B) {
 	for i := 0; i < b.N; i += burst {
 		n := min(burst, b.N-i)
 		for k := 0; k < n; k++ {
-			s.Emit("bench.tick", map[string]int{"i": i + k})
+			s.Emit("bench.tick", engine.SurfaceEvent{"i": i + k})
 		}
 		var wg sync.WaitGroup
 		for ci, c := range clients {
@@ -326,7 +326,7 @@ func BenchmarkEventThroughputRaw(b *testing.B) {
 	for i := 0; i < b.N; i += burst {
 		n := min(burst, b.N-i)
 		for k := 0; k < n; k++ {
-			s.Emit("bench.tick", map[string]int{"i": i + k})
+			s.Emit("bench.tick", engine.SurfaceEvent{"i": i + k})
 		}
 		for got := 0; got < n; {
 			line, err := br.ReadSlice('\n')

@@ -336,12 +336,12 @@ func (a *attachment) emitBatch(evs []engine.Event) error {
 	frames := a.frames[:0]
 	defer func() { a.frames = frames[:0] }()
 	for _, ev := range evs {
-		if ev.Type == engine.EvRequestOpen {
+		if req, ok := ev.Data.(engine.Request); ok {
 			if err := a.c.conn.WriteFrames(frames); err != nil {
 				return err
 			}
 			frames = frames[:0]
-			if err := a.emitRequest(ev.Data.(engine.Request)); err != nil {
+			if err := a.emitRequest(req); err != nil {
 				return err
 			}
 			continue

@@ -13,27 +13,25 @@ import (
 // gateway does not show.
 func render(l *live, ev engine.Event) (eventParams, bool) {
 	p := eventParams{Type: string(ev.Type), SessionID: l.rid, Seq: ev.Seq, Generation: l.s.Generation()}
-	switch ev.Type {
-	case engine.EvMessageStart:
-		// no payload, as in the reference
-	case engine.EvMessageDelta, engine.EvReasoningDelta:
-		p.Payload = map[string]any{"text": ev.Text}
-	case engine.EvMessageComplete:
-		p.Payload = completePayload(ev.Data.(engine.Outcome))
-	case engine.EvToolGenerating:
-		d := ev.Data.(engine.ToolGenerating)
+	switch d := ev.Data.(type) {
+	case nil:
+		if ev.Type == engine.EvMessageDelta || ev.Type == engine.EvReasoningDelta {
+			p.Payload = map[string]any{"text": ev.Text}
+		}
+	case engine.TurnStart:
+		// message.start: no payload, as in the reference
+	case engine.Outcome:
+		p.Payload = completePayload(d)
+	case engine.ToolGenerating:
 		if d.Name == "" {
 			return p, false // argument fragments of a call already announced
 		}
 		p.Payload = map[string]any{"name": d.Name, "tool_id": d.CallID}
-	case engine.EvToolStart:
-		d := ev.Data.(engine.ToolStart)
+	case engine.ToolStart:
 		p.Payload = map[string]any{"tool_id": d.CallID, "name": d.Name, "args": json.RawMessage(d.Args), "context": toolContext(d.Name, d.Args)}
-	case engine.EvToolProgress:
-		d := ev.Data.(engine.ToolProgress)
+	case engine.ToolProgress:
 		p.Payload = map[string]any{"tool_id": d.CallID, "name": d.Name, "text": ev.Text}
-	case engine.EvToolComplete:
-		d := ev.Data.(engine.ToolComplete)
+	case engine.ToolComplete:
 		pl := map[string]any{
 			"tool_id": d.CallID, "name": d.Name, "args": json.RawMessage(d.Args),
 			"duration_s": d.Duration.Seconds(), "result": toolResult(d.Result.Content),
@@ -46,44 +44,41 @@ func render(l *live, ev engine.Event) (eventParams, bool) {
 			pl["blocked"] = true
 		}
 		p.Payload = pl
-	case engine.EvRequestCancel:
-		d := ev.Data.(engine.RequestCancel)
+	case engine.RequestCancel:
 		p.Payload = map[string]any{"id": d.ID, "method": d.Kind, "reason": d.Reason}
-	case engine.EvRequestResolved:
+	case engine.RequestResolved:
 		// Another path settled it: withdraw the card everywhere it is still open.
-		d := ev.Data.(engine.RequestResolved)
 		p.Type = "request.cancel"
 		p.Payload = map[string]any{"id": d.ID, "method": d.Kind, "reason": "resolved"}
-	case engine.EvStatus:
-		d := ev.Data.(engine.StatusInfo)
+	case engine.StatusInfo:
 		kind, text := d.Kind, d.Text
 		if kind == "" {
 			kind, text = "lifecycle", string(d.Status)
 		}
 		p.Payload = map[string]any{"kind": kind, "text": text, "status": d.Status}
-	case engine.EvSessionInfo, engine.EvModelChanged:
+	case engine.Info:
+		if ev.Type == engine.EvSessionTitle {
+			p.Payload = map[string]any{"session_id": d.SessionID, "title": d.Title}
+			break
+		}
+		// session.info and model.changed
 		p.Type = "session.info"
 		p.Payload = liveInfo(l)
-	case engine.EvSessionTitle:
-		d := ev.Data.(engine.Info)
-		p.Payload = map[string]any{"session_id": d.SessionID, "title": d.Title}
-	case engine.EvSteerDelivered:
-		d := ev.Data.(engine.SteerDelivered)
+	case engine.SteerDelivered:
 		p.Payload = map[string]any{"text": d.Text, "steer_ids": d.IDs, "tool_id": d.CallID}
-	case engine.EvQueueUpdated:
-		d := ev.Data.(engine.QueueInfo)
+	case engine.QueueInfo:
 		var q any
 		if d.Queued != "" {
 			q = map[string]any{"user": d.Queued}
 		}
 		p.Payload = map[string]any{"queued": q}
-	case engine.EvPolicyDecision:
-		p.Payload = ev.Data
-	case engine.EvSubagentStart:
-		d := ev.Data.(engine.SubagentInfo)
-		p.Payload = map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID, "status": "running"}
-	case engine.EvSubagentDone:
-		d := ev.Data.(engine.SubagentInfo)
+	case engine.PolicyDecision:
+		p.Payload = d
+	case engine.SubagentInfo:
+		if ev.Type == engine.EvSubagentStart {
+			p.Payload = map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID, "status": "running"}
+			break
+		}
 		pl := map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID}
 		if d.Outcome != nil {
 			pl["status"] = subagentStatus(d.Outcome.Status)
@@ -91,16 +86,16 @@ func render(l *live, ev engine.Event) (eventParams, bool) {
 			pl["api_calls"] = d.Outcome.APICalls
 		}
 		p.Payload = pl
-	case engine.EvUsage:
-		p.Payload = ev.Data
-	case engine.EvError:
-		d := ev.Data.(engine.ErrorInfo)
+	case engine.ErrorInfo:
 		p.Payload = map[string]any{"message": d.Message}
-	case engine.EvSessionClosed:
+	case engine.SessionClosed:
 		return p, false
-	default:
+	case engine.SurfaceEvent:
 		// Events raised by surfaces (background.complete and the like) carry their payload.
-		p.Payload = ev.Data
+		p.Payload = d
+	case engine.Request:
+		// Open requests go out as requests, not events; the callers never get here with one.
+		p.Payload = d
 	}
 	return p, true
 }
