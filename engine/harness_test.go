@@ -6,85 +6,34 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/model/openai"
+	"github.com/hermes-go/hermes/engine/enginetest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/store"
-	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
-	"github.com/hermes-go/hermes/engine/tool"
-	"github.com/hermes-go/hermes/engine/tool/agent"
-	"github.com/hermes-go/hermes/engine/tool/builtin"
-	"github.com/hermes-go/hermes/engine/tool/danger"
 )
 
-// harness is an engine on a real badger directory, talking to a fake OpenAI server on
-// 127.0.0.1 through the real client, with the real built-in tools in a temp working directory.
+// harness is enginetest's harness as the engine's tests use it: an engine on a real badger
+// directory, talking to a fake OpenAI server through the real client, with the real built-in
+// tools in a temp working directory; its cleanup checks for leaked goroutines.
 type harness struct {
 	t   *testing.T
+	h   *enginetest.Harness
 	srv *openaitest.Server
 	eng *engine.Engine
 	st  store.Store
 	cwd string
 }
 
-func dangerCheck(cmd string) tool.Verdict {
-	r := danger.Check(cmd, danger.Options{})
-	v := tool.Verdict{Blocked: r.Hardline, Reason: r.Reason, Command: cmd}
-	for _, m := range r.Matches {
-		v.Patterns = append(v.Patterns, m.Key)
-	}
-	return v
-}
-
 func newHarness(t *testing.T, mut func(*engine.Config)) *harness {
 	t.Helper()
-	srv := openaitest.New(t)
-	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cwd := t.TempDir()
-	reg := tool.NewRegistry(builtin.Defaults(dangerCheck)...)
-	reg.Add(agent.Clarify{})
-	reg.Add(agent.Delegate{})
-	cfg := engine.Config{
-		Store:        st,
-		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: srv.URL(), MaxRetries: -1})},
-		DefaultModel: "openai:fake-agent",
-		Tools:        reg,
-		Cwd:          cwd,
-	}
-	if mut != nil {
-		mut(&cfg)
-	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		st.Close()
-	})
-	return &harness{t: t, srv: srv, eng: eng, st: st, cwd: cwd}
+	h := enginetest.New(t, enginetest.Options{Configure: mut})
+	return &harness{t: t, h: h, srv: h.Server, eng: h.Engine, st: h.Store, cwd: h.Cwd}
 }
 
-func (h *harness) create() *engine.Session {
-	h.t.Helper()
-	s, err := h.eng.Create(context.Background(), engine.CreateOptions{Source: "test"})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return s
-}
+func (h *harness) create() *engine.Session { h.t.Helper(); return h.h.Create() }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return enginetest.Context(t) }
 
 // next reads events until one of type typ arrives (failing on a terminal event first).
 func next(t *testing.T, sub *engine.Subscription, typ engine.EventType) engine.Event {
@@ -103,18 +52,10 @@ func next(t *testing.T, sub *engine.Subscription, typ engine.EventType) engine.E
 	}
 }
 
-// submit starts a turn and waits for its outcome.
+// run starts a turn and waits for its outcome.
 func (h *harness) run(s *engine.Session, prompt string) engine.Outcome {
 	h.t.Helper()
-	adm, err := s.Submit(ctxT(h.t), engine.Prompt{Text: prompt})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	out, err := s.Wait(ctxT(h.t), adm.TurnID)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return h.h.Run(s, prompt)
 }
 
 func args(v any) []string {
