@@ -14,10 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/model/openai"
+	"github.com/hermes-go/hermes/engine/enginetest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
-	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
 	"github.com/hermes-go/hermes/engine/tool"
 	"github.com/hermes-go/hermes/engine/tool/agent"
 	"github.com/hermes-go/hermes/transports/mcpserver"
@@ -33,21 +31,8 @@ func setup(t *testing.T) (*openaitest.Server, *client.Client) {
 
 func setupEngine(t testing.TB) (*openaitest.Server, *client.Client, *engine.Engine) {
 	t.Helper()
-	srv := openaitest.New(t)
-	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{
-		Store:        st,
-		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: srv.URL(), MaxRetries: -1})},
-		DefaultModel: "openai:fake-agent",
-		Tools:        tool.NewRegistry(agent.Clarify{}),
-		Cwd:          t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := enginetest.New(t, enginetest.Options{Configure: func(c *engine.Config) { c.Tools = tool.NewRegistry(agent.Clarify{}) }})
+	srv, eng := h.Server, h.Engine
 	hs := httptest.NewServer(mcpserver.New(eng, mcpserver.Options{Version: "test"}).HTTPHandler())
 	c, err := client.NewStreamableHttpClient(hs.URL + "/mcp")
 	if err != nil {
@@ -56,8 +41,6 @@ func setupEngine(t testing.TB) (*openaitest.Server, *client.Client, *engine.Engi
 	t.Cleanup(func() {
 		c.Close()
 		hs.Close()
-		eng.Close()
-		st.Close()
 	})
 	ctx := ctxT(t)
 	if err := c.Start(ctx); err != nil {
@@ -243,24 +226,8 @@ func BenchmarkPromptOverHTTP(b *testing.B) {
 // TestServeStdio drives ServeStdio in process over pipes with mcp-go's client: the whole tool
 // set (create, prompt, list, history) and a clean return when the client closes its end.
 func TestServeStdio(t *testing.T) {
-	srv := openaitest.New(t)
-	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{
-		Store:        st,
-		Providers:    map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: srv.URL(), MaxRetries: -1})},
-		DefaultModel: "openai:fake-agent",
-		Cwd:          t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		st.Close()
-	})
+	h := enginetest.New(t, enginetest.Options{Configure: func(c *engine.Config) { c.Tools = nil }})
+	srv, eng := h.Server, h.Engine
 	toServer, fromClient := io.Pipe()
 	toClient, fromServer := io.Pipe()
 	served := make(chan error, 1)
