@@ -52,6 +52,7 @@ func (h *harness) requestTools(i int) []string {
 }
 
 func TestAttachedToolsAreSessionScopedAndAsked(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Policy.Approver = askAll{} })
 	s, other := h.create(), h.create()
 	echo := &echoTool{name: "srv__echo"}
@@ -106,6 +107,7 @@ func TestAttachedToolsAreSessionScopedAndAsked(t *testing.T) {
 }
 
 func TestAttachToolsRefusesBuiltinNamesAndDetachKeepsReplacement(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	s := h.create()
 	if _, err := s.AttachTools(&echoTool{name: "x__a"}, &echoTool{name: "read_file"}); !errors.Is(err, engine.ErrToolConflict) {
@@ -150,6 +152,7 @@ func (m *memFS) WriteTextFile(_ context.Context, path, content string) error {
 }
 
 func TestSetFSRoutesFileToolsAndSubAgents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	s := h.create()
 	fs := &memFS{files: map[string]string{}}

@@ -12,6 +12,7 @@ import (
 // each) gets distinct ids within the turn, consistently in events, transcript and the next
 // request, so no surface merges two calls.
 func TestRepeatedToolCallIDsAreMadeUnique(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{ID: "call_0", Name: "terminal", Args: []string{`{"command":"echo one"}`}}),

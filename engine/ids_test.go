@@ -14,6 +14,7 @@ import (
 // included (they reach the store only at their first prompt), and Open of such an id is
 // simply not found.
 func TestCreateRefusesBadIDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	for _, lazy := range []bool{false, true} {

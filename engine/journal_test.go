@@ -7,6 +7,7 @@ import (
 )
 
 func TestJournalLagCutsOffSlowSubscriber(t *testing.T) {
+	t.Parallel()
 	j := newJournal("s")
 	j.window = 8
 	slow := j.subscribe(0)
@@ -39,6 +40,7 @@ func TestJournalLagCutsOffSlowSubscriber(t *testing.T) {
 }
 
 func TestJournalNextWaitsAndHonoursContext(t *testing.T) {
+	t.Parallel()
 	j := newJournal("s")
 	sub := j.subscribe(0)
 	defer sub.Close()

@@ -25,6 +25,7 @@ func (g *gatedCreate) CreateSession(ctx context.Context, rec store.Session) (sto
 // A mode chosen while a lazy session's first prompt is writing its record is neither lost
 // from the live session nor from the store.
 func TestApprovalModeSetWhileLazySessionIsStored(t *testing.T) {
+	t.Parallel()
 	var gate *gatedCreate
 	h := newHarness(t, func(c *engine.Config) {
 		gate = &gatedCreate{Store: c.Store, entered: make(chan struct{}), release: make(chan struct{})}

@@ -13,6 +13,7 @@ import (
 // A sub-agent works for its delegating session's client, so that session's approval mode
 // governs its tool calls too: under accept_edits, a sub-agent's edit is not asked about.
 func TestApprovalModeCoversSubagents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Policy.Approver = askButReads{} })
 	s := h.create()
 	if err := s.SetApprovalMode(context.Background(), engine.ModeAcceptEdits); err != nil {

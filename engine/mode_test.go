@@ -28,6 +28,7 @@ func (askButReads) Approve(_ context.Context, in policy.ApprovalInput) (policy.A
 // answers edits itself but still asks for commands, and read_only denies every tool that can
 // change something while reads run. The mode is stored with the session.
 func TestApprovalModes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Policy.Approver = askButReads{} })
 	s := h.create()
 	if s.ApprovalMode() != engine.ModeDefault {

@@ -99,6 +99,7 @@ func wantStoreFailure(t *testing.T, s *engine.Session, out engine.Outcome) {
 }
 
 func TestPersistFailureFailsTheTurn(t *testing.T) {
+	t.Parallel()
 	t.Run("answer row", func(t *testing.T) {
 		h, fs := newFailingHarness(t)
 		s := h.create()
@@ -152,6 +153,7 @@ func TestPersistFailureFailsTheTurn(t *testing.T) {
 
 // Outside a turn, a verb returns the failed write to its caller.
 func TestCompressReturnsUsageWriteFailure(t *testing.T) {
+	t.Parallel()
 	h, fs := newFailingHarness(t)
 	s := h.create()
 	for _, a := range []string{"A1", "A2", "A3"} {

@@ -11,6 +11,7 @@ import (
 // TestPrincipalInherited: a session records its principal durably, and its branches and
 // sub-agents belong to the same principal.
 func TestPrincipalInherited(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{Name: "delegate_task", Args: []string{`{"goal":"count the files"}`}}),

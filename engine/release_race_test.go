@@ -12,6 +12,7 @@ import (
 // Root while the delegating turn is creating it. The link to the parent must be in place
 // before the child is published (run with -race).
 func TestReleaseIdleKeepSeesSubagentRoot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{Name: "delegate_task", Args: []string{`{"goal":"count the files"}`}}),

@@ -20,6 +20,7 @@ import (
 func releaseAll(e *engine.Engine) int { return e.ReleaseIdle(0, nil) }
 
 func TestReleaseIdleThenOpenContinues(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(openaitest.Text("first answer"), openaitest.Text("second answer"))
 	s := h.create()
@@ -86,6 +87,7 @@ func TestReleaseIdleThenOpenContinues(t *testing.T) {
 }
 
 func TestReleaseIdleSkipsSessionsInUse(t *testing.T) {
+	t.Parallel()
 	t.Run("subscribed", func(t *testing.T) {
 		h := newHarness(t, nil)
 		s := h.stored()
@@ -258,6 +260,7 @@ func (h *harness) stored() *engine.Session {
 // when it was submitted; the only refusal is ErrSessionReleased on an object released between
 // Open and Submit, after which the caller opens again.
 func TestReleaseIdleHammer(t *testing.T) {
+	t.Parallel()
 	const sessions, prompts = 4, 6
 	h := newHarness(t, nil)
 	for range sessions * prompts {
@@ -366,6 +369,7 @@ func (scratchTool) Call(_ context.Context, _ tool.Call, env *tool.Env) (tool.Res
 // keeps one is released like any other, and after it is loaded again a merge continues the
 // list it had (also what a restart needs).
 func TestReleaseRestoresTodoList(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{Name: "todo", Args: []string{`{"todos":[{"id":"1","content":"plan","status":"completed"},{"id":"2","content":"build","status":"pending"}]}`}}),

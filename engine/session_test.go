@@ -22,6 +22,7 @@ func busyHarness(t *testing.T, mode string) *harness {
 }
 
 func TestBusyInterrupt(t *testing.T) {
+	t.Parallel()
 	h := busyHarness(t, "interrupt")
 	g := openaitest.NewGate()
 	h.srv.Enqueue(openaitest.Response{Text: []string{"slow"}, FaultAt: 1, Gate: g}, openaitest.Text("second answer"))
@@ -50,6 +51,7 @@ func TestBusyInterrupt(t *testing.T) {
 }
 
 func TestBusyQueueMerges(t *testing.T) {
+	t.Parallel()
 	h := busyHarness(t, "queue")
 	g := openaitest.NewGate()
 	h.srv.Enqueue(openaitest.Response{Text: []string{"one"}, FaultAt: 1, Gate: g}, openaitest.Text("two"))
@@ -83,6 +85,7 @@ func TestBusyQueueMerges(t *testing.T) {
 }
 
 func TestBusySteerAndInterruptDropsQueue(t *testing.T) {
+	t.Parallel()
 	h := busyHarness(t, "steer")
 	g := openaitest.NewGate()
 	h.srv.Enqueue(
@@ -120,6 +123,7 @@ func TestBusySteerAndInterruptDropsQueue(t *testing.T) {
 }
 
 func TestBusyPolicyFailureFallsBackToDefault(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Policy.Busy = failingBusy{} })
 	g := openaitest.NewGate()
 	h.srv.Enqueue(openaitest.Response{Text: []string{"x"}, FaultAt: 1, Gate: g}, openaitest.Text("y"))
@@ -158,6 +162,7 @@ func (failingApprover) Approve(context.Context, policy.ApprovalInput) (policy.Ap
 }
 
 func TestApprovalTimeoutDenies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.ApprovalTimeout = 50 * time.Millisecond })
 	h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"git reset --hard"}`}}), openaitest.Text("ok"))
 	s := h.create()
@@ -175,6 +180,7 @@ func TestApprovalTimeoutDenies(t *testing.T) {
 }
 
 func TestApprovalWithdrawAndAnswers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Policy.Approver = askAll{} })
 	h.srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"echo a"}`}}),
@@ -222,6 +228,7 @@ func TestApprovalWithdrawAndAnswers(t *testing.T) {
 }
 
 func TestApprovalSessionAndHookFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	call := openaitest.Call{Name: "terminal", Args: []string{`{"command":"git push --force origin x"}`}}
 	h.srv.Enqueue(openaitest.ToolCalls(call), openaitest.ToolCalls(call), openaitest.Text("ok"))
@@ -257,6 +264,7 @@ func TestApprovalSessionAndHookFailure(t *testing.T) {
 }
 
 func TestRewind(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	s := h.create()
 	for i, a := range []string{"A1", "A2", "A3"} {
@@ -329,6 +337,7 @@ func TestRewind(t *testing.T) {
 }
 
 func TestSessionsBranchTitleListClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := ctxT(t)
 	s := h.create()
@@ -377,6 +386,7 @@ func TestSessionsBranchTitleListClose(t *testing.T) {
 }
 
 func TestJournalReplayAndFanOut(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(openaitest.Text("a", "b", "c"))
 	s := h.create()
@@ -420,6 +430,7 @@ func TestJournalReplayAndFanOut(t *testing.T) {
 }
 
 func TestDelegateSpawnTree(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{Name: "delegate_task", Args: []string{`{"goal":"count the files"}`}}),
@@ -448,6 +459,7 @@ func TestDelegateSpawnTree(t *testing.T) {
 }
 
 func TestDelegateDepthLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.MaxDelegateDepth = 1 })
 	call := openaitest.Call{Name: "delegate_task", Args: []string{`{"goal":"recurse"}`}}
 	h.srv.Enqueue(openaitest.ToolCalls(call), openaitest.ToolCalls(call), openaitest.Text("child gave up"), openaitest.Text("parent done"))
@@ -482,6 +494,7 @@ func (askTool) Call(ctx context.Context, _ tool.Call, env *tool.Env) (tool.Resul
 }
 
 func TestSecretAndSudoRequests(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.Tools.Add(askTool{}) })
 	h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "ask_secret", Args: []string{`{}`}}), openaitest.Text("ok"))
 	s := h.create()
@@ -508,6 +521,7 @@ func TestSecretAndSudoRequests(t *testing.T) {
 }
 
 func TestInterruptParentInterruptsSubagent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	g := openaitest.NewGate()
 	h.srv.Enqueue(
@@ -537,6 +551,7 @@ func TestInterruptParentInterruptsSubagent(t *testing.T) {
 }
 
 func TestLazySessionWritesNothingUntilFirstPrompt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := ctxT(t)
 	s, err := h.eng.Create(ctx, engine.CreateOptions{Lazy: true, Title: "Lazy"})
@@ -571,6 +586,7 @@ func TestLazySessionWritesNothingUntilFirstPrompt(t *testing.T) {
 }
 
 func TestCompress(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	s := h.create()
 	if r, err := s.Compress(ctxT(t), ""); err != nil || r.Status != "aborted" {
@@ -606,6 +622,7 @@ func TestCompress(t *testing.T) {
 }
 
 func TestFailedBusyHookUsesConfiguredFallback(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) {
 		c.Policy.Busy = failingBusy{}
 		c.Fallback.Busy = policy.NewBusySetting("queue")

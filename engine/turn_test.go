@@ -118,6 +118,7 @@ func enqueueFullTurn(srv *openaitest.Server) {
 }
 
 func TestFullTurnLive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	enqueueFullTurn(h.srv)
 	fullTurn(t, h)
@@ -131,6 +132,7 @@ func TestFullTurnLive(t *testing.T) {
 // TestFullTurnFromCassette records the turn from the live wire, then drives the same turn from
 // the cassette alone.
 func TestFullTurnFromCassette(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	enqueueFullTurn(srv)
 	rec := replay.NewRecorder(http.DefaultTransport)
@@ -154,6 +156,7 @@ func TestFullTurnFromCassette(t *testing.T) {
 }
 
 func TestPendingSteerAfterLastBoundary(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	g := openaitest.NewGate()
 	h.srv.Enqueue(openaitest.Response{Text: []string{"hello ", "world"}, FaultAt: 2, Gate: g})
@@ -184,6 +187,7 @@ func TestPendingSteerAfterLastBoundary(t *testing.T) {
 }
 
 func TestIterationBudget(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) { c.MaxIterations = 2 })
 	call := openaitest.Call{Name: "terminal", Args: []string{`{"command":"echo again"}`}}
 	h.srv.Enqueue(openaitest.ToolCalls(call), openaitest.ToolCalls(call), openaitest.Text("I ran echo twice; stopping here."))
@@ -211,6 +215,7 @@ func TestIterationBudget(t *testing.T) {
 }
 
 func TestInterruptDuringModelCall(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	g := openaitest.NewGate()
 	h.srv.Enqueue(openaitest.Response{Text: []string{"partial ", "answer"}, FaultAt: 2, Gate: g})
@@ -233,6 +238,7 @@ func TestInterruptDuringModelCall(t *testing.T) {
 }
 
 func TestInterruptDuringTool(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"sleep 30"}`}}))
 	s := h.create()
@@ -252,6 +258,7 @@ func TestInterruptDuringTool(t *testing.T) {
 }
 
 func TestBadToolInputKeepsSessionUsable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(
 		openaitest.ToolCalls(
@@ -290,6 +297,7 @@ func TestBadToolInputKeepsSessionUsable(t *testing.T) {
 }
 
 func TestHardlineNeverRuns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"rm -rf /"}`}}), openaitest.Text("ok"))
 	s := h.create()
@@ -306,6 +314,7 @@ func TestHardlineNeverRuns(t *testing.T) {
 }
 
 func TestProviderErrorsKeepSessionUsable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *engine.Config) {
 		c.Providers["dead"] = openai.New(openai.Config{BaseURL: "http://127.0.0.1:1/v1", MaxRetries: -1})
 	})
@@ -345,6 +354,7 @@ func TestProviderErrorsKeepSessionUsable(t *testing.T) {
 }
 
 func TestMalformedCassetteFailsTurnClearly(t *testing.T) {
+	t.Parallel()
 	_, err := replay.Parse([]byte(`{"version":1,"interactions":[{"request":{}}`), "broken.json")
 	if err == nil || !strings.Contains(err.Error(), "broken.json") {
 		t.Fatalf("malformed cassette: %v", err)
@@ -369,6 +379,7 @@ func TestMalformedCassetteFailsTurnClearly(t *testing.T) {
 }
 
 func TestContextCancelOfSubmitterDoesNotKillTurn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.srv.Enqueue(openaitest.Text("fine"))
 	s := h.create()
@@ -384,6 +395,7 @@ func TestContextCancelOfSubmitterDoesNotKillTurn(t *testing.T) {
 }
 
 func TestImageAttachmentSentAsContentPart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	png := filepath.Join(h.cwd, "shot.png")
 	writeFile(t, png, "\x89PNG\r\n\x1a\n0000")
