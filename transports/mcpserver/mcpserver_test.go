@@ -89,6 +89,7 @@ func text(r *mcp.CallToolResult) string {
 }
 
 func TestPromptWithdrawsClarify(t *testing.T) {
+	t.Parallel()
 	srv, c := setup(t)
 	srv.Enqueue(
 		openaitest.ToolCalls(openaitest.Call{Name: "clarify", Args: []string{`{"question":"which one?"}`}}),
@@ -110,6 +111,7 @@ func TestPromptWithdrawsClarify(t *testing.T) {
 }
 
 func TestPromptFailedTurnIsAnError(t *testing.T) {
+	t.Parallel()
 	srv, c := setup(t)
 	srv.Enqueue(openaitest.HTTPError(400, openaitest.APIError{Message: "bad model", Type: "invalid_request_error"}))
 	_, created := callTool(t, c, "create_session", map[string]any{})
@@ -120,6 +122,7 @@ func TestPromptFailedTurnIsAnError(t *testing.T) {
 }
 
 func TestArgumentErrors(t *testing.T) {
+	t.Parallel()
 	_, c := setup(t)
 	for _, tc := range []struct {
 		tool string
@@ -139,6 +142,7 @@ func TestArgumentErrors(t *testing.T) {
 }
 
 func TestPromptOnABusySessionReturnsTheAdmission(t *testing.T) {
+	t.Parallel()
 	srv, c := setup(t)
 	gate := openaitest.NewGate()
 	first := openaitest.Text("first answer")
@@ -174,6 +178,7 @@ func TestPromptOnABusySessionReturnsTheAdmission(t *testing.T) {
 }
 
 func TestCancelledPromptInterruptsTheTurn(t *testing.T) {
+	t.Parallel()
 	srv, c, eng := setupEngine(t)
 	gate := openaitest.NewGate()
 	t.Cleanup(gate.Release)
@@ -226,6 +231,7 @@ func BenchmarkPromptOverHTTP(b *testing.B) {
 // TestServeStdio drives ServeStdio in process over pipes with mcp-go's client: the whole tool
 // set (create, prompt, list, history) and a clean return when the client closes its end.
 func TestServeStdio(t *testing.T) {
+	t.Parallel()
 	h := enginetest.New(t, enginetest.Options{Configure: func(c *engine.Config) { c.Tools = nil }})
 	srv, eng := h.Server, h.Engine
 	toServer, fromClient := io.Pipe()
