@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/enginetest"
 	"github.com/hermes-go/hermes/engine/model"
 	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
 	"github.com/hermes-go/hermes/engine/tool"
@@ -23,6 +24,7 @@ import (
 // cliGateway serves one connection whose cli.exec runs cli, logging to the returned sink.
 func cliGateway(t *testing.T, cli func(ctx context.Context, argv []string) (string, int, error)) (io.Writer, <-chan []byte, *lockedBuffer) {
 	t.Helper()
+	enginetest.CheckGoroutines(t)
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)

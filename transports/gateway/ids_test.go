@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/enginetest"
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/store"
 	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
@@ -20,6 +21,7 @@ import (
 // rawGateway serves one connection over pipes and returns the client's ends.
 func rawGateway(t *testing.T) (io.Writer, <-chan []byte, store.Store) {
 	t.Helper()
+	enginetest.CheckGoroutines(t)
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
