@@ -348,8 +348,7 @@ func TestChatClientDisconnectInterrupts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type == engine.EvMessageComplete {
-			o := ev.Data.(engine.Outcome)
+		if o, ok := ev.Data.(engine.Outcome); ok {
 			if !o.Interrupted || o.Status != engine.StatusCancelled {
 				t.Fatalf("outcome %+v", o)
 			}

@@ -288,8 +288,8 @@ func TestShutdownInterruptsRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type == "message.complete" {
-			if o := ev.Data.(engine.Outcome); !o.Interrupted {
+		if o, ok := ev.Data.(engine.Outcome); ok {
+			if !o.Interrupted {
 				t.Fatalf("outcome %+v", o)
 			}
 			break

@@ -340,8 +340,8 @@ func TestSessionChatStreamClientLeavesInterrupts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no outcome: %v", err)
 		}
-		if ev.Type == engine.EvMessageComplete {
-			if o := ev.Data.(engine.Outcome); o.Status != engine.StatusCancelled || !o.Interrupted {
+		if o, ok := ev.Data.(engine.Outcome); ok {
+			if o.Status != engine.StatusCancelled || !o.Interrupted {
 				t.Fatalf("outcome %+v", o)
 			}
 			return

@@ -168,8 +168,8 @@ func TestAskPolicyCoversMCPTools(t *testing.T) {
 		if ev.Type == engine.EvToolComplete {
 			t.Fatal("the MCP tool ran before it was approved")
 		}
-		if ev.Type == engine.EvRequestOpen {
-			req = ev.Data.(engine.Request)
+		if r, ok := ev.Data.(engine.Request); ok {
+			req = r
 			break
 		}
 	}
