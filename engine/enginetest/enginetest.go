@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,16 +133,24 @@ const labelKey = "enginetest"
 
 var checks atomic.Int64
 
+// checked holds the tests CheckGoroutines already covers.
+var checked sync.Map // testing.TB → struct{}
+
 // CheckGoroutines fails the test if, once its later-registered cleanups have run, goroutines
 // it started are still running. It labels the calling goroutine, so every goroutine started
 // from it (and from those) carries the label and is counted; other tests' goroutines are not,
 // so the check holds under t.Parallel. Goroutines take a moment to exit after what ends them,
-// so the count is polled until it settles; a failure prints their stacks.
+// so the count is polled until it settles; a failure prints their stacks. A second call in
+// the same test does nothing: the first check runs last and covers both.
 func CheckGoroutines(t testing.TB) {
 	t.Helper()
+	if _, dup := checked.LoadOrStore(t, struct{}{}); dup {
+		return
+	}
 	id := strconv.FormatInt(checks.Add(1), 10)
 	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels(labelKey, id)))
 	t.Cleanup(func() {
+		defer checked.Delete(t)
 		var left []string
 		for range 1000 {
 			if left = labelled(id); len(left) == 0 {

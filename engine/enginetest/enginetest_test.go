@@ -31,3 +31,17 @@ func TestHarnessOnMemoryStore(t *testing.T) {
 		t.Fatalf("outcome %+v", out)
 	}
 }
+
+// Two harnesses in one test: the first check covers the second engine, which its own cleanup
+// closes before the check runs.
+func TestTwoHarnessesInOneTest(t *testing.T) {
+	a, b := New(t, Options{Memory: true}), New(t, Options{Memory: true})
+	a.Server.Enqueue(openaitest.Text("one"))
+	b.Server.Enqueue(openaitest.Text("two"))
+	if out := a.Run(a.Create(), "hi"); out.Text != "one" {
+		t.Fatalf("first: %+v", out)
+	}
+	if out := b.Run(b.Create(), "hi"); out.Text != "two" {
+		t.Fatalf("second: %+v", out)
+	}
+}
