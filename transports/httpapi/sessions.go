@@ -593,13 +593,15 @@ func (s *Server) forkAs(parent store.Session, id, title string, upto uint64) (st
 	}
 	if _, err := s.eng.Store().CopyRows(s.ctx, parent.ID, id, upto); err != nil {
 		// Do not leave a branch without its transcript behind.
-		_, _ = s.eng.Store().UpdateSession(context.WithoutCancel(s.ctx), id, 0, func(r *store.Session) error {
+		if _, derr := s.eng.Store().UpdateSession(context.WithoutCancel(s.ctx), id, 0, func(r *store.Session) error {
 			if r.Meta == nil {
 				r.Meta = map[string]string{}
 			}
 			r.Meta[metaDeleted] = now.Format(time.RFC3339)
 			return nil
-		})
+		}); derr != nil {
+			err = errors.Join(err, fmt.Errorf("mark the incomplete branch %s deleted: %w", id, derr))
+		}
 		return "", err
 	}
 	return id, nil
