@@ -10,6 +10,7 @@ import (
 )
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	good := []string{"a", "20260101_120000_abcd1234", "api-0123abcd", "my session", "café", "日本語", "a.b", strings.Repeat("x", MaxLen)}
 	for _, id := range good {
 		if err := Check(id); err != nil {
@@ -33,6 +34,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckRPC(t *testing.T) {
+	t.Parallel()
 	good := []string{`1`, `0`, `-3`, `1.5e3`, `"a"`, `""`, `"a\"b"`, `"\u00e9"`, "\"\u00e9<>&\"", `"\ud800"`}
 	for _, raw := range good {
 		if err := CheckRPC([]byte(raw)); err != nil {
@@ -48,6 +50,7 @@ func TestCheckRPC(t *testing.T) {
 }
 
 func TestCheckCursor(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int{"0": 0, "7": 7, " 42 ": 42, "007": 7} {
 		got, err := CheckCursor(in)
 		if err != nil || got != want {

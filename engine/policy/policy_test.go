@@ -6,6 +6,7 @@ import (
 )
 
 func TestDefaultsApprove(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct {
 		in   ApprovalInput
@@ -24,6 +25,7 @@ func TestDefaultsApprove(t *testing.T) {
 }
 
 func TestBusyModes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"": Interrupt, "bogus": Interrupt, "queue": Queue, "steer": Steer, "reject": Reject} {
 		if got := NormalizeBusyMode(in); got != want {
 			t.Errorf("%q → %q want %q", in, got, want)

@@ -72,6 +72,7 @@ func accumulate(t *testing.T, chunks []model.Chunk) *model.Accumulator {
 }
 
 func TestStreamText(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t, openaitest.WithAPIKey(testKey))
 	srv.Enqueue(openaitest.Text("Hel", "lo, ", "world"))
 	chunks, err := collect(newClient(t, srv, nil).Stream(t.Context(), userRequest("hi")))
@@ -92,6 +93,7 @@ func TestStreamText(t *testing.T) {
 }
 
 func TestStreamReasoning(t *testing.T) {
+	t.Parallel()
 	for _, key := range []string{"reasoning_content", "reasoning", "thinking"} {
 		t.Run(key, func(t *testing.T) {
 			srv := openaitest.New(t)
@@ -122,6 +124,7 @@ func TestStreamReasoning(t *testing.T) {
 }
 
 func TestStreamToolCallStyles(t *testing.T) {
+	t.Parallel()
 	calls := []openaitest.Call{
 		{ID: "call_a", Name: "get_weather", Args: []string{`{"ci`, `ty":"Pa`, `ris"}`}},
 		{ID: "call_b", Name: "get_time", Args: []string{`{"tz":`, `"CET"}`}},
@@ -159,6 +162,7 @@ func TestStreamToolCallStyles(t *testing.T) {
 }
 
 func TestStreamInterleavedKeepsIndexes(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Response{Style: openaitest.StyleInterleaved, Calls: []openaitest.Call{
 		{Name: "a", Args: []string{"{", "}"}}, {Name: "b", Args: []string{"{", "}"}},
@@ -179,6 +183,7 @@ func TestStreamInterleavedKeepsIndexes(t *testing.T) {
 }
 
 func TestRequestBodyShape(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("ok"))
 	temp := 0.25
@@ -245,6 +250,7 @@ func TestRequestBodyShape(t *testing.T) {
 }
 
 func TestRequestOmitsUnsetOptions(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t, openaitest.WithAPIKey(testKey))
 	srv.Enqueue(openaitest.Text("ok"))
 	if _, err := collect(newClient(t, srv, nil).Stream(t.Context(), userRequest("hi"))); err != nil {
@@ -273,6 +279,7 @@ func assertJSONEqual(t *testing.T, got, want []byte) {
 }
 
 func TestUnauthorizedIsNotRetried(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t, openaitest.WithAPIKey(testKey))
 	var b backoffLog
 	client := openai.New(openai.Config{BaseURL: srv.URL(), APIKey: "wrong", Backoff: b.hook})
@@ -294,6 +301,7 @@ func TestUnauthorizedIsNotRetried(t *testing.T) {
 }
 
 func TestRateLimitRetriedThenSucceeds(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(
 		openaitest.Response{Status: 429, Header: http.Header{"Retry-After": {"1"}},
@@ -318,6 +326,7 @@ func TestRateLimitRetriedThenSucceeds(t *testing.T) {
 }
 
 func TestServerErrorRetriesExhausted(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	fail := openaitest.HTTPError(500, openaitest.APIError{Message: "boom", Type: "server_error"})
 	srv.Enqueue(fail, fail, fail, openaitest.Text("never reached"))
@@ -339,6 +348,7 @@ func TestServerErrorRetriesExhausted(t *testing.T) {
 }
 
 func TestMaxRetriesConfig(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	fail := openaitest.HTTPError(503, openaitest.APIError{Message: "overloaded", Type: "server_error"})
 	srv.Enqueue(fail, fail, fail, fail, fail, fail)
@@ -360,6 +370,7 @@ func TestMaxRetriesConfig(t *testing.T) {
 }
 
 func TestShouldRetryHeaderOverrides(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(
 		// x-should-retry:true turns a normally final 400 into a retry...
@@ -385,6 +396,7 @@ func TestShouldRetryHeaderOverrides(t *testing.T) {
 }
 
 func TestNonJSONErrorBody(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Response{Status: 502, Header: http.Header{"X-Should-Retry": {"false"}},
 		RawBody: "<html><body>502 Bad Gateway</body></html>" + strings.Repeat(" pad", 500)})
@@ -399,6 +411,7 @@ func TestNonJSONErrorBody(t *testing.T) {
 }
 
 func TestMalformedChunk(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Response{Text: []string{"a", "b"}, Fault: openaitest.FaultMalformed, FaultAt: 2})
 	chunks, err := collect(newClient(t, srv, nil).Stream(t.Context(), userRequest("hi")))
@@ -417,6 +430,7 @@ func TestMalformedChunk(t *testing.T) {
 }
 
 func TestDisconnectMidStream(t *testing.T) {
+	t.Parallel()
 	for name, fault := range map[string]openaitest.Fault{"abort": openaitest.FaultDisconnect, "eof": openaitest.FaultEOF} {
 		t.Run(name, func(t *testing.T) {
 			srv := openaitest.New(t)
@@ -436,6 +450,7 @@ func TestDisconnectMidStream(t *testing.T) {
 }
 
 func TestInBandError(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Response{Text: []string{"a", "b"}, FaultAt: 3, Fault: openaitest.FaultInBandError,
 		Error: openaitest.APIError{Message: "context length exceeded", Type: "invalid_request_error", Code: "context_length_exceeded"}})
@@ -454,6 +469,7 @@ func TestInBandError(t *testing.T) {
 }
 
 func TestCancelWhileBlocked(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	gate := openaitest.NewGate()
 	defer gate.Release()
@@ -480,6 +496,7 @@ func TestCancelWhileBlocked(t *testing.T) {
 }
 
 func TestCancelBeforeResponse(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	gate := openaitest.NewGate()
 	defer gate.Release()
@@ -496,6 +513,7 @@ func TestCancelBeforeResponse(t *testing.T) {
 }
 
 func TestCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("x"))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -507,6 +525,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 }
 
 func TestUnreachableEndpoint(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -529,6 +548,7 @@ func TestUnreachableEndpoint(t *testing.T) {
 }
 
 func TestEarlyBreakClosesStream(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("a", "b", "c"), openaitest.Text("second"))
 	c := newClient(t, srv, nil)
@@ -543,6 +563,7 @@ func TestEarlyBreakClosesStream(t *testing.T) {
 }
 
 func TestInvalidBaseURL(t *testing.T) {
+	t.Parallel()
 	for _, base := range []string{"api.openai.com/v1", "ftp://example.test/v1", "http://", "http://a b/v1"} {
 		var b backoffLog
 		c := openai.New(openai.Config{BaseURL: base, Backoff: b.hook})

@@ -27,6 +27,7 @@ func decodeAll(r io.Reader) ([]model.Chunk, error) {
 }
 
 func TestDecodeStreamWire(t *testing.T) {
+	t.Parallel()
 	usage := func(p, c, cached, reasoning int) *model.Usage {
 		return &model.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c, CachedTokens: cached, ReasoningTokens: reasoning}
 	}
@@ -195,6 +196,7 @@ data: [DONE]
 }
 
 func TestDecodeStreamInBandError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		wire string
 		want model.Error
@@ -220,6 +222,7 @@ func TestDecodeStreamInBandError(t *testing.T) {
 }
 
 func TestDecodeStreamMalformedQuotesData(t *testing.T) {
+	t.Parallel()
 	bad := `{"choices":[{"delta":{"content":"` + strings.Repeat("x", 2000)
 	_, err := decodeAll(strings.NewReader("data: " + bad + "\n\n"))
 	if !errors.Is(err, ErrMalformedStream) {
@@ -232,6 +235,7 @@ func TestDecodeStreamMalformedQuotesData(t *testing.T) {
 }
 
 func TestDecodeStreamNotAnEventStream(t *testing.T) {
+	t.Parallel()
 	_, err := decodeAll(strings.NewReader(`{"id":"chatcmpl-1","object":"chat.completion","choices":[]}` + "\n"))
 	if !errors.Is(err, ErrIncompleteStream) || !strings.Contains(err.Error(), "not an event stream") {
 		t.Fatalf("err = %v", err)
@@ -239,6 +243,7 @@ func TestDecodeStreamNotAnEventStream(t *testing.T) {
 }
 
 func TestDecodeStreamLongLines(t *testing.T) {
+	t.Parallel()
 	// A single 1 MiB content delta spans many buffer refills and must come through intact.
 	big := strings.Repeat("abcdefgh", 1<<17)
 	wire := fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":%q}}]}\r\n\r\ndata: [DONE]\n\n", big)
@@ -284,6 +289,7 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 }
 
 func TestDecodeStreamReadError(t *testing.T) {
+	t.Parallel()
 	r := io.MultiReader(strings.NewReader("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"), iotest.ErrReader(errors.New("connection reset by peer")))
 	got, err := decodeAll(r)
 	if !errors.Is(err, ErrIncompleteStream) || !strings.Contains(err.Error(), "connection reset by peer") || len(got) != 1 {
@@ -292,6 +298,7 @@ func TestDecodeStreamReadError(t *testing.T) {
 }
 
 func TestDecodeStreamStopsWhenConsumerStops(t *testing.T) {
+	t.Parallel()
 	wire := strings.Repeat("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", 10)
 	n := 0
 	for range DecodeStream(strings.NewReader(wire)) {
@@ -306,6 +313,7 @@ func TestDecodeStreamStopsWhenConsumerStops(t *testing.T) {
 }
 
 func TestErrorFromResponse(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status int
 		header http.Header
@@ -332,6 +340,7 @@ func TestErrorFromResponse(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		h      http.Header
@@ -360,6 +369,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestDefaultBackoff(t *testing.T) {
+	t.Parallel()
 	c := New(Config{})
 	for attempt := 1; attempt <= 10; attempt++ {
 		base := min(500*time.Millisecond<<min(attempt-1, 5), 8*time.Second)

@@ -16,6 +16,7 @@ import (
 // TestErrorsDoNotEchoURLSecrets: a transport error names the endpoint without the user info
 // or the key query parameter of the base URL, and an invalid base URL is quoted the same way.
 func TestErrorsDoNotEchoURLSecrets(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +54,7 @@ func TestErrorsDoNotEchoURLSecrets(t *testing.T) {
 // TestRejectedKeyIsNotEchoed: an endpoint that quotes the key it rejected does not get it into
 // the error the client reports.
 func TestRejectedKeyIsNotEchoed(t *testing.T) {
+	t.Parallel()
 	const key = "sk-rejected-key-value-1234567890"
 	redact.Register(key)
 	srv := openaitest.New(t)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestCompleteUTF8(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want int

@@ -81,6 +81,7 @@ func assertSameOutcome(t *testing.T, label string, live, replayed outcome) {
 }
 
 func TestRecordThenReplayMatchesLive(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t, openaitest.WithAPIKey(secretKey))
 	srv.Enqueue(
 		openaitest.Response{Reasoning: []string{"Think", "ing…"}, Text: []string{"Hello", ", ", "<b>wörld</b> 🌍"}},
@@ -156,6 +157,7 @@ func TestRecordThenReplayMatchesLive(t *testing.T) {
 }
 
 func TestRecorderKeepsUTF8PiecesReadable(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Text("héllo ", "wörld ", "🌍✓"))
 	// One byte per read forces every multi-byte character across a read boundary.
@@ -193,6 +195,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestRecordFrom(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t, openaitest.WithAPIKey(secretKey))
 	srv.Enqueue(openaitest.Text("one"), openaitest.Text("two"))
 	c, err := replay.RecordFrom(t.Context(), srv.URL(), secretKey, []model.Request{ask("1"), ask("2")})
@@ -246,6 +249,7 @@ func replayText(t *testing.T, p *replay.Provider, req model.Request) (string, er
 }
 
 func TestMatchSelectsInteraction(t *testing.T) {
+	t.Parallel()
 	c, err := replay.Parse(cassetteJSON(
 		textInteraction("Paris", "paris-1"),
 		textInteraction("", "any-1"),
@@ -284,6 +288,7 @@ func TestMatchSelectsInteraction(t *testing.T) {
 }
 
 func TestExhaustedWithUnmatchedLeft(t *testing.T) {
+	t.Parallel()
 	c, err := replay.Parse(cassetteJSON(textInteraction("Berlin", "berlin")), "cities.json")
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +308,7 @@ func TestExhaustedWithUnmatchedLeft(t *testing.T) {
 }
 
 func TestRetryIsOnlyFollowedForTheSameRequest(t *testing.T) {
+	t.Parallel()
 	c, err := replay.Parse(cassetteJSON(
 		`{"request":{"model":"m","messages":[1]},"response":{"status":429,"headers":{"retry-after":"1"},"body":["{\"error\":{\"message\":\"slow\",\"code\":\"rate_limit_exceeded\"}}"]}}`,
 		`{"request":{"model":"m","messages":[2]},"response":{"status":200,"body":[`+fmt.Sprintf(textBody, "second")+`]}}`,
@@ -322,6 +328,7 @@ func TestRetryIsOnlyFollowedForTheSameRequest(t *testing.T) {
 }
 
 func TestRetriesStopAtTheClientLimit(t *testing.T) {
+	t.Parallel()
 	fail := `{"request":{"same":true},"response":{"status":500,"body":["{\"error\":{\"message\":\"boom\"}}"]}}`
 	ok := `{"request":{"same":true},"response":{"status":200,"body":[` + fmt.Sprintf(textBody, "ok") + `]}}`
 	// The live client gives up after 1+DefaultMaxRetries attempts, and so does the replay.
@@ -345,6 +352,7 @@ func TestRetriesStopAtTheClientLimit(t *testing.T) {
 }
 
 func TestConcurrentReplay(t *testing.T) {
+	t.Parallel()
 	const n = 16
 	var its []string
 	for i := range n {
@@ -378,6 +386,7 @@ func TestConcurrentReplay(t *testing.T) {
 }
 
 func TestReplayHonoursContext(t *testing.T) {
+	t.Parallel()
 	c, err := replay.Parse(cassetteJSON(textInteraction("", "a")), "ctx.json")
 	if err != nil {
 		t.Fatal(err)
@@ -395,6 +404,7 @@ func TestReplayHonoursContext(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	ok := `{"response":{"status":200,"body":["data: [DONE]\n\n"]}}`
 	tests := []struct {
 		name, data, want string
@@ -429,6 +439,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "nope.json")
 	_, err := replay.Load(path)
 	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, replay.ErrInvalidCassette) || !strings.Contains(err.Error(), path) {
@@ -437,6 +448,7 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 func TestSaveRoundTripAndAtomicity(t *testing.T) {
+	t.Parallel()
 	c := &replay.Cassette{Version: 1, Provider: "openai", Interactions: []replay.Interaction{{
 		Match:   "hi",
 		Request: []byte(`{"model":"m"}`),

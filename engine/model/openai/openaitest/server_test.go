@@ -52,6 +52,7 @@ func events(t *testing.T, body []byte) []string {
 const streamReq = `{"model":"fake-model","stream":true,"stream_options":{"include_usage":true},"messages":[]}`
 
 func TestCanonicalToolCallSequence(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.ToolCalls(openaitest.Call{ID: "call_1", Name: "get_weather", Args: []string{`{"city":`, `"Paris"}`}}))
 	resp, body := post(t, srv.URL()+"/chat/completions", "", streamReq)
@@ -76,6 +77,7 @@ func TestCanonicalToolCallSequence(t *testing.T) {
 }
 
 func TestTextSequenceRoleOnceAndNoUsageUnlessAsked(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	srv.Enqueue(openaitest.Response{Reasoning: []string{"r"}, Text: []string{"a", "b"}})
 	_, body := post(t, srv.URL()+"/chat/completions", "", `{"model":"m","stream":true}`)
@@ -104,6 +106,7 @@ func TestTextSequenceRoleOnceAndNoUsageUnlessAsked(t *testing.T) {
 }
 
 func TestErrorsAndRecording(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t, openaitest.WithAPIKey("k"))
 	resp, body := post(t, srv.URL()+"/chat/completions", "wrong", streamReq)
 	wantBody := `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}` + "\n"
@@ -137,6 +140,7 @@ func TestErrorsAndRecording(t *testing.T) {
 }
 
 func TestGateHoldsUntilReleased(t *testing.T) {
+	t.Parallel()
 	srv := openaitest.New(t)
 	g := openaitest.NewGate()
 	srv.Enqueue(openaitest.Response{Text: []string{"a"}, FaultAt: 1, Gate: g})
