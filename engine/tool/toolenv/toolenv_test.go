@@ -17,10 +17,10 @@ func TestFilter(t *testing.T) {
 		Passthrough: []string{"MY_TOOL_TOKEN", "AWS_*", "CUSTOM_*", "OPENAI_*"},
 		Secret:      []string{"CUSTOM_PROVIDER_KEY"},
 	}
-	got := p.Filter(environ, "/work/dir", map[string]string{"EXTRA": "1", "PATH": "/opt/bin"})
+	got := p.Filter(environ, "/srv/project", map[string]string{"EXTRA": "1", "PATH": "/opt/bin"})
 	want := []string{
 		"AWS_REGION=eu", "AWS_SECRET_ACCESS_KEY=a-1", "EXTRA=1", "HOME=/home/u", "LC_ALL=C",
-		"MY_TOOL_TOKEN=m-1", "PATH=/opt/bin", "PWD=/work/dir",
+		"MY_TOOL_TOKEN=m-1", "PATH=/opt/bin", "PWD=/srv/project",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Filter:\n got %q\nwant %q", got, want)
