@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,59 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/enginetest"
-	"github.com/hermes-go/hermes/engine/model"
-	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
-	"github.com/hermes-go/hermes/engine/tool"
 	"github.com/hermes-go/hermes/transports/gateway"
-	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
 // cliGateway serves one connection whose cli.exec runs cli, logging to the returned sink.
 func cliGateway(t *testing.T, cli func(ctx context.Context, argv []string) (string, int, error)) (io.Writer, <-chan []byte, *lockedBuffer) {
 	t.Helper()
-	enginetest.CheckGoroutines(t)
-	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"p": instant{}}, DefaultModel: "p:m",
-		Tools: tool.NewRegistry(), Cwd: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &lockedBuffer{}
-	gw := gateway.New(eng, gateway.Options{CLI: cli, CLIAllow: []string{"block", "boom", "version"}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	sr, cw := io.Pipe()
-	cr, sw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gw.Serve(context.Background(), jsonrpc.NewLineFramer(sr, sw, closers{sr, sw}, 0), false, nil)
-	}()
-	frames := make(chan []byte, 64)
-	go func() {
-		defer close(frames)
-		br := bufio.NewReader(cr)
-		for {
-			line, err := br.ReadBytes('\n')
-			if err != nil {
-				return
-			}
-			frames <- line
-		}
-	}()
-	t.Cleanup(func() {
-		cw.Close()
-		cr.Close()
-		for range frames {
-		}
-		<-done
-		gw.Close()
-		eng.Close()
-		st.Close()
-	})
+	cw, frames, _ := pipeGateway(t, gateway.Options{CLI: cli, CLIAllow: []string{"block", "boom", "version"}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	return cw, frames, logs
 }
 

@@ -21,6 +21,13 @@ import (
 // rawGateway serves one connection over pipes and returns the client's ends.
 func rawGateway(t *testing.T) (io.Writer, <-chan []byte, store.Store) {
 	t.Helper()
+	return pipeGateway(t, gateway.Options{})
+}
+
+// pipeGateway serves one connection of a gateway built with opts over pipes and returns the
+// client's ends and the store; cleanup closes everything and checks for leaked goroutines.
+func pipeGateway(t *testing.T, opts gateway.Options) (io.Writer, <-chan []byte, store.Store) {
+	t.Helper()
 	enginetest.CheckGoroutines(t)
 	st, err := badgerstore.Open(t.TempDir(), badgerstore.DefaultOptions())
 	if err != nil {
@@ -31,7 +38,7 @@ func rawGateway(t *testing.T) (io.Writer, <-chan []byte, store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := gateway.New(eng, gateway.Options{})
+	gw := gateway.New(eng, opts)
 	sr, cw := io.Pipe()
 	cr, sw := io.Pipe()
 	done := make(chan struct{})
