@@ -156,6 +156,9 @@ func crashMidRun(t *testing.T, h *host) (first, queued string, running map[strin
 	h.fake.Enqueue(openaitest.Response{Text: []string{"half", "way"}, FaultAt: 2, Gate: gate})
 	first = startRun(t, a.target, `{"input":"long job","session_id":"s1"}`)
 	<-gate.Reached()
+	// The model may be called before run.started is published: the stream's event, not the
+	// gate, says the run is running.
+	a.events(t, first, "").until("run.started")
 	running = runStatus(t, a.target, first)
 	if running["status"] != "running" || running["execution_generation"] != float64(1) || !strings.HasPrefix(running["admission_id"].(string), "adm_") {
 		t.Fatalf("running run %v", running)
