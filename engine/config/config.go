@@ -1,7 +1,7 @@
 // Package config loads Hermes configuration: $HERMES_HOME/config.yaml, then the environment
 // overrides that form the public contract (HERMES_HOME, HERMES_MODEL, OPENAI_BASE_URL,
 // OPENAI_API_KEY, HERMES_API_KEY / API_SERVER_KEY, HERMES_POLICY, HERMES_MAX_ITERATIONS,
-// HERMES_SESSION_IDLE_RELEASE).
+// HERMES_SESSION_IDLE_RELEASE, HERMES_STORE).
 package config
 
 import (
@@ -194,6 +194,9 @@ func (k *ExtraKey) UnmarshalYAML(n *yaml.Node) error {
 type Store struct {
 	Dir        string `yaml:"dir,omitempty"` // default $HERMES_HOME/state
 	SyncWrites *bool  `yaml:"sync_writes,omitempty"`
+	// URL selects a shared store instead of the directory: postgres://… (or postgresql://…)
+	// is the PostgreSQL store. The environment variable HERMES_STORE overrides it.
+	URL string `yaml:"url,omitempty"`
 }
 
 // Scripts configures the script sandbox: capabilities granted to policy and run scripts, and
@@ -374,6 +377,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if c.Store.Dir == "" {
 		c.Store.Dir = filepath.Join(home, "state")
+	}
+	if v := getenv("HERMES_STORE"); v != "" {
+		c.Store.URL = v
 	}
 	if c.Approvals.Timeout == 0 {
 		c.Approvals.Timeout = Duration(300 * time.Second)

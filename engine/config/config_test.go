@@ -223,3 +223,21 @@ func TestDurationRejectsNonFinite(t *testing.T) {
 		t.Fatalf("1.5 seconds: %v", err)
 	}
 }
+
+func TestLoadStoreURL(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("store:\n  url: postgres://db.example/hermes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(env(map[string]string{"HERMES_HOME": home}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.URL != "postgres://db.example/hermes" || c.Store.Dir != filepath.Join(home, "state") {
+		t.Fatalf("store from config.yaml: %+v", c.Store)
+	}
+	c, err = Load(env(map[string]string{"HERMES_HOME": home, "HERMES_STORE": "postgres://other/h"}))
+	if err != nil || c.Store.URL != "postgres://other/h" {
+		t.Fatalf("HERMES_STORE override: %+v, %v", c.Store, err)
+	}
+}
