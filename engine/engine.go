@@ -188,6 +188,9 @@ type CreateOptions struct {
 	Lazy bool
 	// Principal owns the session (store.Session.Principal); "" is the local owner.
 	Principal string
+	// History seeds the transcript (a conversation a client brings along); a seeded session is
+	// stored at once, Lazy notwithstanding. If the rows cannot be written, nothing is left.
+	History []Row
 
 	parentID   string
 	parentKind string
@@ -216,6 +219,9 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	cwd := o.Cwd
 	if cwd == "" {
 		cwd = e.cfg.Cwd
+	}
+	if len(o.History) > 0 {
+		o.Lazy = false
 	}
 	var rec store.Session
 	for attempt := 0; ; attempt++ {
@@ -246,6 +252,11 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	s.depth = o.depth
 	s.parent = o.parent
 	s.stored = !o.Lazy
+	if len(o.History) > 0 {
+		if err := s.seed(ctx, o.History); err != nil {
+			return nil, e.discard(ctx, s, err)
+		}
+	}
 	e.mu.Lock()
 	if _, dup := e.live[id]; dup {
 		e.mu.Unlock()
@@ -275,7 +286,7 @@ func (e *Engine) Open(ctx context.Context, id string) (*Session, error) {
 	}
 	e.mu.Unlock()
 	rec, err := e.cfg.Store.GetSession(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && deleted(rec) {
 		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
 	}
 	if err != nil {
@@ -314,46 +325,6 @@ func (e *Engine) LiveSessions() []*Session {
 	}
 	slices.SortFunc(out, func(a, b *Session) int { return strings.Compare(a.id, b.id) })
 	return out
-}
-
-// List lists stored sessions, newest first.
-func (e *Engine) List(ctx context.Context, o store.ListOptions) ([]store.Session, error) {
-	return e.cfg.Store.ListSessions(ctx, o)
-}
-
-// BranchOptions configures a branch (fork).
-type BranchOptions struct {
-	UptoRowID uint64 // copy rows up to and including this row id; 0 = all
-	Title     string // default "<parent title> #n"
-	Source    string
-}
-
-// Branch forks a session: a new session whose parent is id, holding a copy of its transcript.
-// The branch belongs to the parent's principal.
-func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Session, error) {
-	parent, err := e.Open(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !parent.Stored() {
-		return nil, ErrNothingToBranch
-	}
-	prec := parent.Record()
-	title := o.Title
-	if title == "" && prec.Title != "" {
-		title = e.nextLineageTitle(ctx, prec.Title)
-	}
-	child, err := e.Create(ctx, CreateOptions{Title: title, Model: prec.Model, Cwd: prec.Cwd, Source: o.Source, Principal: prec.Principal, parentID: id, parentKind: "branch"})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := e.cfg.Store.CopyRows(ctx, id, child.id, o.UptoRowID); err != nil {
-		return nil, fmt.Errorf("branch %s: copy transcript: %w", id, err)
-	}
-	if err := child.reload(ctx); err != nil {
-		return nil, err
-	}
-	return child, nil
 }
 
 // checkNewID reports ErrExists when id is taken and ErrTitleTaken when title is.

@@ -1,0 +1,355 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// gatedStore holds Rewind until released (after signalling that it was reached), and fails
+// AppendRows of rows whose content is failContent.
+type gatedStore struct {
+	store.Store
+	rewindReached chan struct{}
+	rewindRelease chan struct{}
+	failContent   string
+}
+
+func (g *gatedStore) Rewind(ctx context.Context, id string, f store.Fence, before uint64, extra []store.Row) (store.RewindResult, error) {
+	if g.rewindReached != nil {
+		close(g.rewindReached)
+		g.rewindReached = nil
+		<-g.rewindRelease
+	}
+	return g.Store.Rewind(ctx, id, f, before, extra)
+}
+
+func (g *gatedStore) AppendRows(ctx context.Context, id string, f store.Fence, rows []store.Row) ([]store.Row, error) {
+	for _, r := range rows {
+		if g.failContent != "" && r.Content == g.failContent {
+			return nil, errors.New("disk full")
+		}
+	}
+	return g.Store.AppendRows(ctx, id, f, rows)
+}
+
+func listed(t *testing.T, eng *engine.Engine, id string) bool {
+	t.Helper()
+	all, err := eng.List(context.Background(), engine.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(all, func(r engine.Record) bool { return r.ID == id })
+}
+
+func contents(rows []engine.Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Role + ":" + r.Content
+	}
+	return out
+}
+
+func TestCreateSeededHistory(t *testing.T) {
+	t.Parallel()
+	g := &gatedStore{failContent: "unwritable"}
+	h := newHarness(t, func(c *engine.Config) { g.Store = c.Store; c.Store = g })
+	ctx := ctxT(t)
+	s, err := h.eng.Create(ctx, engine.CreateOptions{Lazy: true, History: []engine.Row{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Stored() || s.Record().RowCount != 3 {
+		t.Fatalf("seeded session stored=%v rows=%d, want stored with 3 rows", s.Stored(), s.Record().RowCount)
+	}
+	if got := contents(mustRows(t, s)); !slices.Equal(got, []string{"system:be brief", "user:hi", "assistant:hello"}) {
+		t.Fatalf("seeded transcript %q", got)
+	}
+	h.srv.Enqueue(openaitest.Text("fine"))
+	h.run(s, "next")
+	if msgs := h.lastRequestMessages(); len(msgs) != 5 || msgs[1]["content"] != "be brief" || msgs[3]["content"] != "hello" {
+		t.Fatalf("the model did not see the seeded history: %v", msgs)
+	}
+
+	// A seed that cannot be written leaves nothing behind: not live, not listed, not openable.
+	_, err = h.eng.Create(ctx, engine.CreateOptions{ID: "seed-fails", History: []engine.Row{{Role: "user", Content: "unwritable"}}})
+	if err == nil {
+		t.Fatal("a seed the store refused was reported as written")
+	}
+	if _, ok := h.eng.Peek("seed-fails"); ok || listed(t, h.eng, "seed-fails") {
+		t.Fatal("the half-made session is still visible")
+	}
+	if _, err := h.eng.Open(ctx, "seed-fails"); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("open of the half-made session: %v", err)
+	}
+}
+
+func TestDeleteHidesSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	s := h.create()
+	h.srv.Enqueue(openaitest.Text("done"))
+	h.run(s, "hello")
+	id := s.ID()
+	other := h.create()
+
+	if err := h.eng.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if s.Status() != engine.StatusClosed {
+		t.Fatalf("the deleted session is %s, want closed", s.Status())
+	}
+	if _, err := h.eng.Open(ctx, id); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("open of a deleted session: %v", err)
+	}
+	if _, err := h.eng.Record(ctx, id); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("record of a deleted session: %v", err)
+	}
+	if listed(t, h.eng, id) || !listed(t, h.eng, other.ID()) {
+		t.Fatal("list shows the deleted session or hides the other")
+	}
+	if _, err := h.eng.Branch(ctx, id, engine.BranchOptions{}); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("branch of a deleted session: %v", err)
+	}
+	// The transcript is kept in the store.
+	rec, err := h.st.GetSession(ctx, id)
+	if err != nil || rec.Meta[engine.MetaDeleted] == "" || rec.EndReason != "deleted" || rec.RowCount != 2 {
+		t.Fatalf("stored record after delete %+v, %v", rec, err)
+	}
+	// The limit counts sessions that are listed.
+	if all, err := h.eng.List(ctx, engine.ListOptions{Limit: 1}); err != nil || len(all) != 1 || all[0].ID != other.ID() {
+		t.Fatalf("list with limit 1: %+v, %v", all, err)
+	}
+
+	if err := h.eng.Delete(ctx, id); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := h.eng.Delete(ctx, "no-such-session"); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("delete of an unknown session: %v", err)
+	}
+	// A lazy session, never stored, is just closed.
+	lazy, err := h.eng.Create(ctx, engine.CreateOptions{Lazy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.eng.Delete(ctx, lazy.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Record(ctx, lazy.ID()); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("record of a deleted lazy session: %v", err)
+	}
+}
+
+func TestDeleteInterruptsRunningTurn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	s := h.create()
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"slow"}, FaultAt: 1, Gate: g})
+	adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	if err := h.eng.Delete(ctxT(t), s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	g.Release()
+	out, err := s.Wait(ctxT(t), adm.TurnID)
+	if err != nil || !out.Interrupted {
+		t.Fatalf("the running turn was not interrupted: %+v, %v", out, err)
+	}
+}
+
+func TestUndo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	s := h.create()
+	if _, err := s.Undo(ctx); !errors.Is(err, engine.ErrNothingToUndo) {
+		t.Fatalf("undo of an empty session: %v", err)
+	}
+	h.srv.Enqueue(openaitest.Text("one"), openaitest.Text("two"))
+	h.run(s, "first")
+	h.run(s, "second")
+	u, err := s.Undo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Text != "second" || u.Archived != 2 {
+		t.Fatalf("undo %+v, want the second prompt and 2 rows archived", u)
+	}
+	if got := contents(mustRows(t, s)); !slices.Equal(got, []string{"user:first", "assistant:one"}) {
+		t.Fatalf("transcript after undo %q", got)
+	}
+	if s.Record().Rewinds != 1 {
+		t.Fatalf("the cached record was not refreshed: %+v", s.Record())
+	}
+
+	// A running turn is not undone under it.
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"slow"}, FaultAt: 1, Gate: g})
+	adm, err := s.Submit(ctx, engine.Prompt{Text: "third"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	if _, err := s.Undo(ctx); !errors.Is(err, engine.ErrBusy) {
+		t.Fatalf("undo while a turn runs: %v", err)
+	}
+	if err := s.Append(ctx, engine.Row{Role: "system", Content: "x"}); !errors.Is(err, engine.ErrBusy) {
+		t.Fatalf("append while a turn runs: %v", err)
+	}
+	s.Interrupt("")
+	g.Release()
+	if _, err := s.Wait(ctx, adm.TurnID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUndoHoldsTheTurn is the race an undo made of a check and a separate rewind had: a prompt
+// admitted between the check and the write started a turn whose user row the rewind then
+// archived, leaving its answer without its prompt. The undo now holds the turn slot: the
+// prompt, arriving while the rewind is held in the store, is queued behind it and runs after.
+func TestUndoHoldsTheTurn(t *testing.T) {
+	t.Parallel()
+	g := &gatedStore{}
+	h := newHarness(t, func(c *engine.Config) { g.Store = c.Store; c.Store = g })
+	ctx := ctxT(t)
+	s := h.create()
+	h.srv.Enqueue(openaitest.Text("one"), openaitest.Text("two"))
+	h.run(s, "first")
+
+	g.rewindReached, g.rewindRelease = make(chan struct{}), make(chan struct{})
+	reached := g.rewindReached
+	type result struct {
+		u   engine.Undone
+		err error
+	}
+	undone := make(chan result, 1)
+	go func() {
+		u, err := s.Undo(ctx)
+		undone <- result{u, err}
+	}()
+	<-reached // the undo has checked and is writing
+
+	sub := s.Subscribe(s.LastSeq())
+	defer sub.Close()
+	adm, err := s.Submit(ctx, engine.Prompt{Text: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adm.Status != engine.AdmitQueued || adm.TurnID != "" {
+		t.Fatalf("a prompt during the undo was admitted as %+v; it must wait for the undo", adm)
+	}
+	if _, err := s.Undo(ctx); !errors.Is(err, engine.ErrBusy) {
+		t.Fatalf("a second undo during the first: %v", err)
+	}
+	close(g.rewindRelease)
+	r := <-undone
+	if r.err != nil || r.u.Text != "first" || r.u.Archived != 2 {
+		t.Fatalf("undo %+v, %v", r.u, r.err)
+	}
+	ev := next(t, sub, engine.EvMessageComplete)
+	if out, ok := ev.Data.(engine.Outcome); !ok || out.Text != "two" {
+		t.Fatalf("the queued turn ended with %+v", ev.Data)
+	}
+	if err := s.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := contents(mustRows(t, s)); !slices.Equal(got, []string{"user:second", "assistant:two"}) {
+		t.Fatalf("transcript %q: the queued turn must follow the undo whole", got)
+	}
+}
+
+func TestAppendContext(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	s, err := h.eng.Create(ctx, engine.CreateOptions{Lazy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, engine.Row{Role: "system", Content: "answer in French"}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Stored() {
+		t.Fatal("append did not store the lazy session")
+	}
+	h.srv.Enqueue(openaitest.Text("bonjour"))
+	h.run(s, "hello")
+	if got := contents(mustRows(t, s)); !slices.Equal(got, []string{"system:answer in French", "user:hello", "assistant:bonjour"}) {
+		t.Fatalf("transcript %q", got)
+	}
+}
+
+func TestBranchWithID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	parent, err := h.eng.Create(ctx, engine.CreateOptions{Title: "plans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.Enqueue(openaitest.Text("one"), openaitest.Text("two"))
+	h.run(parent, "first")
+	h.run(parent, "second")
+	rows := mustRows(t, parent)
+
+	b, err := h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "plans-b", UptoRowID: rows[1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := b.Record()
+	if b.ID() != "plans-b" || rec.ParentID != parent.ID() || rec.ParentKind != "branch" || rec.Title != "plans #2" || rec.RowCount != 2 {
+		t.Fatalf("branch %+v", rec)
+	}
+	if _, err := h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "plans-b"}); !errors.Is(err, engine.ErrSessionExists) {
+		t.Fatalf("branch onto a taken id: %v", err)
+	}
+	// A title held by a lazy session, not stored yet, is taken too.
+	if _, err := h.eng.Create(ctx, engine.CreateOptions{Lazy: true, Title: "pending"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "plans-c", Title: "pending"}); !errors.Is(err, engine.ErrTitleTaken) {
+		t.Fatalf("branch under a pending title: %v", err)
+	}
+	// A stale row leaves no branch behind.
+	_, err = h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "plans-d", UptoRowID: 999999})
+	if !errors.Is(err, engine.ErrStaleRow) {
+		t.Fatalf("branch up to a stale row: %v", err)
+	}
+	if _, ok := h.eng.Peek("plans-d"); ok || listed(t, h.eng, "plans-d") {
+		t.Fatal("the failed branch is still visible")
+	}
+	if _, err := h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "bad/id"}); !errors.Is(err, engine.ErrInvalidRecord) {
+		t.Fatalf("branch under an invalid id: %v", err)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	if _, err := h.eng.Setting(ctx, "ns/a"); !errors.Is(err, engine.ErrSettingNotFound) {
+		t.Fatalf("unset setting: %v", err)
+	}
+	for k, v := range map[string]string{"ns/a": "1", "ns/b": "2", "other/c": "3"} {
+		if err := h.eng.PutSetting(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := h.eng.Setting(ctx, "ns/b"); err != nil || string(b) != "2" {
+		t.Fatalf("setting ns/b: %q, %v", b, err)
+	}
+	kv, err := h.eng.Settings(ctx, "ns/")
+	if err != nil || len(kv) != 2 || string(kv["ns/a"]) != "1" {
+		t.Fatalf("settings under ns/: %q, %v", kv, err)
+	}
+}
