@@ -299,7 +299,7 @@ func TestOpenAIGoClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Data) == 0 || page.Data[0].ID != interopModel || page.Data[0].Object != "model" || page.Data[0].OwnedBy != "openai" {
+		if len(page.Data) < 2 || page.Data[0].ID != "hermes-agent" || page.Data[1].ID != interopModel || page.Data[1].Object != "model" || page.Data[1].OwnedBy != "openai" {
 			t.Fatalf("models: %+v", page.Data)
 		}
 		m, err := client.Models.Get(ctx, interopModel)
@@ -347,10 +347,11 @@ func TestOpenAIGoClient(t *testing.T) {
 	})
 
 	t.Run("chat-stream-tool-progress", func(t *testing.T) {
+		// Tool progress is asked for: without the header the stream is chunks only.
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 			Model:    interopModel,
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go: what do my notes say?")},
-		})
+		}, option.WithHeader("X-Hermes-Tool-Progress", "true"))
 		var acc openai.ChatCompletionAccumulator
 		var text strings.Builder
 		progress := 0

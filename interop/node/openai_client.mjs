@@ -149,11 +149,15 @@ async function main() {
   });
 
   await step('chat completion, streamed with tool progress', async () => {
-    const stream = await client.chat.completions.create({
-      model,
-      messages: [{ role: 'user', content: 'Node: what do my notes say?' }],
-      stream: true,
-    });
+    // Tool progress is asked for with the header; a default stream is chunks only.
+    const stream = await client.chat.completions.create(
+      {
+        model,
+        messages: [{ role: 'user', content: 'Node: what do my notes say?' }],
+        stream: true,
+      },
+      { headers: { 'X-Hermes-Tool-Progress': 'true' } },
+    );
     const r = await collect(stream);
     check(r.text === `The notes say: ${notes}`, 'final text after the tool', r.text);
     check(r.finishes.length === 1 && r.finishes[0] === 'stop', 'finish_reason', r.finishes);
@@ -290,8 +294,7 @@ async function main() {
     check(final.choices[0].finish_reason === 'stop', 'final finish_reason', final.choices[0].finish_reason);
   });
 
-  // Named hermes.tool.progress events reach the helper as chunks too: they carry an empty
-  // choices array so the helper's accumulator, which iterates choices, accepts them.
+  // A default stream over a turn that runs a tool: chunks only, which the helper validates.
   await step('chat .stream() helper over a turn with tool progress', async () => {
     const s = client.chat.completions.stream({ model, messages: [{ role: 'user', content: 'Node: helper reads my notes' }] });
     const final = await s.finalChatCompletion();

@@ -119,7 +119,6 @@ func decodeJSON(body []byte, v any) error {
 type chatTurn struct {
 	sess   *engine.Session
 	prompt string
-	model  string // echoed
 	key    string
 }
 
@@ -128,9 +127,6 @@ type chatTurn struct {
 // session id is derived from the conversation's start, and a new session is seeded with the
 // messages before the last one.
 func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest) (chatTurn, error) {
-	if req.Model == "" {
-		return chatTurn{}, badRequest("model", "missing_model", "Missing required parameter: 'model'")
-	}
 	if len(req.Messages) == 0 {
 		return chatTurn{}, badRequest("messages", "missing_messages", "Missing or invalid 'messages' field")
 	}
@@ -207,7 +203,10 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 	if err != nil {
 		return chatTurn{}, err
 	}
-	return chatTurn{sess: sess, prompt: texts[last], model: req.Model, key: key}, nil
+	if err := switchModel(ctx, sess, modelName); err != nil {
+		return chatTurn{}, err
+	}
+	return chatTurn{sess: sess, prompt: texts[last], key: key}, nil
 }
 
 // keyOf is the API key the request authenticated with.
@@ -227,57 +226,109 @@ const (
 	HeaderSessionKey = "X-Hermes-Session-Key"
 )
 
+// HeaderToolProgress asks a chat-completions stream for tool progress: with "true" the stream
+// also carries named hermes.tool.progress events (and SSE comments as keep-alive). Without it
+// the stream holds chat.completion.chunk data lines only, which every client parses.
+const HeaderToolProgress = "X-Hermes-Tool-Progress"
+
 func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	var req chatRequest
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	ct, err := s.resolveChat(s.ctx, c, &req)
+	at, err := s.begin(c)
 	if err != nil {
 		return err
 	}
-	c.Set(HeaderSessionID, ct.sess.ID())
-	if ct.key != "" {
-		c.Set(HeaderSessionKey, ct.key)
+	k := chunker{id: "chatcmpl-" + newHex(14), created: time.Now().Unix(),
+		usage:    req.StreamOptions != nil && bool(req.StreamOptions.IncludeUsage),
+		progress: strings.EqualFold(c.Get(HeaderToolProgress), "true")}
+	var run *turnRun
+	if at.prev != nil {
+		run = at.replayed(c)
+		k.id, k.created, k.model = at.prev.ans.id, at.prev.ans.created, at.prev.ans.model
+	} else {
+		ct, err := s.resolveChat(s.ctx, c, &req)
+		if err != nil {
+			at.abandon()
+			return err
+		}
+		c.Set(HeaderSessionID, ct.sess.ID())
+		if ct.key != "" {
+			c.Set(HeaderSessionKey, ct.key)
+		}
+		if run, err = s.startOrCommand(c, ct.sess, ct.prompt); err != nil {
+			at.abandon()
+			return err
+		}
+		k.model = ct.sess.Record().Model
 	}
-	run, err := s.startTurn(s.turnCtx(c), ct.sess, ct.prompt)
-	if err != nil {
-		return err
-	}
-	id := "chatcmpl-" + newHex(14)
-	created := time.Now().Unix()
 	if !bool(req.Stream) {
-		return s.chatJSON(c, run, id, created, ct.model)
+		return s.chatJSON(c, run, k, at)
 	}
-	usage := req.StreamOptions != nil && bool(req.StreamOptions.IncludeUsage)
 	sseHeaders(c)
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
-		s.chatStream(w, run, chunker{id: id, created: created, model: ct.model, usage: usage})
+		s.chatStream(w, run, k, at)
 	})
 	return nil
 }
 
-func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, id string, created int64, modelName string) error {
+// switchModel moves sess to model m (a resolved provider:model; "" keeps the session's).
+func switchModel(ctx context.Context, sess *engine.Session, m string) error {
+	if m == "" || sess.Record().Model == m {
+		return nil
+	}
+	_, err := sess.SetModel(ctx, m)
+	return err
+}
+
+// startOrCommand starts the turn of prompt, or answers a /model command sent as a prompt
+// (the engine handles it without a turn) with a finished turn whose text is its answer.
+func (s *Server) startOrCommand(c *fiber.Ctx, sess *engine.Session, prompt string) (*turnRun, error) {
+	if name, ok := strings.CutPrefix(strings.TrimSpace(prompt), "/model"); ok && (name == "" || name[0] == ' ') {
+		adm, err := sess.Submit(s.ctx, engine.Prompt{Text: prompt, Origin: Surface})
+		if err != nil {
+			return nil, err
+		}
+		return finishedRun(engine.Outcome{Status: engine.StatusCompleted, Completed: true, Text: adm.Message, ExitReason: "command"}), nil
+	}
+	return s.startTurn(s.turnCtx(c), sess, prompt)
+}
+
+// followTurn reads the turn to its end (non-streaming handlers) and counts the tools that ran.
+func (s *Server) followTurn(run *turnRun) (tools int, err error) {
+	for !run.done {
+		ev, err := run.next(s.ctx)
+		if err != nil && !errors.Is(err, errSilent) {
+			return tools, err
+		}
+		if err == nil && ranTool(ev) {
+			tools++
+		}
+	}
+	return tools, nil
+}
+
+func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) error {
 	s.reqs.Add(1)
 	defer s.reqs.Done()
 	defer run.close("shutdown")
-	for !run.done {
-		if _, err := run.next(s.ctx); err != nil && !errors.Is(err, errSilent) {
-			return err
-		}
+	tools, err := s.followTurn(run)
+	if err != nil {
+		at.abandon()
+		return err
 	}
 	o := run.out
+	at.finish(answer{out: o, tools: tools, id: k.id, created: k.created, model: k.model})
 	reason, ok := finish(o)
 	if !ok && o.Text == "" {
-		e := outcomeError(o)
 		c.Set("X-Hermes-Completed", "false")
-		c.Set("x-should-retry", "false")
-		return c.Status(e.Status).JSON(errorBody(e))
+		return writeError(c, turnError(o))
 	}
 	body := fiber.Map{
-		"id": id, "object": "chat.completion", "created": created, "model": modelName,
+		"id": k.id, "object": "chat.completion", "created": k.created, "model": k.model,
 		"choices": []fiber.Map{{"index": 0, "message": fiber.Map{"role": "assistant", "content": o.Text, "refusal": nil}, "finish_reason": reason, "logprobs": nil}},
 		"usage":   usageJSON(o.Usage),
 	}
@@ -290,6 +341,18 @@ func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, id string, created int64, 
 		body["hermes"] = fiber.Map{"completed": o.Completed, "partial": o.Partial, "failed": !ok, "error": o.Error, "turn_exit_reason": o.ExitReason}
 	}
 	return c.JSON(body)
+}
+
+// turnError is the error a turn that started and did not complete answers with, before any
+// byte of the reply was sent: 409 turn_failed for a failed turn (its prompt is recorded and
+// its tools may have run, so it must not be repeated; see replay.go), the 502 of outcomeError
+// for an interrupted one.
+func turnError(o engine.Outcome) *apiError {
+	e := outcomeError(o)
+	if o.Status == engine.StatusFailed && !o.Interrupted {
+		e.Status, e.Code = fiber.StatusConflict, "turn_failed"
+	}
+	return e
 }
 
 func usageJSON(u model.Usage) fiber.Map {
@@ -309,10 +372,11 @@ func headerSafe(s string, n int) string {
 
 // chunker builds chat.completion.chunk objects with a constant id and created.
 type chunker struct {
-	id      string
-	created int64
-	model   string
-	usage   bool
+	id       string
+	created  int64
+	model    string
+	usage    bool
+	progress bool // hermes.tool.progress events were asked for (HeaderToolProgress)
 }
 
 func (k chunker) chunk(delta any, finish any) []byte {
@@ -346,23 +410,35 @@ func toolLabel(args json.RawMessage) string {
 }
 
 // chatStream writes the canonical chunk sequence: a role chunk, content deltas (reasoning as
-// reasoning_content in deltas without content), tool progress as named hermes.tool.progress
-// events, one finish chunk, the usage chunk when asked, then [DONE]. A turn that fails after
-// the 200 ends with an in-band error event instead. A write error means the client left: the
-// turn is interrupted.
-func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
+// reasoning_content in deltas without content), one finish chunk, the usage chunk when asked,
+// then [DONE]. Nothing else is on the line unless the client asked for tool progress
+// (HeaderToolProgress): then named hermes.tool.progress events, and SSE comments as keep-alive.
+// Otherwise a quiet turn is kept alive with an empty content delta, because go-openai reads a
+// comment or a named event as the start of an error body. A turn that fails after the 200 ends
+// with an in-band error event instead. A write error means the client left: the turn is
+// interrupted.
+func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attempt) {
 	sse := &sseWriter{w: w}
 	reason := "client disconnected"
-	defer func() { run.close(reason) }()
+	tools := 0
+	defer func() {
+		run.close(reason)
+		at.finish(answer{out: s.outcomeOf(run), tools: tools, id: k.id, created: k.created, model: k.model})
+	}()
 	sse.data(k.chunk(fiber.Map{"role": "assistant", "content": ""}, nil))
 	if sse.flush() != nil {
 		return
 	}
 	running := map[string]bool{}
+	var text strings.Builder
 	for !run.done {
 		ev, err := run.next(s.ctx)
 		if errors.Is(err, errSilent) {
-			sse.comment("keepalive")
+			if k.progress {
+				sse.comment("keepalive")
+			} else {
+				sse.data(k.chunk(fiber.Map{"content": ""}, nil))
+			}
 			if sse.flush() != nil {
 				return
 			}
@@ -374,9 +450,13 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 			_ = sse.flush()
 			return
 		}
+		if ranTool(ev) {
+			tools++
+		}
 		switch ev.Type {
 		case engine.EvMessageDelta:
 			if ev.Text != "" {
+				text.WriteString(ev.Text)
 				sse.data(k.chunk(fiber.Map{"content": ev.Text}, nil))
 			}
 		case engine.EvReasoningDelta:
@@ -384,7 +464,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 				sse.data(k.chunk(fiber.Map{"reasoning_content": ev.Text}, nil))
 			}
 		case engine.EvToolStart:
-			if ts, ok := ev.Data.(engine.ToolStart); ok && !strings.HasPrefix(ts.Name, "_") {
+			if ts, ok := ev.Data.(engine.ToolStart); ok && k.progress && !strings.HasPrefix(ts.Name, "_") {
 				running[ts.CallID] = true
 				sse.event("hermes.tool.progress", fiber.Map{"choices": []any{}, "tool": ts.Name, "emoji": emoji(ts.Name), "label": toolLabel(ts.Args), "toolCallId": ts.CallID, "status": "running"})
 			}
@@ -397,8 +477,6 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 				}
 				sse.event("hermes.tool.progress", m)
 			}
-		case engine.EvMessageComplete:
-			continue // handled below, after the loop
 		default:
 			continue
 		}
@@ -408,6 +486,11 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker) {
 	}
 	// The turn is over: give its slot back before the client sees the end.
 	run.close(reason)
+	if rest, ok := strings.CutPrefix(run.out.Text, text.String()); ok && rest != "" {
+		// Deltas lost to a lagging subscription, or a finished turn (a replay, a command):
+		// send what is missing.
+		sse.data(k.chunk(fiber.Map{"content": rest}, nil))
+	}
 	fr, ok := finish(run.out)
 	if !ok {
 		sse.error(outcomeError(run.out))

@@ -206,7 +206,7 @@ func TestChatToolProgressAndApprovalDenied(t *testing.T) {
 		openaitest.ToolCalls(openaitest.Call{ID: "call_rm", Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}),
 		openaitest.Text("done"),
 	)
-	r := tg.do(t, "POST", "/v1/chat/completions", chatBody(true, false, "user", "clean up"), nil)
+	r := tg.do(t, "POST", "/v1/chat/completions", chatBody(true, false, "user", "clean up"), map[string]string{httpapi.HeaderToolProgress: "true"})
 	evs := parseSSE(t, r.body)
 	var progress []map[string]any
 	var content strings.Builder
@@ -293,9 +293,19 @@ func TestChatModelFailure(t *testing.T) {
 	fail := openaitest.HTTPError(400, openaitest.APIError{Message: "bad things", Type: "invalid_request_error"})
 	tg.fake.Enqueue(fail)
 	r := tg.do(t, "POST", "/v1/chat/completions", chatBody(false, false, "user", "hi"), nil)
-	envelope(t, r, 502, "agent_error")
-	if r.header.Get("x-should-retry") != "false" {
+	envelope(t, r, 409, "turn_failed")
+	if r.header.Get("x-should-retry") != "false" || r.header.Get("X-Hermes-Replayed") != "" {
 		t.Fatalf("retry header %v", r.header)
+	}
+	// The same request again (a client's automatic retry) gets the same answer and starts no
+	// turn: the model is not asked again.
+	asked := len(tg.fake.Requests())
+	r = tg.do(t, "POST", "/v1/chat/completions", chatBody(false, false, "user", "hi"), nil)
+	if e := envelope(t, r, 409, "turn_failed"); !strings.Contains(e["message"].(string), "bad things") || r.header.Get("X-Hermes-Replayed") != "true" {
+		t.Fatalf("replay %v %s", r.header, r.body)
+	}
+	if n := len(tg.fake.Requests()); n != asked {
+		t.Fatalf("the retry reached the model: %d requests, want %d", n, asked)
 	}
 	tg.fake.Enqueue(fail)
 	r = tg.do(t, "POST", "/v1/chat/completions", chatBody(true, false, "user", "again"), nil)

@@ -8,10 +8,10 @@ import (
 )
 
 const (
-	corsMethods = "GET, POST, DELETE, OPTIONS"
+	corsMethods = "GET, POST, PATCH, DELETE, OPTIONS"
 	// The SDKs add X-Stainless-* headers to every request; browsers preflight each of them.
-	corsHeaders = "Authorization, Content-Type, Idempotency-Key, X-Hermes-Session-Id, X-Hermes-Session-Key, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, X-Stainless-Timeout, X-Stainless-Helper-Method, OpenAI-Organization, OpenAI-Project"
-	corsExpose  = "X-Request-Id, X-Hermes-Session-Id, X-Hermes-Session-Key, X-Hermes-Completed, X-Hermes-Partial, X-Hermes-Error"
+	corsHeaders = "Authorization, Content-Type, Idempotency-Key, X-Hermes-Session-Id, X-Hermes-Session-Key, X-Hermes-Tool-Progress, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, X-Stainless-Timeout, X-Stainless-Helper-Method, OpenAI-Organization, OpenAI-Project"
+	corsExpose  = "X-Request-Id, X-Hermes-Session-Id, X-Hermes-Session-Key, X-Hermes-Completed, X-Hermes-Partial, X-Hermes-Error, X-Hermes-Replayed, Idempotency-Replayed"
 )
 
 // securityHeaders are sent on every response: the API serves JSON and event streams only, so

@@ -158,9 +158,6 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	if req.Model == "" {
-		return badRequest("model", "missing_model", "Missing required parameter: 'model'")
-	}
 	modelName, err := s.pickModel(req.Model)
 	if err != nil {
 		return err
@@ -187,11 +184,21 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := s.ctx
+	at, err := s.begin(c)
+	if err != nil {
+		return err
+	}
+	if at.prev != nil {
+		run := at.replayed(c)
+		rb := at.prev.ans.rb
+		c.Set(HeaderSessionID, rb.sessionID)
+		return s.respond(c, run, rb, bool(req.Stream), at)
+	}
 	if conv != "" {
-		if b, err := s.eng.Store().GetKV(ctx, conversationKey(who(c).ID, conv)); err == nil {
+		if b, err := s.eng.Store().GetKV(s.ctx, conversationKey(who(c).ID, conv)); err == nil {
 			prev = string(b) // a new name simply starts the conversation
 		} else if !errors.Is(err, store.ErrNotFound) {
+			at.abandon()
 			return err
 		}
 	}
@@ -200,59 +207,84 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		// chain that wants them resends them.
 		history = append([]store.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
 	}
-	var sess *engine.Session
-	if prev != "" {
-		rec, err := s.loadResponse(ctx, who(c), prev)
-		if errors.Is(err, store.ErrNotFound) {
-			return &apiError{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
-		}
-		if err != nil {
-			return err
-		}
-		if sess, err = s.eng.Open(ctx, rec.SessionID); err != nil {
-			return err
-		}
-		if len(history) > 0 {
-			if _, err := s.eng.Store().AppendRows(ctx, sess.ID(), store.Fence{}, history); err != nil {
-				return err
-			}
-		}
-	} else {
-		if sess, err = s.openOrSeed(ctx, who(c), "resp-"+newHex(12), modelName, key, history); err != nil {
-			return err
-		}
+	sess, err := s.responseSession(c, prev, modelName, key, history)
+	if err != nil {
+		at.abandon()
+		return err
 	}
 	c.Set(HeaderSessionID, sess.ID())
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
 	}
-	run, err := s.startTurn(s.turnCtx(c), sess, prompt)
+	run, err := s.startOrCommand(c, sess, prompt)
 	if err != nil {
+		at.abandon()
 		return err
 	}
 	rb := &respBuilder{
-		id: "resp_" + newHex(14), msgID: "msg_" + newHex(12), model: req.Model, created: now.Unix(),
+		id: "resp_" + newHex(14), msgID: "msg_" + newHex(12), model: sess.Record().Model, created: now.Unix(),
 		prev: prev, store: req.Store == nil || bool(*req.Store), instructions: req.Instructions,
 		conv: conv, sessionID: sess.ID(), owner: who(c).ID,
 	}
-	if !bool(req.Stream) {
+	return s.respond(c, run, rb, bool(req.Stream), at)
+}
+
+// responseSession opens the session a response continues (prev, the previous response) and
+// appends the new history to it, or seeds a new one; a model named by the request applies to it.
+func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, history []store.Row) (*engine.Session, error) {
+	ctx := s.ctx
+	var sess *engine.Session
+	if prev != "" {
+		rec, err := s.loadResponse(ctx, who(c), prev)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &apiError{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sess, err = s.eng.Open(ctx, rec.SessionID); err != nil {
+			return nil, err
+		}
+		if len(history) > 0 {
+			if _, err := s.eng.Store().AppendRows(ctx, sess.ID(), store.Fence{}, history); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		var err error
+		if sess, err = s.openOrSeed(ctx, who(c), "resp-"+newHex(12), modelName, key, history); err != nil {
+			return nil, err
+		}
+	}
+	return sess, switchModel(ctx, sess, modelName)
+}
+
+// respond follows the turn and answers: the Response object, or its event stream. A turn that
+// failed is stored as a failed response and, without a stream, answered with the error
+// (turnError), so every client raises it.
+func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream bool, at *attempt) error {
+	if !stream {
 		s.reqs.Add(1)
 		defer s.reqs.Done()
 		defer run.close("shutdown")
-		for !run.done {
-			if _, err := run.next(ctx); err != nil && !errors.Is(err, errSilent) {
-				return err
-			}
+		tools, err := s.followTurn(run)
+		if err != nil {
+			at.abandon()
+			return err
 		}
+		at.finish(answer{out: run.out, tools: tools, rb: rb})
 		obj := rb.final(run.out)
 		s.saveResponse(rb, obj)
+		if obj["status"] == "failed" {
+			return writeError(c, turnError(run.out))
+		}
 		return c.JSON(obj)
 	}
 	sseHeaders(c)
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
-		s.responseStream(w, run, rb)
+		s.responseStream(w, run, rb, at)
 	})
 	return nil
 }
@@ -385,7 +417,7 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 	switch {
 	case !ok:
 		e := outcomeError(o)
-		obj := rb.object("failed", output, respUsage(o.Usage), map[string]any{"code": "server_error", "message": e.Message})
+		obj := rb.object("failed", output, respUsage(o.Usage), map[string]any{"code": "server_error", "message": e.Message, "type": e.Type, "param": nil})
 		return obj
 	case reason == "length":
 		obj := rb.object("incomplete", output, respUsage(o.Usage), nil)
@@ -400,15 +432,28 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 
 // responseStream writes the Responses event sequence; every event has an event: line equal
 // to its type and a sequence_number counting from 0.
-func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder) {
+func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
 	sse := &sseWriter{w: w}
 	reason := "client disconnected"
-	defer func() { run.close(reason) }()
+	tools := 0
+	defer func() {
+		run.close(reason)
+		at.finish(answer{out: s.outcomeOf(run), tools: tools, rb: rb})
+	}()
 	seq := 0
 	emit := func(typ string, m map[string]any) {
 		m["type"], m["sequence_number"] = typ, seq
 		seq++
 		sse.event(typ, m)
+	}
+	// emitError writes the error event in both published forms, flat (the schema) and nested
+	// (what OpenAI sends): each SDK raises on one of them.
+	emitError := func(e *apiError) {
+		var code any
+		if e.Code != "" {
+			code = e.Code
+		}
+		emit("error", map[string]any{"code": code, "message": e.Message, "param": nil, "error": errorBody(e)["error"]})
 	}
 	inProgress := rb.object("in_progress", nil, nil, nil)
 	emit("response.created", map[string]any{"response": inProgress})
@@ -436,10 +481,12 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder) 
 		}
 		if err != nil {
 			reason = "shutdown"
-			e := classify(err)
-			emit("error", map[string]any{"code": e.Code, "message": e.Message, "param": nil, "error": errorBody(e)["error"]})
+			emitError(classify(err))
 			_ = sse.flush()
 			return
+		}
+		if ranTool(ev) {
+			tools++
 		}
 		if ev.Type != engine.EvMessageDelta || ev.Text == "" {
 			continue
@@ -468,6 +515,9 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder) 
 	s.saveResponse(rb, obj)
 	switch obj["status"] {
 	case "failed":
+		// The error event first: the openai SDKs (and LangChain over them) raise on it, the
+		// AI SDK and openai-go on either; response.failed then ends the stream as OpenAI's do.
+		emitError(outcomeError(o))
 		emit("response.failed", map[string]any{"response": obj})
 	case "incomplete":
 		emit("response.incomplete", map[string]any{"response": obj})

@@ -26,9 +26,15 @@ func (s *Server) routes() {
 	s.browserRoutes()
 }
 
-// models is the advertised list: the default model first, then Options.Models, no duplicates.
+// AgentModel is the model id /v1/models lists first. A request naming it (or naming no model)
+// runs on the session's current model: the default for a new session, whatever a /model
+// command or an earlier request chose for an existing one.
+const AgentModel = "hermes-agent"
+
+// models is the advertised list: AgentModel, the default model, then Options.Models, no
+// duplicates.
 func (s *Server) models() []string {
-	var out []string
+	out := []string{AgentModel}
 	if m, _, err := s.eng.ResolveModel(""); err == nil {
 		out = append(out, m)
 	}
@@ -43,8 +49,12 @@ func (s *Server) models() []string {
 }
 
 // pickModel accepts a listed id, or the bare model part of one ("gpt-4.1" for
-// "openai:gpt-4.1"), and returns the provider:model name the session runs.
+// "openai:gpt-4.1"), and returns the provider:model name the session runs. An empty name and
+// AgentModel return "": keep the session's model (the default for a new session).
 func (s *Server) pickModel(name string) (string, error) {
+	if name == "" || name == AgentModel {
+		return "", nil
+	}
 	for _, m := range s.models() {
 		if m == name {
 			return m, nil
@@ -103,10 +113,7 @@ func (s *Server) turnCap() any {
 
 func (s *Server) capabilities(c *fiber.Ctx) error {
 	ep := func(method, path string) fiber.Map { return fiber.Map{"method": method, "path": path} }
-	var def string
-	if ms := s.models(); len(ms) > 0 {
-		def = ms[0]
-	}
+	def, _, _ := s.eng.ResolveModel("")
 	body := fiber.Map{
 		"object":   "hermes.api_server.capabilities",
 		"platform": platform,
@@ -120,6 +127,12 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"responses_api": true, "responses_streaming": true,
 			"run_submission": true, "run_status": true, "run_events_sse": true, "run_stop": true, "run_steer": true,
 			"run_approval_response": true, "tool_progress_events": true, "approval_events": true,
+			// Chat-completion streams carry hermes.tool.progress events only when the request
+			// sends this header with "true".
+			"tool_progress_header":   HeaderToolProgress,
+			"models_agent_alias":     AgentModel,
+			"turn_idempotency":       fiber.Map{"supported": true, "durable": false, "retention_seconds": int(idempotencyRetention.Seconds()), "endpoints": []string{"/v1/chat/completions", "/v1/responses"}},
+			"failed_turn_replay":     fiber.Map{"status": fiber.StatusConflict, "code": "turn_failed", "window_seconds": int(replayWindow.Seconds())},
 			"run_unknown_resolution": true, "run_durable_admission": true, "run_idempotency": fiber.Map{"supported": true, "durable": true, "retention_seconds": int(idempotencyRetention.Seconds())},
 			"session_resources": true, "session_chat": true, "session_chat_streaming": true, "session_fork": true,
 			"model_options":             true,

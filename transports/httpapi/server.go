@@ -88,6 +88,7 @@ type Server struct {
 	// browser is the browser-control broker; nil when browser control is off.
 	browser *broker
 	catalog modelCatalog
+	replays replayBook // remembered answers of chat completions and responses (replay.go)
 
 	mu    sync.Mutex
 	conns map[*websocket.Conn]struct{}

@@ -208,7 +208,6 @@ func TestErrorsAndHeaders(t *testing.T) {
 			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":"hi"}],"stream":"maybe"}`, "invalid_request", ""},
 			{`{"model":42,"messages":[{"role":"user","content":"hi"}]}`, "invalid_type", "model"},
 			{`{"model":"openai:fake-agent","messages":[]}`, "missing_messages", "messages"},
-			{`{"messages":[{"role":"user","content":"hi"}]}`, "missing_model", "model"},
 			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":5}]}`, "invalid_type", "messages[0].content"},
 			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "unsupported_content_type", "messages[0].content"},
 			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, "no_user_message", "messages"},
@@ -308,7 +307,7 @@ func TestModelsAndCapabilities(t *testing.T) {
 	if err := json.Unmarshal(r.body, &list); err != nil || r.status != 200 || list.Object != "list" {
 		t.Fatalf("%d %s %v", r.status, r.body, err)
 	}
-	if len(list.Data) != 2 || list.Data[0]["id"] != "openai:fake-agent" || list.Data[1]["id"] != "openai:other" || list.Data[0]["object"] != "model" || list.Data[0]["owned_by"] != "openai" {
+	if len(list.Data) != 3 || list.Data[0]["id"] != "hermes-agent" || list.Data[1]["id"] != "openai:fake-agent" || list.Data[2]["id"] != "openai:other" || list.Data[1]["object"] != "model" || list.Data[1]["owned_by"] != "openai" {
 		t.Fatalf("models %s", r.body)
 	}
 	if _, ok := list.Data[0]["created"].(float64); !ok {
