@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/model"
@@ -55,11 +56,14 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	live   map[string]*Session
-	closed bool
-	spawn  map[string][]string // parent session id -> delegated child ids, in order
-	turns  sync.WaitGroup      // every turn goroutine of every session
+	mu   sync.Mutex
+	live map[string]*Session
+	// dormant holds the objects ReleaseIdle let go of, weakly: while a surface still holds one,
+	// Open makes that same object live again (release.go), so a handle stays valid.
+	dormant map[string]weak.Pointer[Session]
+	closed  bool
+	spawn   map[string][]string // parent session id -> delegated child ids, in order
+	turns   sync.WaitGroup      // every turn goroutine of every session
 }
 
 // New validates cfg and returns an engine.
@@ -129,7 +133,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Fallback.Route == nil {
 		cfg.Fallback.Route = d
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger, live: map[string]*Session{}, spawn: map[string][]string{}}, nil
+	return &Engine{cfg: cfg, log: cfg.Logger, live: map[string]*Session{}, dormant: map[string]weak.Pointer[Session]{}, spawn: map[string][]string{}}, nil
 }
 
 // Store returns the engine's store (surfaces read history and KV through it).
@@ -282,6 +286,13 @@ func (e *Engine) Open(ctx context.Context, id string) (*Session, error) {
 	if s, ok := e.live[id]; ok {
 		s.j.touch() // under e.mu: ReleaseIdle cannot take it from under the caller
 		e.mu.Unlock()
+		return s, nil
+	}
+	if s := e.dormant[id].Value(); s != nil { // released while a surface still holds it
+		e.mu.Unlock()
+		if err := s.revive(ctx); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	e.mu.Unlock()

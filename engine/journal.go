@@ -32,7 +32,7 @@ type journal struct {
 	subs   map[*Subscription]struct{}
 	closed bool
 	window int
-	gen    string // identifies this journal: seq restarts at 1 in a new one
+	gen    string // identifies this journal: seq restarts at 1 in a new one (guarded by mu)
 	// active is when the session was last used (monoNow): opened, prompted, a turn ended, a
 	// subscriber came or went. Engine.ReleaseIdle compares it with its cutoff.
 	active atomic.Int64
@@ -86,6 +86,23 @@ func (j *journal) append(e Event) uint64 {
 	}
 	j.mu.Unlock()
 	return e.Seq
+}
+
+// reopen starts the journal of a released session made live again (Session.revive): a new
+// generation whose seq restarts at 1. Nobody is subscribed (release requires it).
+func (j *journal) reopen() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed, j.events, j.first, j.last = false, nil, 0, 0
+	j.gen = newID("")[:12]
+	j.touch()
+}
+
+// generation identifies the journal (see Session.Generation).
+func (j *journal) generation() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.gen
 }
 
 func (j *journal) lastSeq() uint64 {

@@ -1,7 +1,14 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
+	"weak"
+
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 // ReleaseIdle lets go of live sessions nobody is using, so a long-running server's memory
@@ -32,11 +39,20 @@ import (
 //
 // The checks and the removal happen under the engine lock and the session lock together, so
 // a Submit, Subscribe, Open or Live either lands before the release (and prevents it) or finds
-// the session gone. An object obtained earlier and used after its release refuses work with
-// ErrSessionReleased; open the session again.
+// the session gone. A released object stays a valid handle: Submit and Run on it, or Open of
+// its id while something still holds it, make that same object live again (loaded again from
+// the store, with a new journal), so no surface has to open a session again after a release.
+// Until then, a Subscribe on it ends at once and Released reports true.
 func (e *Engine) ReleaseIdle(idleFor time.Duration, keep func(*Session) bool) int {
 	cutoff := monoNow() - int64(idleFor)
 	n := 0
+	e.mu.Lock()
+	for id, w := range e.dormant {
+		if w.Value() == nil { // nobody holds the released object any more
+			delete(e.dormant, id)
+		}
+	}
+	e.mu.Unlock()
 	for _, s := range e.LiveSessions() {
 		// Cheap pre-check first so keep is asked only about candidates; release checks again
 		// under the locks.
@@ -77,8 +93,51 @@ func (e *Engine) release(s *Session, cutoff int64) bool {
 		return false
 	}
 	s.closed, s.released, s.status = true, true, StatusClosed
+	// What the transcript gives back is dropped with the journal: a held handle keeps only
+	// its record until it is used again.
+	s.toolState, s.restored = tool.State{}, nil
+	s.turns, s.order = map[string]*turnState{}, nil
 	delete(e.live, s.id)
+	e.dormant[s.id] = weak.Make(s)
 	return true
+}
+
+// revive makes a released object live again: its record is read again from the store (it
+// may have changed while nobody held it live) and it gets a new journal. It does nothing on a
+// live object, and fails when the session was deleted or another object of it is live.
+func (s *Session) revive(ctx context.Context) error {
+	if !s.Released() {
+		return nil
+	}
+	rec, err := s.e.cfg.Store.GetSession(ctx, s.id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && deleted(rec) {
+		return fmt.Errorf("%w: %q", ErrSessionNotFound, s.id)
+	}
+	if err != nil {
+		return err
+	}
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrEngineClosed
+	}
+	if cur, ok := e.live[s.id]; ok {
+		if cur == s {
+			return nil // revived meanwhile
+		}
+		return ErrSessionReleased
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.released {
+		return s.closedErrLocked() // closed for good, not released
+	}
+	s.rec, s.closed, s.released, s.status = rec, false, false, StatusIdle
+	s.j.reopen()
+	e.live[s.id] = s
+	delete(e.dormant, s.id)
+	return nil
 }
 
 // releasableLocked reports whether the session is idle and holds no memory-only state (tool

@@ -65,7 +65,8 @@ type Session struct {
 type queuedPrompt struct {
 	text   string
 	origin string
-	count  int // prompts merged into text
+	count  int        // prompts merged into text
+	turn   *turnState // the turn the slot was drained into (guarded by Session.mu)
 }
 
 type steerItem struct {
@@ -81,8 +82,8 @@ func newSession(e *Engine, rec store.Session) *Session {
 }
 
 // Released reports whether the engine released this session object while it was idle
-// (Engine.ReleaseIdle). A released object refuses work with ErrSessionReleased; Engine.Open
-// returns the session loaded again from the store.
+// (Engine.ReleaseIdle) and it was not made live again yet: Submit, Run and Engine.Open make
+// this same object live again.
 func (s *Session) Released() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -230,7 +231,7 @@ func (s *Session) EventsSince(since uint64) ([]Event, bool) { return s.j.eventsS
 // Generation identifies the session's journal. A session made live again (after a close or a
 // restart) starts a new journal whose seq restarts at 1: a client holding a cursor from another
 // generation must refetch instead of replaying.
-func (s *Session) Generation() string { return s.j.gen }
+func (s *Session) Generation() string { return s.j.generation() }
 
 // LastSeq is the seq of the newest event.
 func (s *Session) LastSeq() uint64 { return s.j.lastSeq() }
@@ -254,6 +255,9 @@ type Prompt struct {
 	Truncate *Truncate // rewind / edit / regenerate
 	// Images are image files sent with the prompt (stored as the row's attachments).
 	Images []string
+	// FollowQueue (Run only): after the followed turn completes (not cancelled), follow the
+	// turn the queue starts next with the prompts that arrived meanwhile, and so on.
+	FollowQueue bool
 }
 
 // Truncate asks a submit to cut the transcript before a user turn first.
@@ -290,14 +294,32 @@ type Admission struct {
 // Submit sends a prompt. When a turn is running the busy-input policy decides (interrupt,
 // queue, steer or reject); a truncating submit is never absorbed by it (ErrBusy). Submit
 // returns once the prompt is durable (or queued/steered); the turn reports through events.
+// Session.Run is Submit that also follows the turn it admitted.
 func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
+	adm, _, err := s.admit(ctx, p)
+	return adm, err
+}
+
+// ticket is what admit hands Run besides the Admission: the turn it started or the queue
+// slot the prompt went into.
+type ticket struct {
+	t *turnState
+	q *queuedPrompt
+}
+
+// admit is Submit, also returning the admitted turn or queue slot.
+func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error) {
 	text := strings.TrimSpace(p.Text)
 	if text == "" {
-		return Admission{}, ErrEmptyPrompt
+		return Admission{}, ticket{}, ErrEmptyPrompt
+	}
+	if err := s.revive(ctx); err != nil {
+		return Admission{}, ticket{}, err
 	}
 	if p.Truncate == nil {
 		if name, ok := strings.CutPrefix(text, "/model"); ok && (name == "" || name[0] == ' ') {
-			return s.modelCommand(ctx, strings.TrimSpace(name))
+			adm, err := s.modelCommand(ctx, strings.TrimSpace(name))
+			return adm, ticket{}, err
 		}
 	}
 	s.j.touch()
@@ -305,12 +327,12 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 	if s.closed {
 		err := s.closedErrLocked()
 		s.mu.Unlock()
-		return Admission{}, err
+		return Admission{}, ticket{}, err
 	}
 	if s.turn != nil {
 		if p.Truncate != nil {
 			s.mu.Unlock()
-			return Admission{}, ErrBusy
+			return Admission{}, ticket{}, ErrBusy
 		}
 		return s.busyLocked(ctx, p, text) // unlocks
 	}
@@ -318,17 +340,17 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 		// Refuse a bad rewind before claiming the turn: a refusal leaves no trace.
 		s.mu.Unlock()
 		if _, err := s.checkRewind(ctx, *p.Truncate); err != nil {
-			return Admission{}, err
+			return Admission{}, ticket{}, err
 		}
 		s.mu.Lock()
 		if s.closed {
 			err := s.closedErrLocked()
 			s.mu.Unlock()
-			return Admission{}, err
+			return Admission{}, ticket{}, err
 		}
 		if s.turn != nil {
 			s.mu.Unlock()
-			return Admission{}, ErrBusy
+			return Admission{}, ticket{}, ErrBusy
 		}
 	}
 	t := s.newTurnLocked(text, p.Origin)
@@ -336,7 +358,7 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 
 	if err := s.ensureStored(ctx); err != nil {
 		s.abandonTurn(t)
-		return Admission{}, err
+		return Admission{}, ticket{}, err
 	}
 	var adm Admission
 	userRow := store.Row{Role: "user", Content: text, TurnID: t.id, Time: time.Now().UTC(), Attachments: p.Images}
@@ -352,16 +374,16 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 	}
 	if err != nil {
 		s.abandonTurn(t)
-		return Admission{}, err
+		return Admission{}, ticket{}, err
 	}
 	adm.Status, adm.TurnID = AdmitStarted, t.id
 	t.userRowID = adm.UserRowID
 	s.startTurn(t)
-	return adm, nil
+	return adm, ticket{t: t}, nil
 }
 
 // busyLocked applies the busy-input policy. Called with s.mu held; returns with it released.
-func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admission, error) {
+func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admission, ticket, error) {
 	in := policy.BusyInput{SessionID: s.id, Surface: p.Origin, Text: text, Origin: p.Origin, Status: string(s.status), Iteration: s.turn.iteration}
 	if s.queued != nil {
 		in.Queued = s.queued.text
@@ -374,30 +396,31 @@ func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admiss
 	}
 	if mode == policy.Steer {
 		if r, err := s.Steer(text); err == nil {
-			return Admission{Status: AdmitSteered, SteerID: r.ID}, nil
+			return Admission{Status: AdmitSteered, SteerID: r.ID}, ticket{}, nil
 		}
 		mode = policy.Interrupt // steer refused (turn just ended or empty): fall through
 	}
 	switch mode {
 	case policy.Reject:
-		return Admission{Status: AdmitRejected, Message: d.Reason}, nil
+		return Admission{Status: AdmitRejected, Message: d.Reason}, ticket{}, nil
 	case policy.Queue, policy.Interrupt:
 		s.mu.Lock()
 		if s.turn == nil { // the turn ended while we asked the policy: start normally
 			s.mu.Unlock()
-			return s.Submit(ctx, Prompt{Text: text, Origin: p.Origin})
+			return s.admit(ctx, Prompt{Text: text, Origin: p.Origin})
 		}
 		s.enqueueLocked(text, p.Origin)
-		cur, n := s.turn, s.queued.count
+		cur, q := s.turn, s.queued
+		n := q.count
 		s.mu.Unlock()
 		adm := Admission{Status: AdmitQueued, QueuedCount: n}
 		if mode == policy.Interrupt {
 			cur.interrupt(errInterruptUser)
 			adm.Interrupted = true
 		}
-		return adm, nil
+		return adm, ticket{q: q}, nil
 	}
-	return Admission{}, fmt.Errorf("busy policy returned unknown mode %q", mode)
+	return Admission{}, ticket{}, fmt.Errorf("busy policy returned unknown mode %q", mode)
 }
 
 func (s *Session) busyDecision(ctx context.Context, in policy.BusyInput) policy.BusyDecision {
@@ -506,7 +529,11 @@ var (
 // Interrupt stops the running turn: in-flight tools are cancelled, open requests withdrawn,
 // the pending steer and the queued follow-up dropped. It reports whether a turn was running.
 // reason "" or "user" is a user interrupt; anything else is a system issuer.
-func (s *Session) Interrupt(reason string) bool {
+func (s *Session) Interrupt(reason string) bool { return s.interrupt(nil, reason) }
+
+// interrupt is Interrupt; with only non-nil, it acts only while that turn is the one running
+// (a follower stopping its own turn must not stop the next one).
+func (s *Session) interrupt(only *turnState, reason string) bool {
 	cause := errInterruptUser
 	switch reason {
 	case "", "user":
@@ -517,6 +544,10 @@ func (s *Session) Interrupt(reason string) bool {
 	}
 	s.mu.Lock()
 	t := s.turn
+	if only != nil && t != only {
+		s.mu.Unlock()
+		return false
+	}
 	s.steers = nil
 	hadQueue := s.queued != nil
 	s.queued = nil

@@ -46,6 +46,8 @@ type turnState struct {
 	callIDs   map[string]bool // tool call ids used in this turn (see uniqueCallIDs)
 	finishing bool            // guarded by Session.mu: no more steers accepted
 	outcome   Outcome         // written before done is closed
+	abandoned bool            // never started (no message.complete); written before done is closed
+	next      *turnState      // guarded by Session.mu: the follow-up the queue started when this one ended
 
 	inAPICall atomic.Bool
 	nTools    atomic.Int64
@@ -101,6 +103,7 @@ func (s *Session) newTurnLocked(text, origin string) *turnState {
 func (s *Session) abandonTurn(t *turnState) {
 	t.cancel(errors.New("abandoned"))
 	t.outcome = Outcome{TurnID: t.id, Status: StatusFailed, ExitReason: reasonStore, Error: "turn not started"}
+	t.abandoned = true
 	s.mu.Lock()
 	delete(s.turns, t.id)
 	s.endTurnLocked(t, nil)
@@ -171,6 +174,7 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	s.queued = nil
 	s.j.append(Event{Type: EvQueueUpdated, Data: QueueInfo{}})
 	next := s.newTurnLocked(q.text, q.origin)
+	t.next, q.turn = next, next
 	s.e.turns.Add(1)
 	go func() { // the user row write happens off the lock, then the turn runs
 		defer s.e.turns.Done()

@@ -46,7 +46,7 @@ func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 	}
 }
 
-func TestStartTurnReopensAReleasedSession(t *testing.T) {
+func TestStartTurnOnAReleasedHandle(t *testing.T) {
 	s := newInternal(t, memstore.New())
 	ctx := context.Background()
 	stale, err := s.eng.Create(ctx, engine.CreateOptions{Source: Surface})
@@ -57,16 +57,16 @@ func TestStartTurnReopensAReleasedSession(t *testing.T) {
 	if n := s.eng.ReleaseIdle(0, nil); n != 1 {
 		t.Fatalf("released %d, want 1", n)
 	}
-	if _, err := stale.Submit(ctx, engine.Prompt{Text: "x"}); !errors.Is(err, engine.ErrSessionReleased) {
-		t.Fatalf("the stale object must refuse work: %v", err)
-	}
 	tr, err := s.startTurn(ctx, stale, "hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.close("")
-	if tr.sess == stale || tr.sess.Released() || tr.sess.ID() != stale.ID() {
-		t.Fatal("the turn must run on the session opened again")
+	if tr.sess != stale || stale.Released() {
+		t.Fatal("the turn must run on the handle the handler held, live again")
+	}
+	if live, ok := s.eng.Live(stale.ID()); !ok || live != stale {
+		t.Fatal("the held handle is not the live object")
 	}
 	for !tr.done {
 		if _, err := tr.next(ctx); err != nil && !errors.Is(err, errSilent) {

@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+)
+
+// ErrQueueDropped ends a Follow whose prompt was queued behind a running turn and then
+// dropped before it ran (an interrupt clears the queue).
+var ErrQueueDropped = errors.New("the queued prompt was dropped before it ran")
+
+// Run admits a prompt like Submit and follows what it admitted: the Follow reads the events of
+// the turn the prompt started or, when the busy policy queued it, of the turn the queue starts
+// with it, and ends with that turn's message.complete (its Outcome) as the last event. A
+// steered, rejected or command admission has no turn of its own: its Follow is already at its
+// end. An error is one Submit would return; nothing was admitted.
+//
+// The subscription is taken before the prompt is submitted, so no event of the turn is missed
+// or repeated. A handle the engine released while idle is made live again first.
+func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error) {
+	if err := s.revive(ctx); err != nil {
+		return Admission{}, nil, err
+	}
+	sub := s.Subscribe(s.LastSeq())
+	adm, tk, err := s.admit(ctx, p)
+	if err != nil {
+		sub.Close()
+		return adm, nil, err
+	}
+	f := &Follow{s: s, sub: sub, chain: p.FollowQueue}
+	switch {
+	case tk.t != nil:
+		f.t, f.live = tk.t, true
+	case tk.q != nil:
+		f.q = tk.q
+	default:
+		f.end(io.EOF)
+	}
+	return adm, f, nil
+}
+
+// Follow reads the events of the turn a Run admitted. It yields the turn's own events, the
+// session's events that belong to no turn (status, queue, policy decisions) once the turn has
+// started, and every request.open (a delegated sub-agent's requests are answered on the
+// session that delegated). The turn's message.complete, carrying its Outcome, is the last
+// event; after it Next returns io.EOF.
+//
+// When the reader falls out of the journal window (ErrLagged) the events in between are lost,
+// but the outcome is not: Next waits for the turn and returns its message.complete, built from
+// the outcome (Seq 0). A turn that ended without one (its queued prompt could not be written)
+// ends with the failed outcome it was given. When the session closes before the turn ends,
+// Next returns ErrSessionClosed.
+//
+// A Follow is owned by one goroutine. Close detaches it; it does not stop the turn (Interrupt
+// does). While it is attached the engine does not release the session.
+type Follow struct {
+	s     *Session
+	sub   *Subscription
+	t     *turnState    // the turn followed; nil while a queued prompt waits for its turn
+	q     *queuedPrompt // the queue slot of a queued admission
+	chain bool          // Prompt.FollowQueue
+	live  bool          // the followed turn has started: turn-less events are passed on
+	buf   []Event
+	i     int
+	out   *Outcome // the last outcome read
+	err   error    // once set, what Next returns (io.EOF after the outcome)
+}
+
+// Next returns the next event, waiting for it. It returns io.EOF after the outcome,
+// ErrQueueDropped, ErrSessionClosed, or ctx's error (the Follow can be read again after a
+// ctx error; the others are final).
+func (f *Follow) Next(ctx context.Context) (Event, error) {
+	for {
+		if f.i < len(f.buf) {
+			ev := f.buf[f.i]
+			f.buf[f.i] = Event{}
+			f.i++
+			if out, ok := f.accept(ev); ok {
+				return out, nil
+			}
+			continue
+		}
+		if f.err != nil {
+			return Event{}, f.err
+		}
+		if err := f.fill(ctx); err != nil {
+			return Event{}, err
+		}
+	}
+}
+
+// NextBatch appends to buf every event available now (at least one, waiting if none) up to
+// and including the outcome, and returns it; the errors are Next's, returned only with no
+// event appended.
+func (f *Follow) NextBatch(ctx context.Context, buf []Event) ([]Event, error) {
+	n := len(buf)
+	for {
+		for f.i < len(f.buf) {
+			ev := f.buf[f.i]
+			f.buf[f.i] = Event{}
+			f.i++
+			if out, ok := f.accept(ev); ok {
+				buf = append(buf, out)
+				if out.Type == EvMessageComplete { // one turn per batch
+					return buf, nil
+				}
+			}
+		}
+		if len(buf) > n {
+			return buf, nil
+		}
+		if f.err != nil {
+			return buf, f.err
+		}
+		if err := f.fill(ctx); err != nil {
+			return buf, err
+		}
+	}
+}
+
+// Events is the iterator form of Next: it yields events until the outcome (then stops) or an
+// error (yielded last; ctx's error included).
+func (f *Follow) Events(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			ev, err := f.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// TurnID is the id of the turn being followed ("" while a queued prompt waits for its turn).
+func (f *Follow) TurnID() string {
+	if f.t == nil {
+		return ""
+	}
+	return f.t.id
+}
+
+// Outcome is the outcome of the last turn followed to its end.
+func (f *Follow) Outcome() (Outcome, bool) {
+	if f.out == nil {
+		return Outcome{}, false
+	}
+	return *f.out, true
+}
+
+// Done reports whether the Follow has reached its end (the outcome was read, or it failed for
+// good).
+func (f *Follow) Done() bool { return f.err != nil && f.i >= len(f.buf) }
+
+// Interrupt interrupts the followed turn if it is still the one running (a client that went
+// away: nobody will read its answer), as Session.Interrupt does; it reports whether it did.
+// The Follow still reads the turn to its outcome.
+func (f *Follow) Interrupt(reason string) bool {
+	if f.t == nil || f.err != nil {
+		return false
+	}
+	return f.s.interrupt(f.t, reason)
+}
+
+// Close detaches the Follow; Next then returns an error. Closing twice is harmless.
+func (f *Follow) Close() {
+	if f.err == nil {
+		f.end(errFollowClosed)
+	}
+}
+
+// errFollowClosed is what Next returns after Close.
+var errFollowClosed = errors.New("follow closed")
+
+// end makes err final and drops what was read past this point.
+func (f *Follow) end(err error) {
+	f.err = err
+	clear(f.buf[f.i:])
+	f.buf = f.buf[:f.i]
+	if f.sub != nil {
+		f.sub.Close()
+		f.sub = nil
+	}
+}
+
+// fill reads the next batch of the journal into f.buf.
+func (f *Follow) fill(ctx context.Context) error {
+	buf, err := f.sub.NextBatch(ctx, f.buf[:0])
+	f.buf, f.i = buf, 0
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return err
+	case errors.Is(err, ErrLagged) && f.t != nil:
+		// The events in between are gone; the outcome is not.
+		select {
+		case <-f.t.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		out := f.t.outcome
+		f.buf, f.chain = append(f.buf[:0], Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.t.id, Text: out.Text, Data: out}), false
+		return nil
+	case errors.Is(err, ErrJournalClosed):
+		f.end(ErrSessionClosed)
+	default:
+		f.end(err)
+	}
+	return f.err
+}
+
+// accept decides whether ev is passed on and advances the Follow's state.
+func (f *Follow) accept(ev Event) (Event, bool) {
+	if f.t == nil {
+		f.s.mu.Lock()
+		t, dropped := f.q.turn, f.q.turn == nil && f.s.queued != f.q
+		f.s.mu.Unlock()
+		if t == nil {
+			if dropped {
+				f.end(ErrQueueDropped)
+			}
+			return Event{}, false
+		}
+		f.t = t
+	}
+	if ev.TurnID == f.t.id {
+		f.live = true
+		if ev.Type == EvMessageComplete {
+			f.finished(ev)
+		}
+		return ev, true
+	}
+	if f.t.abandoned && isClosed(f.t.done) {
+		// The turn never started (its queued prompt could not be written): no message.complete
+		// will come. End with the outcome it was given.
+		out := f.t.outcome
+		f.out = &out
+		f.end(io.EOF)
+		return Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.t.id, Data: out}, true
+	}
+	if !f.live {
+		return Event{}, false
+	}
+	return ev, ev.TurnID == "" || ev.Type == EvRequestOpen
+}
+
+// finished handles the followed turn's message.complete: the end, or with FollowQueue after a
+// turn that was not cancelled, the turn the queue started next.
+func (f *Follow) finished(ev Event) {
+	out, _ := ev.Data.(Outcome)
+	f.out = &out
+	if f.chain && f.sub != nil && out.Status != StatusCancelled && !out.Interrupted {
+		f.s.mu.Lock()
+		next := f.t.next
+		f.s.mu.Unlock()
+		if next != nil {
+			f.t, f.live = next, false
+			return
+		}
+	}
+	f.end(io.EOF)
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
