@@ -2,9 +2,10 @@
 // durable row ids, and rewinds. Implementations: store/badger (embedded, the default) and
 // store/memstore (tests); store/storetest is the behaviour suite every implementation passes.
 //
-// The interface is shaped for a later networked store: session updates are compare-and-set on a
-// version, every owner write may carry a lease generation (fencing), and nothing above this
-// interface assumes a single process.
+// The interface is shaped for several processes on one store (store/homestore serves it over a
+// unix socket): session updates are compare-and-set on a version, every owner write may carry a
+// lease generation (fencing, see Fenced), changes are announced to watchers (Watch), and nothing
+// above this interface assumes a single process.
 package store
 
 import (
@@ -22,12 +23,17 @@ var (
 	ErrTitleTaken    = errors.New("title already in use") // titles are unique
 	ErrFenced        = errors.New("lease fenced: a newer owner holds the session")
 	ErrLeaseHeld     = errors.New("lease held by another owner")
+	ErrLeaseLost     = errors.New("lease lost: expired, released or taken over")
 	ErrStaleRow      = errors.New("row id is not an active row of the session")
 	ErrLocked        = errors.New("data directory is locked by another process")
 	ErrCorrupt       = errors.New("data directory is corrupt or not a hermes store")
 	ErrNewerFormat   = errors.New("data directory was written by a newer hermes")
 	ErrClosed        = errors.New("store closed")
 	ErrInvalidRecord = errors.New("invalid record")
+	// ErrUnavailable: the store could not be reached (a remote store whose process is gone or
+	// restarting). The call may be retried; for a write, whether it took effect is unknown
+	// unless the error says it was never sent.
+	ErrUnavailable = errors.New("store unavailable, retry")
 )
 
 // Usage is a session's accumulated usage.
@@ -108,6 +114,8 @@ type RowQuery struct {
 }
 
 // Fence is the lease generation an owner write carries. Zero means unfenced (single process).
+// AppendRows and Rewind take it for the session they write; every other write carries one in
+// its context (WithFence, or a Fenced view of the store).
 type Fence struct {
 	Generation uint64
 }
@@ -151,8 +159,22 @@ type Store interface {
 	// not an active row of src gives ErrStaleRow and writes nothing.
 	CopyRows(ctx context.Context, src, dst string, uptoRowID uint64) (int, error)
 
+	// AcquireLease grants the session's lease to owner when it is free, expired or already
+	// owner's (ErrLeaseHeld otherwise), for ttl from now. The generation grows whenever the lease
+	// passes to a new holder (including after a release), and never repeats, across restarts too.
 	AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (Lease, error)
+	// RenewLease extends a lease its holder still has, for ttl from now. A lease that expired,
+	// was released or passed to another holder cannot be renewed (ErrLeaseLost): its holder must
+	// stop and acquire again, getting a new generation.
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// ReleaseLease gives up a lease; ErrFenced when it has passed to a newer generation.
 	ReleaseLease(ctx context.Context, l Lease) error
+	// ListLeases returns the leases held now (not released, not expired), by session id.
+	ListLeases(ctx context.Context) ([]Lease, error)
+
+	// Watch subscribes to change hints (see Subscription) for what in selects. The
+	// subscription ends when ctx ends, when it is closed, or when the store closes.
+	Watch(ctx context.Context, in Interest) (*Subscription, error)
 
 	// KV is a small durable key/value space for other subsystems (runs, idempotency keys,
 	// approval allowlists). Keys are namespaced by the caller.

@@ -67,6 +67,7 @@ type Store struct {
 	closeErr  error
 
 	log *slog.Logger
+	hub store.Hub // change hints, published by the committer after each commit
 	// skipped holds the keys of undecodable session records a listing has already logged, so
 	// a poll of the list does not log the same record every time.
 	skipped sync.Map
@@ -305,6 +306,7 @@ func (s *Store) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.active.Wait()
+		s.hub.Close()
 		close(s.quit)
 		s.workers.Wait()
 		s.closeErr = errors.Join(s.db.Close(), s.lock.release())

@@ -123,7 +123,22 @@ func (s *Store) enter() error {
 
 // do queues a write and waits for its commit. Once queued, the outcome is decided within one
 // commit, so do waits for it even if ctx ends: the caller then learns what really happened.
+// The fence ctx carries (store.WithFence) is checked inside the write's transaction.
 func (s *Store) do(ctx context.Context, apply func(b *batchTxn, w *writes) error) error {
+	if f, ok := store.FenceOf(ctx); ok {
+		inner := apply
+		apply = func(b *batchTxn, w *writes) error {
+			if err := checkLeaseFence(b.txn, f.SessionID, store.Fence{Generation: f.Generation}); err != nil {
+				return err
+			}
+			return inner(b, w)
+		}
+	}
+	return s.queueOp(ctx, apply)
+}
+
+// queueOp queues a write without looking at a fence (leases are not owner writes).
+func (s *Store) queueOp(ctx context.Context, apply func(b *batchTxn, w *writes) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -215,6 +230,7 @@ func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
 	b := &batchTxn{s: s, txn: txn, next: s.nextRow, now: time.Now().UTC(), sessions: map[string]store.Session{}}
 	written := 0
 	var w writes
+	changes := map[store.Change]struct{}{}
 	for i, o := range ops {
 		w.reset()
 		next := b.next
@@ -240,6 +256,11 @@ func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
 		for _, sess := range w.sessions {
 			b.sessions[sess.ID] = sess
 		}
+		for _, m := range w.muts {
+			if c, ok := changeOf(m.key); ok {
+				changes[c] = struct{}{}
+			}
+		}
 		written++
 	}
 	if written == 0 {
@@ -257,6 +278,13 @@ func (s *Store) tryCommit(ops []*op) (settled, split int, err error) {
 	for _, sess := range b.sessions {
 		s.cacheSession(sess)
 	}
+	// Published before the writers are released, so a writer's own watch has the hint by the
+	// time its call returns.
+	list := make([]store.Change, 0, len(changes))
+	for c := range changes {
+		list = append(list, c)
+	}
+	s.hub.Publish(list...)
 	return len(ops), 0, nil
 }
 

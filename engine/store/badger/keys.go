@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4/options"
@@ -170,4 +171,23 @@ func encodeLease(l leaseRecord) ([]byte, error) {
 		return nil, fmt.Errorf("encode lease: %w", err)
 	}
 	return b, nil
+}
+
+// changeOf names the change hint a write of key makes, if any.
+func changeOf(key []byte) (store.Change, bool) {
+	k := string(key)
+	switch {
+	case strings.HasPrefix(k, nsSession):
+		return store.Change{SessionID: k[len(nsSession):]}, true
+	case strings.HasPrefix(k, nsLease):
+		return store.Change{SessionID: k[len(nsLease):]}, true
+	case strings.HasPrefix(k, nsKV):
+		return store.Change{Key: k[len(nsKV):]}, true
+	case strings.HasPrefix(k, nsActive), strings.HasPrefix(k, nsArchive):
+		// <ns><sid>/<8-byte id>
+		if len(k) > 2+9 {
+			return store.Change{SessionID: k[2 : len(k)-9]}, true
+		}
+	}
+	return store.Change{}, false
 }

@@ -205,6 +205,11 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 			if _, err := getSession(txn, sessionID); err != nil {
 				return err
 			}
+			if cf, ok := store.FenceOf(ctx); ok {
+				if err := checkLeaseFence(txn, cf.SessionID, store.Fence{Generation: cf.Generation}); err != nil {
+					return err
+				}
+			}
 			return checkLeaseFence(txn, sessionID, f)
 		})
 		if err != nil {
@@ -374,7 +379,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 		return store.Lease{}, fmt.Errorf("%w: lease needs an owner and a positive ttl", store.ErrInvalidRecord)
 	}
 	var out store.Lease
-	err := s.do(ctx, func(b *batchTxn, w *writes) error {
+	err := s.queueOp(ctx, func(b *batchTxn, w *writes) error {
 		if _, err := b.session(sessionID); err != nil {
 			return err
 		}
@@ -408,7 +413,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 // ReleaseLease gives up a lease. Releasing a lease that is already released is a no-op; releasing
 // one that has since passed to a newer generation fails with store.ErrFenced.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
-	return s.do(ctx, func(b *batchTxn, w *writes) error {
+	return s.queueOp(ctx, func(b *batchTxn, w *writes) error {
 		cur, err := getLease(b.txn, l.SessionID)
 		if err != nil {
 			return err
@@ -428,6 +433,76 @@ func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
 		w.set(leaseKey(l.SessionID), v)
 		return nil
 	})
+}
+
+// RenewLease extends a lease its holder still has, for ttl from now; a lease that expired, was
+// released or passed on fails with store.ErrLeaseLost.
+func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if ttl <= 0 {
+		return store.Lease{}, fmt.Errorf("%w: lease renewal needs a positive ttl", store.ErrInvalidRecord)
+	}
+	var out store.Lease
+	err := s.queueOp(ctx, func(b *batchTxn, w *writes) error {
+		cur, err := getLease(b.txn, l.SessionID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Generation != l.Generation || cur.Owner != l.Owner || cur.Owner == "":
+			return fmt.Errorf("session %q lease generation %d of %q: now generation %d of %q: %w",
+				l.SessionID, l.Generation, l.Owner, cur.Generation, cur.Owner, store.ErrLeaseLost)
+		case !b.now.Before(cur.Expires):
+			return fmt.Errorf("session %q lease generation %d expired at %s: %w",
+				l.SessionID, cur.Generation, cur.Expires.Format(time.RFC3339Nano), store.ErrLeaseLost)
+		}
+		cur.Expires = b.now.Add(ttl)
+		v, err := encodeLease(cur)
+		if err != nil {
+			return err
+		}
+		w.set(leaseKey(l.SessionID), v)
+		out = store.Lease{SessionID: l.SessionID, Owner: cur.Owner, Generation: cur.Generation, Expires: cur.Expires}
+		return nil
+	})
+	if err != nil {
+		return store.Lease{}, err
+	}
+	return out, nil
+}
+
+// ListLeases returns the live leases (held and not expired), by session id.
+func (s *Store) ListLeases(ctx context.Context) ([]store.Lease, error) {
+	var out []store.Lease
+	now := time.Now()
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(nsLease)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			var l leaseRecord
+			if err := item.Value(func(v []byte) error {
+				var err error
+				l, err = decodeLease(item.Key(), v)
+				return err
+			}); err != nil {
+				continue // reported by Doctor
+			}
+			if l.Owner != "" && now.Before(l.Expires) {
+				out = append(out, store.Lease{SessionID: string(item.Key()[len(nsLease):]), Owner: l.Owner, Generation: l.Generation, Expires: l.Expires})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Watch subscribes to change hints, published after each commit; see store.Store.
+func (s *Store) Watch(ctx context.Context, in store.Interest) (*store.Subscription, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.active.Done()
+	return s.hub.Subscribe(ctx, in)
 }
 
 // PutKV stores value under key.

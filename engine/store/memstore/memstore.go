@@ -45,6 +45,7 @@ type Store struct {
 	titles   map[string]string // title -> session id
 	kv       map[string][]byte
 	lastRow  uint64
+	hub      store.Hub
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,8 +78,30 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.sessions, s.titles, s.kv = nil, nil, nil
+	s.hub.Close()
 	return nil
 }
+
+// ctxFence checks the fence a write's context carries (store.WithFence); s.mu is held.
+func (s *Store) ctxFence(ctx context.Context) error {
+	f, ok := store.FenceOf(ctx)
+	if !ok {
+		return nil
+	}
+	ss, ok := s.sessions[f.SessionID]
+	if !ok {
+		return fmt.Errorf("%w: session %s has no lease, write carries generation %d",
+			store.ErrFenced, f.SessionID, f.Generation)
+	}
+	return ss.fence(store.Fence{Generation: f.Generation})
+}
+
+// Watch subscribes to change hints; see store.Store.
+func (s *Store) Watch(ctx context.Context, in store.Interest) (*store.Subscription, error) {
+	return s.hub.Subscribe(ctx, in)
+}
+
+func changed(sid string) store.Change { return store.Change{SessionID: sid} }
 
 func now() time.Time { return time.Now().UTC() }
 
@@ -224,6 +247,9 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) (store.Se
 		return store.Session{}, err
 	}
 	defer s.mu.Unlock()
+	if err := s.ctxFence(ctx); err != nil {
+		return store.Session{}, err
+	}
 	if _, ok := s.sessions[sess.ID]; ok {
 		return store.Session{}, fmt.Errorf("session %q: %w", sess.ID, store.ErrExists)
 	}
@@ -239,6 +265,7 @@ func (s *Store) CreateSession(ctx context.Context, sess store.Session) (store.Se
 	if rec.Title != "" {
 		s.titles[rec.Title] = rec.ID
 	}
+	s.hub.Publish(changed(rec.ID))
 	return cloneSession(rec), nil
 }
 
@@ -299,6 +326,9 @@ func (s *Store) casSession(ctx context.Context, seen uint64, next store.Session)
 	if err != nil {
 		return store.Session{}, false, err
 	}
+	if err := s.ctxFence(ctx); err != nil {
+		return store.Session{}, false, err
+	}
 	stored := ss.rec
 	if stored.Version != seen {
 		return store.Session{}, true, nil
@@ -320,6 +350,7 @@ func (s *Store) casSession(ctx context.Context, seen uint64, next store.Session)
 		}
 	}
 	ss.rec = next
+	s.hub.Publish(changed(next.ID))
 	return cloneSession(next), false, nil
 }
 
@@ -366,6 +397,9 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 	if err := ss.fence(f); err != nil {
 		return nil, err
 	}
+	if err := s.ctxFence(ctx); err != nil {
+		return nil, err
+	}
 	out := make([]store.Row, len(prepared))
 	if len(prepared) == 0 {
 		return out, nil
@@ -375,6 +409,7 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 	}
 	ss.rec.RowCount += int64(len(out))
 	ss.touch(t)
+	s.hub.Publish(changed(sessionID))
 	return out, nil
 }
 
@@ -439,6 +474,9 @@ func (s *Store) Rewind(ctx context.Context, sessionID string, f store.Fence, bef
 	if err := ss.fence(f); err != nil {
 		return store.RewindResult{}, err
 	}
+	if err := s.ctxFence(ctx); err != nil {
+		return store.RewindResult{}, err
+	}
 	if beforeRowID != 0 && !ss.hasActive(beforeRowID) {
 		return store.RewindResult{}, fmt.Errorf("session %q row %d: %w", sessionID, beforeRowID, store.ErrStaleRow)
 	}
@@ -462,6 +500,7 @@ func (s *Store) Rewind(ctx context.Context, sessionID string, f store.Fence, bef
 	ss.rec.RowCount = int64(len(ss.active))
 	ss.rec.Rewinds++
 	ss.touch(t)
+	s.hub.Publish(changed(sessionID))
 	return res, nil
 }
 
@@ -482,6 +521,9 @@ func (s *Store) CopyRows(ctx context.Context, src, dst string, uptoRowID uint64)
 	if err != nil {
 		return 0, err
 	}
+	if err := s.ctxFence(ctx); err != nil {
+		return 0, err
+	}
 	if uptoRowID != 0 && !from.hasActive(uptoRowID) {
 		return 0, fmt.Errorf("session %q row %d: %w", src, uptoRowID, store.ErrStaleRow)
 	}
@@ -497,6 +539,7 @@ func (s *Store) CopyRows(ctx context.Context, src, dst string, uptoRowID uint64)
 	if n > 0 {
 		to.rec.RowCount += int64(n)
 		to.touch(now())
+		s.hub.Publish(changed(dst))
 	}
 	return n, nil
 }
@@ -525,7 +568,61 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 		l.generation++
 	}
 	l.expires = t.Add(ttl)
+	s.hub.Publish(changed(sessionID))
 	return store.Lease{SessionID: sessionID, Owner: l.owner, Generation: l.generation, Expires: l.expires}, nil
+}
+
+// RenewLease extends a lease its holder still has; see store.Store.
+func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
+	if ttl <= 0 {
+		return store.Lease{}, fmt.Errorf("%w: lease renewal needs a positive ttl", store.ErrInvalidRecord)
+	}
+	if err := s.lock(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(l.SessionID)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	t := now()
+	cur := &ss.lease
+	if err := leaseLost(l, cur.owner, cur.generation, cur.expires, t); err != nil {
+		return store.Lease{}, err
+	}
+	cur.expires = t.Add(ttl)
+	s.hub.Publish(changed(l.SessionID))
+	return store.Lease{SessionID: l.SessionID, Owner: cur.owner, Generation: cur.generation, Expires: cur.expires}, nil
+}
+
+// leaseLost refuses to renew l unless it is still the live lease described by the rest.
+func leaseLost(l store.Lease, owner string, gen uint64, expires, t time.Time) error {
+	switch {
+	case gen != l.Generation || owner != l.Owner || owner == "":
+		return fmt.Errorf("session %q lease generation %d of %q: now generation %d of %q: %w",
+			l.SessionID, l.Generation, l.Owner, gen, owner, store.ErrLeaseLost)
+	case !t.Before(expires):
+		return fmt.Errorf("session %q lease generation %d expired at %s: %w",
+			l.SessionID, gen, expires.Format(time.RFC3339Nano), store.ErrLeaseLost)
+	}
+	return nil
+}
+
+// ListLeases returns the live leases by session id.
+func (s *Store) ListLeases(ctx context.Context) ([]store.Lease, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	t := now()
+	var out []store.Lease
+	for id, ss := range s.sessions {
+		if l := ss.lease; l.owner != "" && t.Before(l.expires) {
+			out = append(out, store.Lease{SessionID: id, Owner: l.owner, Generation: l.generation, Expires: l.expires})
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Lease) int { return strings.Compare(a.SessionID, b.SessionID) })
+	return out, nil
 }
 
 // ReleaseLease gives up a lease; see the badger store.
@@ -547,6 +644,7 @@ func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
 		return nil
 	}
 	cur.owner, cur.expires = "", time.Time{}
+	s.hub.Publish(changed(l.SessionID))
 	return nil
 }
 
@@ -559,7 +657,11 @@ func (s *Store) PutKV(ctx context.Context, key string, value []byte) error {
 		return err
 	}
 	defer s.mu.Unlock()
+	if err := s.ctxFence(ctx); err != nil {
+		return err
+	}
 	s.kv[key] = append([]byte{}, value...)
+	s.hub.Publish(store.Change{Key: key})
 	return nil
 }
 
@@ -600,6 +702,10 @@ func (s *Store) DeleteKV(ctx context.Context, key string) error {
 		return err
 	}
 	defer s.mu.Unlock()
+	if err := s.ctxFence(ctx); err != nil {
+		return err
+	}
 	delete(s.kv, key)
+	s.hub.Publish(store.Change{Key: key})
 	return nil
 }

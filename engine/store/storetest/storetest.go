@@ -44,6 +44,10 @@ func Run(t *testing.T, h Harness) {
 		{"CopyRows", testCopyRows},
 		{"Leases", testLeases},
 		{"Fencing", testFencing},
+		{"LeaseRenew", testLeaseRenew},
+		{"LeaseRace", testLeaseRace},
+		{"FencedWrites", testFencedWrites},
+		{"Watch", testWatch},
 		{"KV", testKV},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"Closed", testClosed},
@@ -951,4 +955,339 @@ func testReopen(t *testing.T, h Harness) {
 	}
 	_, err = s.AppendRows(ctx, "b", store.Fence{Generation: l.Generation}, msgs("stale"))
 	wantErr(t, "stale fence after reopen", err, store.ErrFenced)
+}
+
+func testLeaseRenew(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	l, err := s.AcquireLease(ctx, "a", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.RenewLease(ctx, l, 2*time.Hour)
+	if err != nil || r.Generation != l.Generation || r.Owner != "node-1" || !r.Expires.After(l.Expires) {
+		t.Fatalf("RenewLease = %+v, %v; want generation %d, later expiry", r, err, l.Generation)
+	}
+	// A renewal by a holder that never held this generation, or of an expired lease, is refused.
+	_, err = s.RenewLease(ctx, store.Lease{SessionID: "a", Owner: "node-2", Generation: l.Generation}, time.Hour)
+	wantErr(t, "renew by another owner", err, store.ErrLeaseLost)
+	_, err = s.RenewLease(ctx, r, 0)
+	wantErr(t, "renew without ttl", err, store.ErrInvalidRecord)
+
+	short, err := s.RenewLease(ctx, r, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPast(short.Expires)
+	_, err = s.RenewLease(ctx, short, time.Hour)
+	wantErr(t, "renew after expiry", err, store.ErrLeaseLost)
+	if ls, err := s.ListLeases(ctx); err != nil || len(ls) != 0 {
+		t.Fatalf("ListLeases after expiry = %+v, %v; want none", ls, err)
+	}
+
+	// Expired: another holder takes it with a newer generation, and the old one stays lost.
+	l2, err := s.AcquireLease(ctx, "a", "node-2", time.Hour)
+	if err != nil || l2.Generation <= l.Generation {
+		t.Fatalf("takeover after expiry = %+v, %v; want generation above %d", l2, err, l.Generation)
+	}
+	_, err = s.RenewLease(ctx, short, time.Hour)
+	wantErr(t, "renew after takeover", err, store.ErrLeaseLost)
+	ls, err := s.ListLeases(ctx)
+	if err != nil || len(ls) != 1 || ls[0].SessionID != "a" || ls[0].Owner != "node-2" || ls[0].Generation != l2.Generation {
+		t.Fatalf("ListLeases = %+v, %v; want node-2's lease on a", ls, err)
+	}
+	if err := s.ReleaseLease(ctx, l2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.RenewLease(ctx, l2, time.Hour)
+	wantErr(t, "renew after release", err, store.ErrLeaseLost)
+	_, err = s.RenewLease(ctx, store.Lease{SessionID: "missing", Owner: "x", Generation: 1}, time.Hour)
+	if err == nil {
+		t.Fatal("renewing a lease of a missing session succeeded")
+	}
+}
+
+// waitPast sleeps until the wall clock is past t (leases expire by the store's clock, which is
+// this machine's).
+func waitPast(t time.Time) {
+	for time.Now().Before(t.Add(time.Millisecond)) {
+		time.Sleep(time.Until(t) + time.Millisecond)
+	}
+}
+
+func testLeaseRace(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	const holders = 8
+	var wg sync.WaitGroup
+	won := make(chan store.Lease, holders)
+	errs := make(chan error, holders)
+	for i := range holders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := s.AcquireLease(ctx, "a", fmt.Sprintf("node-%d", i), time.Hour)
+			if err != nil {
+				errs <- err
+				return
+			}
+			won <- l
+		}()
+	}
+	wg.Wait()
+	close(won)
+	close(errs)
+	if len(won) != 1 {
+		t.Fatalf("%d holders acquired one lease at once, want exactly 1", len(won))
+	}
+	for err := range errs {
+		wantErr(t, "losing acquire", err, store.ErrLeaseHeld)
+	}
+	// Generations strictly increase over a chain of holders.
+	prev := (<-won)
+	for i := range 5 {
+		if err := s.ReleaseLease(ctx, prev); err != nil {
+			t.Fatal(err)
+		}
+		next, err := s.AcquireLease(ctx, "a", fmt.Sprintf("next-%d", i), time.Hour)
+		if err != nil || next.Generation <= prev.Generation {
+			t.Fatalf("acquire %d = %+v, %v; want generation above %d", i, next, err, prev.Generation)
+		}
+		prev = next
+	}
+}
+
+// testFencedWrites covers the fence a write carries in its context (store.Fenced, WithFence):
+// every write of a stale holder is refused by the store and changes nothing.
+func testFencedWrites(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	create(t, s, store.Session{ID: "b"})
+	old, err := s.AcquireLease(ctx, "a", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := store.Fenced(s, "a", old.Generation)
+	if _, err := stale.AppendRows(ctx, "a", store.Fence{}, msgs("by node-1")); err != nil {
+		t.Fatalf("fenced append under the current lease: %v", err)
+	}
+	if err := stale.PutKV(ctx, "runs/a/1", []byte("v1")); err != nil {
+		t.Fatalf("fenced put under the current lease: %v", err)
+	}
+	if _, err := stale.UpdateSession(ctx, "a", 0, func(x *store.Session) error { x.Title = "t1"; return nil }); err != nil {
+		t.Fatalf("fenced update under the current lease: %v", err)
+	}
+	if err := stale.Close(); err != nil {
+		t.Fatalf("closing a fenced view: %v", err)
+	}
+	if _, err := s.GetSession(ctx, "a"); err != nil {
+		t.Fatalf("closing a fenced view closed the store: %v", err)
+	}
+
+	// node-1 stalls past its ttl; node-2 takes the session over.
+	short, err := s.RenewLease(ctx, old, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPast(short.Expires)
+	cur, err := s.AcquireLease(ctx, "a", "node-2", time.Hour)
+	if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	beforeA, beforeB := get(t, s, "a"), get(t, s, "b")
+
+	_, err = stale.AppendRows(ctx, "a", store.Fence{}, msgs("stale"))
+	wantErr(t, "stale fenced append", err, store.ErrFenced)
+	_, err = stale.AppendRows(ctx, "a", store.Fence{}, nil)
+	wantErr(t, "stale fenced empty append", err, store.ErrFenced)
+	_, err = stale.AppendRows(ctx, "b", store.Fence{}, msgs("stale, other session"))
+	wantErr(t, "stale fenced append to another session", err, store.ErrFenced)
+	_, err = stale.Rewind(ctx, "a", store.Fence{}, 0, nil)
+	wantErr(t, "stale fenced rewind", err, store.ErrFenced)
+	_, err = stale.UpdateSession(ctx, "a", 0, func(x *store.Session) error { x.Title = "stale"; return nil })
+	wantErr(t, "stale fenced update", err, store.ErrFenced)
+	_, err = stale.CopyRows(ctx, "a", "b", 0)
+	wantErr(t, "stale fenced copy", err, store.ErrFenced)
+	_, err = stale.CreateSession(ctx, store.Session{ID: "c"})
+	wantErr(t, "stale fenced create", err, store.ErrFenced)
+	wantErr(t, "stale fenced put", stale.PutKV(ctx, "runs/a/1", []byte("stale")), store.ErrFenced)
+	wantErr(t, "stale fenced delete", stale.DeleteKV(ctx, "runs/a/1"), store.ErrFenced)
+	wantErr(t, "stale WithFence put", s.PutKV(store.WithFence(ctx, "a", old.Generation), "k", nil), store.ErrFenced)
+	wantErr(t, "fence on a session without a lease", s.PutKV(store.WithFence(ctx, "b", 1), "k", nil), store.ErrFenced)
+
+	if after := get(t, s, "a"); after.Version != beforeA.Version || after.Title != "t1" || after.RowCount != 1 {
+		t.Fatalf("stale writes changed session a: %+v", after)
+	}
+	if after := get(t, s, "b"); after.Version != beforeB.Version || after.RowCount != 0 {
+		t.Fatalf("stale writes changed session b: %+v", after)
+	}
+	if v, err := s.GetKV(ctx, "runs/a/1"); err != nil || string(v) != "v1" {
+		t.Fatalf("kv after stale writes = %q, %v; want v1", v, err)
+	}
+	if _, err := s.GetKV(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("stale WithFence put wrote: %v", err)
+	}
+	if _, err := s.GetSession(ctx, "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("stale fenced create wrote: %v", err)
+	}
+
+	// The new holder writes; reads through the stale view still work.
+	fresh := store.Fenced(s, "a", cur.Generation)
+	if _, err := fresh.AppendRows(ctx, "a", store.Fence{}, msgs("by node-2")); err != nil {
+		t.Fatalf("append by the new holder: %v", err)
+	}
+	if err := fresh.PutKV(ctx, "runs/a/1", []byte("v2")); err != nil {
+		t.Fatalf("put by the new holder: %v", err)
+	}
+	if err := fresh.DeleteKV(ctx, "runs/a/1"); err != nil {
+		t.Fatalf("delete by the new holder: %v", err)
+	}
+	wantStrings(t, "rows read through the stale view", contents(rows(t, stale, "a", store.RowQuery{})), "by node-1", "by node-2")
+	// An explicit fence argument still counts on its own: an old one is refused through the
+	// new holder's view.
+	_, err = fresh.AppendRows(ctx, "a", store.Fence{Generation: old.Generation}, msgs("explicit stale"))
+	wantErr(t, "explicit stale fence through a fresh view", err, store.ErrFenced)
+	// Unfenced single-process writes keep working.
+	if _, err := s.AppendRows(ctx, "a", store.Fence{}, msgs("unfenced")); err != nil {
+		t.Fatalf("unfenced append: %v", err)
+	}
+}
+
+// next waits for the subscription's signal and returns what it took.
+func next(t *testing.T, sub *store.Subscription) ([]store.Change, bool) {
+	t.Helper()
+	select {
+	case _, ok := <-sub.C():
+		if !ok {
+			t.Fatal("subscription ended")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change hint within 10s")
+	}
+	return sub.Take()
+}
+
+func hasChange(cs []store.Change, c store.Change) bool { return slices.Contains(cs, c) }
+
+func testWatch(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	create(t, s, store.Session{ID: "b"})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, err := s.Watch(wctx, store.Interest{Sessions: []string{"a"}, KeyPrefixes: []string{"events/a/"}})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	all, err := s.Watch(wctx, store.Interest{AllSessions: true, KeyPrefixes: []string{""}})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+
+	// Writes elsewhere do not wake the session's watcher; the catch-all one sees them.
+	appendRows(t, s, "b", "elsewhere")
+	if err := s.PutKV(ctx, "events/b/1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := next(t, all)
+	for len(cs) < 2 {
+		more, _ := next(t, all)
+		cs = append(cs, more...)
+	}
+	if !hasChange(cs, store.Change{SessionID: "b"}) || !hasChange(cs, store.Change{Key: "events/b/1"}) {
+		t.Fatalf("catch-all watcher got %+v", cs)
+	}
+
+	type write struct {
+		name string
+		do   func() error
+		want store.Change
+	}
+	writes := []write{
+		{"append", func() error { _, err := s.AppendRows(ctx, "a", store.Fence{}, msgs("x")); return err }, store.Change{SessionID: "a"}},
+		{"update", func() error {
+			_, err := s.UpdateSession(ctx, "a", 0, func(x *store.Session) error { x.Title = "w"; return nil })
+			return err
+		}, store.Change{SessionID: "a"}},
+		{"rewind", func() error { _, err := s.Rewind(ctx, "a", store.Fence{}, 0, msgs("y")); return err }, store.Change{SessionID: "a"}},
+		{"lease", func() error { _, err := s.AcquireLease(ctx, "a", "n", time.Hour); return err }, store.Change{SessionID: "a"}},
+		{"put", func() error { return s.PutKV(ctx, "events/a/1", []byte("e")) }, store.Change{Key: "events/a/1"}},
+		{"delete", func() error { return s.DeleteKV(ctx, "events/a/1") }, store.Change{Key: "events/a/1"}},
+	}
+	for _, w := range writes {
+		if err := w.do(); err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		// The hint is there by the time the write returns.
+		select {
+		case <-sub.C():
+		default:
+			t.Fatalf("%s: no hint pending when the write returned", w.name)
+		}
+		got, lost := sub.Take()
+		if lost || !hasChange(got, w.want) {
+			t.Fatalf("%s: hints %+v (lost %v), want %+v", w.name, got, lost, w.want)
+		}
+		for _, c := range got {
+			if c.SessionID == "b" || c.Key == "events/b/1" {
+				t.Fatalf("%s: the session watcher got %+v", w.name, c)
+			}
+		}
+	}
+	// A failed write wakes nobody.
+	if _, err := s.Rewind(ctx, "a", store.Fence{}, 1<<60, nil); !errors.Is(err, store.ErrStaleRow) {
+		t.Fatalf("stale rewind: %v", err)
+	}
+	select {
+	case <-sub.C():
+		got, lost := sub.Take()
+		t.Fatalf("a refused write woke the watcher: %+v lost=%v", got, lost)
+	default:
+	}
+
+	// Many writes while nobody reads coalesce into one signal.
+	for i := range 20 {
+		if err := s.PutKV(ctx, fmt.Sprintf("events/a/%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := next(t, sub)
+	if len(got) != 20 {
+		t.Fatalf("coalesced hints: %d, want 20 distinct keys", len(got))
+	}
+
+	// Cancelling the watch's context ends the subscription: C is closed.
+	cancel()
+	select {
+	case _, ok := <-sub.C():
+		if ok {
+			// a signal left from before; the close follows
+			if _, ok := <-sub.C(); ok {
+				t.Fatal("subscription signalled after its context ended")
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription not ended by its context")
+	}
+	sub.Close() // idempotent
+
+	// Close of the store ends the remaining subscriptions.
+	late, err := s.Watch(ctx, store.Interest{AllSessions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, ok := <-late.C():
+		for ok {
+			_, ok = <-late.C()
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription not ended by Close")
+	}
+	if _, err := s.Watch(ctx, store.Interest{AllSessions: true}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Watch after Close: %v, want ErrClosed", err)
+	}
 }
