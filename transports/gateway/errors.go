@@ -6,7 +6,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -77,7 +76,7 @@ func toWire(method string, err error) error {
 		return rpcErr(codeNoSession, "session closed")
 	case errors.Is(err, model.ErrUnknownProvider), errors.Is(err, engine.ErrInvalidModel):
 		return rpcErr(jsonrpc.CodeInvalidParams, "%s", msg)
-	case errors.Is(err, store.ErrTitleTaken):
+	case errors.Is(err, engine.ErrTitleTaken):
 		return rpcErr(codeTitleInvalid, "%s", msg)
 	case errors.Is(err, engine.ErrUnknownRequest):
 		return rpcErr(codeInvalidArg, "%s", msg)

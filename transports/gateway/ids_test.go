@@ -118,7 +118,7 @@ func TestBadIDParams(t *testing.T) {
 	if m := answer(t, r, `"l"`); m["result"] == nil {
 		t.Fatalf("session.list: %s", m["error"])
 	}
-	list, err := st.ListSessions(context.Background(), store.ListOptions{})
+	list, err := st.ListSessions(context.Background(), engine.ListOptions{})
 	if err != nil || len(list) != 0 {
 		t.Fatalf("stored after refused ids: %v %v", list, err)
 	}

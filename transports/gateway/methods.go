@@ -11,7 +11,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -131,7 +130,7 @@ func snapshot(ctx context.Context, l *live, withMessages bool) (map[string]any, 
 		"open_requests": openRequests(l), "latest_seq": snap.LastSeq,
 	}
 	if withMessages {
-		rows, err := l.s.History(ctx, store.RowQuery{})
+		rows, err := l.s.History(ctx, engine.RowQuery{})
 		if err != nil {
 			return nil, err
 		}
@@ -199,28 +198,23 @@ func sessionCreate(ctx context.Context, c *client, m string, raw json.RawMessage
 	if src == "" {
 		src = "tui"
 	}
-	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Lazy: len(p.Messages) == 0, Principal: c.who.ID})
+	history := make([]engine.Row, 0, len(p.Messages))
+	for i, sm := range p.Messages {
+		text := sm.Content
+		if text == "" {
+			text = sm.Text
+		}
+		if sm.Role != "user" && sm.Role != "assistant" && sm.Role != "system" {
+			return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for session.create: messages[%d].role must be user, assistant or system", i)
+		}
+		if sm.DisplayKind != "" && sm.DisplayKind != "hidden" {
+			return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for session.create: messages[%d].display_kind: only \"hidden\" is accepted", i)
+		}
+		history = append(history, engine.Row{Role: sm.Role, Content: text, DisplayKind: sm.DisplayKind})
+	}
+	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Lazy: len(history) == 0, Principal: c.who.ID, History: history})
 	if err != nil {
 		return nil, err
-	}
-	if len(p.Messages) > 0 {
-		rows := make([]store.Row, 0, len(p.Messages))
-		for i, sm := range p.Messages {
-			text := sm.Content
-			if text == "" {
-				text = sm.Text
-			}
-			if sm.Role != "user" && sm.Role != "assistant" && sm.Role != "system" {
-				return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for session.create: messages[%d].role must be user, assistant or system", i)
-			}
-			if sm.DisplayKind != "" && sm.DisplayKind != "hidden" {
-				return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for session.create: messages[%d].display_kind: only \"hidden\" is accepted", i)
-			}
-			rows = append(rows, store.Row{Role: sm.Role, Content: text, DisplayKind: sm.DisplayKind, Time: time.Now().UTC()})
-		}
-		if _, err := c.g.eng.Store().AppendRows(ctx, s.ID(), store.Fence{}, rows); err != nil {
-			return nil, err
-		}
 	}
 	l := c.g.register(s)
 	l.mu.Lock()
@@ -230,7 +224,7 @@ func sessionCreate(ctx context.Context, c *client, m string, raw json.RawMessage
 	l.closeOnDisconnect = p.CloseOnDisconnect
 	l.mu.Unlock()
 	c.attach(l, nil)
-	rows, err := s.History(ctx, store.RowQuery{})
+	rows, err := s.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +340,7 @@ func sessionResume(ctx context.Context, c *client, m string, raw json.RawMessage
 		s, err = c.g.eng.Open(ctx, id)
 	}
 	if errors.Is(err, engine.ErrSessionNotFound) { // an exact title
-		list, lerr := c.g.eng.List(ctx, store.ListOptions{})
+		list, lerr := c.g.eng.List(ctx, engine.ListOptions{})
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -429,7 +423,7 @@ func sessionList(ctx context.Context, c *client, m string, raw json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.g.eng.List(ctx, store.ListOptions{})
+	list, err := c.g.eng.List(ctx, engine.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -511,7 +505,7 @@ func sessionHistory(ctx context.Context, c *client, m string, raw json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	rows, err := l.s.History(ctx, store.RowQuery{})
+	rows, err := l.s.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return nil, err
 	}
@@ -539,7 +533,7 @@ func sessionCompress(ctx context.Context, c *client, m string, raw json.RawMessa
 	if err != nil {
 		return nil, rpcErr(5005, "compress failed: %v", err)
 	}
-	rows, err := l.s.History(ctx, store.RowQuery{})
+	rows, err := l.s.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return nil, err
 	}
@@ -568,7 +562,7 @@ func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage
 	}
 	var upto uint64
 	if p.Count > 0 {
-		rows, err := l.s.History(ctx, store.RowQuery{})
+		rows, err := l.s.History(ctx, engine.RowQuery{})
 		if err != nil {
 			return nil, err
 		}
@@ -582,7 +576,7 @@ func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage
 	}
 	nl := c.g.register(b)
 	c.attach(nl, nil)
-	rows, err := b.History(ctx, store.RowQuery{})
+	rows, err := b.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return nil, err
 	}

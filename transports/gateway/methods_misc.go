@@ -15,7 +15,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/policy"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 func configGet(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
@@ -242,30 +241,19 @@ func commandDispatch(ctx context.Context, c *client, m string, raw json.RawMessa
 		}
 		return map[string]any{"type": "send", "message": arg, "notice": "queued"}, nil
 	case "retry", "undo":
-		if l.s.Snapshot().Inflight != nil {
+		u, err := l.s.Undo(ctx)
+		switch {
+		case errors.Is(err, engine.ErrBusy):
 			return nil, rpcErr(codeBusy, "session busy — interrupt the current turn first")
-		}
-		rows, err := l.s.History(ctx, store.RowQuery{})
-		if err != nil {
-			return nil, err
-		}
-		var last *store.Row
-		for i := range rows {
-			if rows[i].Role == "user" {
-				last = &rows[i]
-			}
-		}
-		if last == nil {
+		case errors.Is(err, engine.ErrNothingToUndo):
 			return nil, rpcErr(codeRewindStale, "nothing to %s", name)
-		}
-		res, err := c.g.eng.Store().Rewind(ctx, l.s.ID(), store.Fence{}, last.ID, nil)
-		if err != nil {
+		case err != nil:
 			return nil, err
 		}
 		if name == "retry" {
-			return map[string]any{"type": "send", "message": last.Content}, nil
+			return map[string]any{"type": "send", "message": u.Text}, nil
 		}
-		return map[string]any{"type": "prefill", "text": last.Content, "removed": res.Archived}, nil
+		return map[string]any{"type": "prefill", "text": u.Text, "removed": u.Archived}, nil
 	case "branch":
 		b, err := c.g.eng.Branch(ctx, l.s.ID(), engine.BranchOptions{Title: arg, Source: "tui"})
 		if err != nil {
@@ -499,7 +487,7 @@ func (c *client) seesID(ctx context.Context, id string) bool {
 	if s, ok := c.g.eng.Peek(id); ok {
 		return c.sees(s)
 	}
-	rec, err := c.g.eng.Store().GetSession(ctx, id)
+	rec, err := c.g.eng.Record(ctx, id)
 	return err == nil && c.who.Sees(rec.Principal)
 }
 
@@ -519,7 +507,7 @@ func spawnTreeSave(ctx context.Context, c *client, m string, raw json.RawMessage
 	snap := map[string]any{"session_id": l.s.ID(), "name": p.Name, "saved_at": time.Now().UTC().Format(time.RFC3339Nano), "tree": c.g.eng.SpawnTree(l.s.ID())}
 	b, _ := json.Marshal(snap)
 	key := spawnTreePrefix + l.s.ID() + "/" + time.Now().UTC().Format("20060102T150405.000000000")
-	if err := c.g.eng.Store().PutKV(ctx, key, b); err != nil {
+	if err := c.g.eng.PutSetting(ctx, key, b); err != nil {
 		return nil, err
 	}
 	return map[string]any{"path": key, "session_id": l.s.ID()}, nil
@@ -542,7 +530,7 @@ func spawnTreeList(ctx context.Context, c *client, m string, raw json.RawMessage
 			prefix += p.SessionID + "/"
 		}
 	}
-	kv, err := c.g.eng.Store().ListKV(ctx, prefix)
+	kv, err := c.g.eng.Settings(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -580,16 +568,16 @@ func spawnTreeLoad(ctx context.Context, c *client, m string, raw json.RawMessage
 	if !strings.HasPrefix(p.Path, spawnTreePrefix) {
 		return nil, rpcErr(codeInvalidArg, "path must come from spawn_tree.list")
 	}
-	b, err := c.g.eng.Store().GetKV(ctx, p.Path)
+	b, err := c.g.eng.Setting(ctx, p.Path)
 	if err == nil {
 		var snap struct {
 			SessionID string `json:"session_id"`
 		}
 		if json.Unmarshal(b, &snap) != nil || !c.seesID(ctx, snap.SessionID) {
-			err = store.ErrNotFound
+			err = engine.ErrSettingNotFound
 		}
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, engine.ErrSettingNotFound) {
 		return nil, rpcErr(codeStoredNotFound, "no saved spawn tree at %q", p.Path)
 	}
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -125,7 +124,7 @@ func promptSubmit(ctx context.Context, c *client, m string, raw json.RawMessage)
 // staleErr is 4018 with the data a client needs to refetch.
 func staleErr(ctx context.Context, l *live, err error, tr *engine.Truncate) error {
 	users := 0
-	if rows, rerr := l.s.History(ctx, store.RowQuery{}); rerr == nil {
+	if rows, rerr := l.s.History(ctx, engine.RowQuery{}); rerr == nil {
 		for _, r := range rows {
 			if r.Role == "user" {
 				users++

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // render maps an engine event to the gateway's event params; ok is false for events the
@@ -149,7 +148,7 @@ func usageOf(modelName string, u model.Usage, calls int) map[string]any {
 }
 
 // sessionUsage renders stored session usage in the gateway's Usage shape.
-func sessionUsage(rec store.Session) map[string]any {
+func sessionUsage(rec engine.Record) map[string]any {
 	u := rec.Usage
 	return map[string]any{
 		"model": rec.Model, "input": u.InputTokens, "output": u.OutputTokens, "reasoning": u.ReasoningTokens,
@@ -212,7 +211,7 @@ func toolResult(s string) any {
 
 // transcript projects stored rows as TranscriptMessages: user and assistant text with row
 // ids; each tool call as a tool row with its name, a one-line context and its arguments.
-func transcript(rows []store.Row) []map[string]any {
+func transcript(rows []engine.Row) []map[string]any {
 	out := make([]map[string]any, 0, len(rows))
 	for _, r := range rows {
 		switch r.Role {
