@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"time"
 )
 
 // Message is one transcript entry in the shape providers consume.
@@ -21,6 +22,18 @@ type Message struct {
 	Name       string     `json:"name,omitempty"` // tool name on role "tool"
 	// Images are image URLs (https: or data:) sent with a user message as content parts.
 	Images []string `json:"images,omitempty"`
+	// Thinking holds an assistant message's reasoning blocks as the provider returned them,
+	// signatures included, for providers that require them back on the next request of the
+	// turn (Anthropic's extended thinking with tool use). Reasoning is their plain text.
+	Thinking []ThinkingBlock `json:"thinking,omitempty"`
+}
+
+// ThinkingBlock is one signed reasoning block. Redacted blocks carry only Data, the opaque
+// encrypted form the provider asks to be sent back unchanged.
+type ThinkingBlock struct {
+	Text      string `json:"text,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
 }
 
 // ToolCall is a complete function call requested by the model.
@@ -55,13 +68,18 @@ type ToolCallDelta struct {
 	Arguments string
 }
 
-// Usage counts tokens for one model call.
+// Usage counts tokens for one model call. PromptTokens is every input token, cached ones
+// included: CachedTokens of them were read from the provider's prompt cache and
+// CacheWriteTokens written to it.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 	CachedTokens     int `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
+	// CostUSD is what the call cost at the catalogue's prices, 0 when the model has none.
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 // Add accumulates u2 into u.
@@ -70,17 +88,31 @@ func (u *Usage) Add(u2 Usage) {
 	u.CompletionTokens += u2.CompletionTokens
 	u.TotalTokens += u2.TotalTokens
 	u.CachedTokens += u2.CachedTokens
+	u.CacheWriteTokens += u2.CacheWriteTokens
 	u.ReasoningTokens += u2.ReasoningTokens
+	u.CostUSD += u2.CostUSD
 }
 
 // Chunk is one streamed fragment. Exactly the fields the provider sent are set; a chunk may
 // carry several (text and a finish reason, say).
 type Chunk struct {
-	Text         string
-	Reasoning    string
+	Text      string
+	Reasoning string
+	// Thinking is a completed signed reasoning block (its text already streamed as Reasoning).
+	Thinking     *ThinkingBlock
 	ToolCalls    []ToolCallDelta
 	Usage        *Usage
 	FinishReason string
+	// Fallback announces that the call moved to another model; it arrives before that
+	// model's first chunk.
+	Fallback *Fallback
+}
+
+// Fallback describes a switch to the next model of a fallback list after a failure.
+type Fallback struct {
+	From   string `json:"from"`   // provider:model that failed
+	To     string `json:"to"`     // provider:model tried next
+	Reason string `json:"reason"` // the failure
 }
 
 // Provider streams one model call. The sequence ends after the final chunk, or after yielding a
@@ -102,6 +134,11 @@ type Error struct {
 	Code      string // provider error code, e.g. invalid_api_key
 	Message   string
 	Retryable bool
+	// RetryAfter is the delay the server asked for (Retry-After), 0 when it gave none.
+	RetryAfter time.Duration
+	// Attempts is how many times the request was sent before giving up; more than one
+	// means the retry budget was spent.
+	Attempts int
 }
 
 func (e *Error) Error() string {
@@ -116,6 +153,9 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " (gave up after %d attempts: retry budget spent)", e.Attempts)
 	}
 	return b.String()
 }
@@ -141,6 +181,7 @@ type Accumulator struct {
 	Usage        Usage
 	HaveUsage    bool
 	FinishReason string
+	Thinking     []ThinkingBlock
 	byIndex      map[int]int // stream index -> position in Calls
 }
 
@@ -157,6 +198,9 @@ func (a *Accumulator) Add(c Chunk) {
 	}
 	if c.FinishReason != "" {
 		a.FinishReason = c.FinishReason
+	}
+	if c.Thinking != nil {
+		a.Thinking = append(a.Thinking, *c.Thinking)
 	}
 }
 
@@ -187,5 +231,5 @@ func (a *Accumulator) addCall(d ToolCallDelta) {
 
 // Message returns the assembled assistant message.
 func (a *Accumulator) Message() Message {
-	return Message{Role: "assistant", Content: a.Text.String(), Reasoning: a.Reasoning.String(), ToolCalls: a.Calls}
+	return Message{Role: "assistant", Content: a.Text.String(), Reasoning: a.Reasoning.String(), ToolCalls: a.Calls, Thinking: a.Thinking}
 }

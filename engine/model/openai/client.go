@@ -185,6 +185,10 @@ func (c *Client) open(ctx context.Context, body []byte) (*http.Response, error) 
 			lastHeader = resp.Header
 			continue
 		}
+		if apiErr.Retryable {
+			apiErr.Attempts = attempt + 1
+			apiErr.RetryAfter, _ = retryAfter(resp.Header, time.Now())
+		}
 		return nil, apiErr
 	}
 }
