@@ -149,12 +149,11 @@ func (t *terminal) readLine() (string, error) {
 func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (engine.Outcome, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub := s.Subscribe(s.LastSeq())
-	defer sub.Close()
-	adm, err := s.Submit(ctx, engine.Prompt{Text: prompt, Origin: "cli"})
+	adm, f, err := s.Run(ctx, engine.Prompt{Text: prompt, Origin: "cli"})
 	if err != nil {
 		return engine.Outcome{}, err
 	}
+	defer f.Close()
 	if adm.Status == engine.AdmitCommand {
 		fmt.Fprintln(t.io.out, adm.Message)
 		return engine.Outcome{Status: engine.StatusCompleted, ExitReason: "command"}, nil
@@ -173,13 +172,9 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	midLine := false
-	for {
-		ev, err := sub.Next(ctx)
+	for ev, err := range f.Events(ctx) {
 		if err != nil {
 			return engine.Outcome{}, err
-		}
-		if ev.TurnID != "" && ev.TurnID != adm.TurnID && ev.Type != engine.EvRequestOpen {
-			continue
 		}
 		switch d := ev.Data.(type) {
 		case nil:
@@ -218,9 +213,6 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 			fmt.Fprintf(t.io.err, "error: %s\n", d.Message)
 		case engine.Outcome:
 			out := d
-			if out.TurnID != adm.TurnID {
-				continue
-			}
 			if midLine || out.Text != "" && !strings.HasSuffix(out.Text, "\n") {
 				fmt.Fprintln(t.io.out)
 			}
@@ -238,6 +230,9 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 			return out, nil
 		}
 	}
+	// Steered into or rejected by a running turn (a session another surface uses).
+	fmt.Fprintf(t.io.err, "[prompt %s: %s]\n", adm.Status, adm.Message)
+	return engine.Outcome{Status: engine.StatusCompleted, ExitReason: adm.Status}, nil
 }
 
 // answer handles one server-to-client request on the terminal.
