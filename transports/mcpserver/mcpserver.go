@@ -140,27 +140,15 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return toolError("prompt: %v", err), nil
 	}
-	// Subscribe before submitting so no request of this turn is missed.
-	sub := sess.Subscribe(sess.LastSeq())
-	rctx, stop := context.WithCancel(ctx)
-	refused := make(chan int, 1)
-	go func() { refused <- s.refuseRequests(rctx, sess, sub) }()
-	finish := func() int {
-		stop()
-		n := <-refused
-		sub.Close()
-		return n
-	}
-	adm, err := sess.Submit(ctx, engine.Prompt{Text: text, Origin: Source})
+	adm, f, err := sess.Run(ctx, engine.Prompt{Text: text, Origin: Source})
 	if err != nil {
-		finish()
 		return toolError("prompt: %v", err), nil
 	}
+	defer f.Close()
 	res := PromptResult{SessionID: id, TurnID: adm.TurnID, Status: adm.Status}
 	if adm.Status != engine.AdmitStarted {
 		// Queued behind, or steered into, a running turn; rejected; or a command. There is no
 		// turn of this call's own to wait for: report the admission and return.
-		res.Refused = finish()
 		res.Text = adm.Message
 		if adm.Message == "" {
 			res.Text = "the session is busy; the prompt was " + adm.Status + " (read the result later with get_history)"
@@ -172,15 +160,19 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		return r, err
 	}
-	out, err := sess.Wait(ctx, adm.TurnID)
-	if err != nil && ctx.Err() != nil {
-		// The client cancelled the call or went away: nobody will read this turn's answer.
-		sess.Interrupt("the MCP client cancelled the prompt")
+	for ev, err := range f.Events(ctx) {
+		if err != nil {
+			if ctx.Err() != nil {
+				// The client cancelled the call or went away: nobody will read this turn's answer.
+				f.Interrupt("the MCP client cancelled the prompt")
+			}
+			return toolError("prompt: waiting for the turn: %v", err), nil
+		}
+		if r, ok := ev.Data.(engine.Request); ok && s.refuse(sess, r) {
+			res.Refused++
+		}
 	}
-	res.Refused = finish()
-	if err != nil {
-		return toolError("prompt: waiting for the turn: %v", err), nil
-	}
+	out, _ := f.Outcome()
 	res.Status, res.ExitReason, res.Text, res.Error = out.Status, out.ExitReason, out.Text, out.Error
 	answer := out.Text
 	if out.Status != engine.StatusCompleted {
@@ -191,33 +183,20 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	return r, nil
 }
 
-// refuseRequests answers every request the session opens while a prompt call waits: approvals
-// are denied, other questions withdrawn. It returns how many it refused.
-func (s *Server) refuseRequests(ctx context.Context, sess *engine.Session, sub *engine.Subscription) int {
-	n := 0
-	for {
-		ev, err := sub.Next(ctx)
-		if err != nil {
-			return n
-		}
-		if ev.Type != engine.EvRequestOpen {
-			continue
-		}
-		r, ok := ev.Data.(engine.Request)
-		if !ok {
-			continue
-		}
-		if r.Kind == engine.KindApproval {
-			err = sess.Answer(r.ID, map[string]any{"choice": "deny"})
-		} else {
-			err = sess.Withdraw(r.ID, "no interactive client over MCP")
-		}
-		if err != nil {
-			s.log.Warn("mcp: could not refuse a request", "session", sess.Record().ID, "request", r.ID, "err", err)
-			continue
-		}
-		n++
+// refuse answers a request the session opens while a prompt call waits: an approval is
+// denied, another question withdrawn. It reports whether it did.
+func (s *Server) refuse(sess *engine.Session, r engine.Request) bool {
+	var err error
+	if r.Kind == engine.KindApproval {
+		err = sess.Answer(r.ID, map[string]any{"choice": "deny"})
+	} else {
+		err = sess.Withdraw(r.ID, "no interactive client over MCP")
 	}
+	if err != nil {
+		s.log.Warn("mcp: could not refuse a request", "session", sess.ID(), "request", r.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 func firstNonEmpty(a ...string) string {
