@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,11 +34,17 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// scriptFlags are shared by hermes run and hermes repl.
+// scriptFlags are shared by hermes run, hermes test and hermes repl.
 type scriptFlags struct {
 	policy, model, cwd string
 	grants             listFlag
 	maxMemory          int
+	ephemeral          bool
+
+	// Set by the command, not by a flag: globals added for the script (test, describe) and a
+	// state directory used instead of the configured one (a temporary home).
+	globals map[string]any
+	home    string
 }
 
 func (f *scriptFlags) register(fs *flag.FlagSet) {
@@ -46,6 +53,17 @@ func (f *scriptFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cwd, "cwd", "", "working directory of new sessions (default: current)")
 	fs.Var(&f.grants, "grant", "grant the script a capability: fs, fs:DIR or http:HOST (repeatable; adds to config scripts.grants)")
 	fs.IntVar(&f.maxMemory, "max-memory", 0, "interrupt the script when the heap grows by more than this many MiB (0: no limit)")
+}
+
+// ephemeralHome makes a temporary HERMES_HOME for one run (--ephemeral, hermes test): the
+// sessions the script creates go to a store there, removed when done. The configuration,
+// providers and the policy in effect are still those of the real home.
+func ephemeralHome() (dir string, remove func(), err error) {
+	dir, err = os.MkdirTemp("", "hermes-home-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
 // scriptEnv is an engine assembled for a script, with the script API bound to it.
@@ -69,6 +87,14 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 	}
 	if f.model != "" {
 		cfg.Model = f.model
+	}
+	if f.home != "" {
+		if cfg.Policy == "" { // keep the policy of the real home in effect
+			if cfg.Policy, err = policyPath(cfg); err != nil {
+				return nil, err
+			}
+		}
+		cfg.Home, cfg.Store.Dir = f.home, filepath.Join(f.home, "state")
 	}
 	cwd := f.cwd
 	if cwd == "" {
@@ -105,14 +131,17 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 		Watch:      watch,
 		Warn:       func(msg string) { fmt.Fprintln(errw, "hermes:", msg) },
 	})
-	var globals map[string]any
+	globals := map[string]any{}
+	for k, v := range f.globals {
+		globals[k] = v
+	}
 	if preload {
 		mods, err := scripting.StdModules(source, logger, grants, nil)
 		if err != nil {
 			a.Close()
 			return nil, err
 		}
-		globals = map[string]any{"hermes": env.api.Module()}
+		globals["hermes"] = env.api.Module()
 		for _, m := range mods {
 			globals[m.Name] = m
 		}
@@ -199,7 +228,9 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 	var f scriptFlags
 	f.register(fs)
 	jsonOut := fs.Bool("json", false, "print every event of the script's sessions as JSON lines on stdout (print goes to stderr)")
-	timeout := fs.Duration("timeout", 0, "stop the script after this long (exit 1); 0: no limit")
+	timeout := fs.Duration("timeout", defaultRunTimeout, "stop the script after this long (exit 1); 0: no limit")
+	fs.BoolVar(&f.ephemeral, "ephemeral", false, "keep the script's sessions in a temporary home, removed at the end")
+	watchFiles := fs.Bool("watch", false, "run again whenever the script (or a file next to it) changes; Ctrl-C stops")
 	fs.Usage = func() {
 		fmt.Fprintln(io.err, "usage: hermes run [flags] FILE.js|FILE.lua [args...]\n\nRuns the script against the engine; no terminal needed. Exit 0 when it ends, 1 on a failed\nassertion or an uncaught error (printed with file:line and stack), 2 on usage errors;\nhermes.exit(n) exits with n.\n\nFlags:")
 		fs.PrintDefaults()
@@ -212,6 +243,51 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 	file := fs.Arg(0)
+	if *watchFiles {
+		return watchLoop(ctx, io, []string{file}, func(ctx context.Context) int {
+			return runScript(ctx, f, file, fs.Args()[1:], *jsonOut, *timeout, io)
+		})
+	}
+	return runScript(ctx, f, file, fs.Args()[1:], *jsonOut, *timeout, io)
+}
+
+// defaultRunTimeout bounds hermes run unless --timeout says otherwise: a script that follows
+// a live session forever ends instead of hanging a CI job.
+const defaultRunTimeout = 30 * time.Minute
+
+// scriptResult is the last line of hermes run --json.
+type scriptResult struct {
+	Type     string `json:"type"`
+	Status   string `json:"status"` // ok, failed, timeout, interrupted
+	ExitCode int    `json:"exit_code"`
+	Error    string `json:"error,omitempty"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+}
+
+func resultOf(file string, err error, code int, timedOut bool) scriptResult {
+	r := scriptResult{Type: "script.result", Status: "ok", ExitCode: code, File: file}
+	switch {
+	case code == 130:
+		r.Status = "interrupted"
+	case timedOut && code != 0:
+		r.Status = "timeout"
+	case code != 0:
+		r.Status = "failed"
+	}
+	var se *stdlib.ScriptError
+	switch {
+	case errors.As(err, new(*hermesapi.ExitError)): // hermes.exit(n): the code says it all
+	case errors.As(err, &se):
+		r.Error, r.File, r.Line = se.Message, se.File, se.Line
+	case err != nil:
+		r.Error = err.Error()
+	}
+	return r
+}
+
+// runScript is one run of a script (hermes run; again on each change with --watch).
+func runScript(ctx context.Context, f scriptFlags, file string, args []string, jsonOut bool, timeout time.Duration, io stdio) int {
 	lang, err := scripting.Lang(file)
 	if err != nil {
 		fmt.Fprintln(io.err, "hermes run:", err)
@@ -222,13 +298,22 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "hermes run:", err)
 		return 2
 	}
+	if f.ephemeral {
+		home, remove, err := ephemeralHome()
+		if err != nil {
+			return fail(io, err)
+		}
+		defer remove()
+		f.home = home
+	}
+	var enc *json.Encoder
 	printTo := io.out
 	var watch func(*engine.Session, uint64)
 	var env *scriptEnv
-	if *jsonOut {
+	if jsonOut {
 		printTo = io.err
 		var mu sync.Mutex
-		enc := json.NewEncoder(io.out)
+		enc = json.NewEncoder(io.out)
 		enc.SetEscapeHTML(false)
 		watch = func(s *engine.Session, since uint64) {
 			sub := s.Subscribe(since)
@@ -246,15 +331,16 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 			})
 		}
 	}
-	env, err = newScriptEnv(f, lang, file, fs.Args()[1:], printTo, io.err, watch, false)
+	env, err = newScriptEnv(f, lang, file, args, printTo, io.err, watch, false)
 	if err != nil {
 		return fail(io, err)
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if *timeout > 0 {
+	timedOut := false
+	if timeout > 0 {
 		var stop context.CancelFunc
-		runCtx, stop = context.WithTimeoutCause(runCtx, *timeout, fmt.Errorf("hermes run: --timeout %s reached", *timeout))
+		runCtx, stop = context.WithTimeoutCause(runCtx, timeout, fmt.Errorf("%w: hermes run: --timeout %s reached (0 disables it)", scripting.ErrTimeout, timeout))
 		defer stop()
 	}
 	sig := make(chan os.Signal, 1)
@@ -276,6 +362,7 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 	close(sigDone)
 	sigWG.Wait()
 	if runCtx.Err() != nil && runErr != nil && !errors.As(runErr, new(*hermesapi.ExitError)) {
+		timedOut = errors.Is(context.Cause(runCtx), scripting.ErrTimeout)
 		env.interruptAll() // a timeout or Ctrl-C also stops the turns the script started
 	}
 	code := scriptExit(runErr, io.err)
@@ -285,6 +372,9 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 	}
 	if interrupted && code != 0 {
 		code = 130
+	}
+	if jsonOut {
+		_ = enc.Encode(resultOf(file, runErr, code, timedOut)) // after Close: the watchers are done
 	}
 	return code
 }

@@ -90,6 +90,10 @@ func TestRunJSONEvents(t *testing.T) {
 		t.Fatalf("print must go to stderr with --json: %s", r.err)
 	}
 	seen := map[string]int{}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if last := lines[len(lines)-1]; last != `{"type":"script.result","status":"ok","exit_code":0,"file":"`+absPath(t, "scripts/ci/cassette_turn.js")+`"}` {
+		t.Errorf("the last line is not the result: %s", last)
+	}
 	sc := bufio.NewScanner(strings.NewReader(r.stdout))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -106,6 +110,30 @@ func TestRunJSONEvents(t *testing.T) {
 		if seen[typ] == 0 {
 			t.Errorf("no %s event in %v", typ, seen)
 		}
+	}
+}
+
+// TestRunJSONResult: the result line of a failed script names the error and where it was
+// raised, in each language; a script past --timeout ends with status timeout.
+func TestRunJSONResult(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	for _, c := range []struct{ name, src, want string }{
+		{"f.js", "const assert = require('assert');\n\nassert.equal(1, 2, 'n');\n", `{"type":"script.result","status":"failed","exit_code":1,"error":"assertion failed: n: expected 2, got 1","file":"f.js","line":3}`},
+		{"f.lua", "local assert = require 'assert'\nassert.equal(1, 2, 'n')\n", `{"type":"script.result","status":"failed","exit_code":1,"error":"assertion failed: n: expected 2, got 1","file":"f.lua","line":2}`},
+		{"x.js", "require('hermes').exit(3)\n", `{"type":"script.result","status":"failed","exit_code":3,"file":"x.js"}`},
+	} {
+		writeTemp(t, dir, c.name, c.src)
+		r := hermes(t, dir, env, "run", "--json", c.name)
+		if strings.TrimSpace(r.stdout) != c.want {
+			t.Errorf("%s: exit %d\nstdout %s\nwant   %s\nstderr %s", c.name, r.code, r.stdout, c.want, r.err)
+		}
+	}
+	writeTemp(t, dir, "spin.lua", "while true do end\n")
+	r := hermes(t, dir, env, "run", "--json", "--timeout", "200ms", "spin.lua")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 1 || res["status"] != "timeout" || !strings.Contains(res["error"].(string), "--timeout 200ms") {
+		t.Fatalf("timeout: exit %d %s %v", r.code, r.stdout, err)
 	}
 }
 

@@ -40,6 +40,7 @@ type RuntimeOptions struct {
 type scriptVM interface {
 	RunFile(ctx context.Context, name, src string) error
 	Eval(ctx context.Context, name, src string) (any, error)
+	Call(ctx context.Context, fn stdlib.Callable) error
 	Interrupt(reason error)
 	Reset()
 	Globals() []string
@@ -141,6 +142,12 @@ func (r *Runtime) guarded(ctx context.Context, f func(ctx context.Context) error
 // Run runs a whole script. ctx ending interrupts it.
 func (r *Runtime) Run(ctx context.Context, name, src string) error {
 	return r.guarded(ctx, func(ctx context.Context) error { return r.vm.RunFile(ctx, name, src) })
+}
+
+// Call runs a script function the script handed to the host (a test registered with test()),
+// under the same timeout and memory limit as Run. ctx ending interrupts it.
+func (r *Runtime) Call(ctx context.Context, fn stdlib.Callable) error {
+	return r.guarded(ctx, func(ctx context.Context) error { return r.vm.Call(ctx, fn) })
 }
 
 // Eval evaluates REPL input and returns its value.

@@ -153,6 +153,15 @@ func (v *VM) RunFile(ctx context.Context, name, src string) error {
 	return v.scriptError(err)
 }
 
+// Call runs a script function this VM handed to the host (a Callable), ctx ending
+// interrupting it; the test runner calls each registered test this way.
+func (v *VM) Call(ctx context.Context, fn stdlib.Callable) error {
+	stop := v.watch(ctx)
+	defer stop()
+	_, err := fn(v.ctx)
+	return err
+}
+
 // Eval evaluates REPL input in the global scope and returns its value as a Go value.
 func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
 	prg, err := compileScript(name, src)

@@ -209,6 +209,15 @@ func (v *VM) RunFile(ctx context.Context, name, src string) error {
 	return v.scriptError(v.L.PCall(0, 0, nil))
 }
 
+// Call runs a script function this VM handed to the host (a Callable), ctx ending
+// interrupting it; the test runner calls each registered test this way.
+func (v *VM) Call(ctx context.Context, fn stdlib.Callable) error {
+	stop := v.watch(ctx)
+	defer stop()
+	_, err := fn(v.vctx)
+	return err
+}
+
 // Eval evaluates REPL input: as an expression when it is one, else as statements.
 func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
 	proto, err := compile(name, "return "+src)
