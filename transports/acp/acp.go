@@ -27,7 +27,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/tool/mcptool"
 )
 
@@ -386,7 +385,7 @@ func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*sessio
 	}
 	s, err := eng.Open(ctx, string(id))
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, engine.ErrSessionNotFound) {
+		if errors.Is(err, engine.ErrSessionNotFound) {
 			return nil, errUnknownSession(id)
 		}
 		return nil, sdk.NewInternalError(map[string]any{"error": err.Error()})
@@ -476,7 +475,7 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 	if err != nil {
 		return sdk.ListSessionsResponse{}, err
 	}
-	all, err := eng.List(ctx, store.ListOptions{})
+	all, err := eng.List(ctx, engine.ListOptions{})
 	if err != nil {
 		return sdk.ListSessionsResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
@@ -685,7 +684,7 @@ func (a *agent) update(ctx context.Context, id string, u sdk.SessionUpdate) {
 // replay sends a stored transcript as session/update notifications. Every replayed tool call
 // ends in a terminal status, even one whose result row is missing.
 func (a *agent) replay(ctx context.Context, ss *session) error {
-	rows, err := ss.s.History(ctx, store.RowQuery{})
+	rows, err := ss.s.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return err
 	}

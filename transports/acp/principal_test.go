@@ -7,7 +7,6 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/transports/acp"
 )
 
@@ -19,10 +18,7 @@ func TestOtherPrincipalsSessionsAreUnknown(t *testing.T) {
 	eng, cwd := newEngine(t, p, "")
 	bg := context.Background()
 	for _, o := range []struct{ id, owner string }{{"theirs", "key_0123456789abcdef"}, {"mine", ""}} {
-		if _, err := eng.Create(bg, engine.CreateOptions{ID: o.id, Cwd: cwd, Source: "api", Principal: o.owner}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eng.Store().AppendRows(bg, o.id, store.Fence{}, []store.Row{{Role: "user", Content: "hello"}}); err != nil {
+		if _, err := eng.Create(bg, engine.CreateOptions{ID: o.id, Cwd: cwd, Source: "api", Principal: o.owner, History: []engine.Row{{Role: "user", Content: "hello"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
