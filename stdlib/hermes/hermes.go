@@ -41,7 +41,7 @@ type Options struct {
 type API struct {
 	o       Options
 	mu      sync.Mutex
-	subs    []*engine.Subscription
+	subs    []interface{ Close() } // subscriptions and turn follows
 	watched map[string]bool
 	held    []*engine.Session
 }
@@ -81,6 +81,19 @@ func (a *API) subscribe(s *engine.Session, since uint64) *engine.Subscription {
 	a.subs = append(a.subs, sub)
 	a.mu.Unlock()
 	return sub
+}
+
+// run submits text through Session.Run; the follow is closed with the module if the script
+// leaves it open.
+func (a *API) run(ctx context.Context, s *engine.Session, text string) (engine.Admission, *engine.Follow, error) {
+	adm, f, err := s.Run(ctx, engine.Prompt{Text: text, Origin: a.o.Source})
+	if err != nil {
+		return adm, nil, err
+	}
+	a.mu.Lock()
+	a.subs = append(a.subs, f)
+	a.mu.Unlock()
+	return adm, f, nil
 }
 
 func (a *API) hold(s *engine.Session, since uint64) {
@@ -332,9 +345,8 @@ func (a *API) handle(ctx context.Context, s *engine.Session, h handlers, r engin
 }
 
 // drive reads a turn's events until its outcome, answering requests on the way.
-func (a *API) drive(ctx context.Context, s *engine.Session, sub *engine.Subscription, turnID string, h handlers) (any, error) {
-	for {
-		ev, err := sub.Next(ctx)
+func (a *API) drive(ctx context.Context, s *engine.Session, f *engine.Follow, h handlers) (any, error) {
+	for ev, err := range f.Events(ctx) {
 		if err != nil {
 			return nil, err
 		}
@@ -349,12 +361,9 @@ func (a *API) drive(ctx context.Context, s *engine.Session, sub *engine.Subscrip
 				return nil, err
 			}
 		case engine.Outcome:
-			if ev.TurnID == turnID {
-				sub.Close()
-				return toMap(ev.Data), nil
-			}
-		case engine.SessionClosed:
-			return nil, engine.ErrSessionClosed
+			f.Close()
+			return toMap(d), nil
 		}
 	}
+	return nil, engine.ErrSessionClosed // not reached: a follow ends with its outcome or an error
 }

@@ -47,17 +47,15 @@ func (a *API) session(s *engine.Session) stdlib.Object {
 			if err != nil {
 				return nil, err
 			}
-			sub := a.subscribe(s, s.LastSeq())
-			adm, err := s.Submit(ctx, engine.Prompt{Text: text, Origin: a.o.Source})
+			adm, f, err := a.run(ctx, s, text)
 			if err != nil {
-				sub.Close()
 				return nil, err
 			}
 			if adm.Status != engine.AdmitStarted {
-				sub.Close()
+				f.Close()
 				return nil, fmt.Errorf("the prompt was %s, not started (%s); use prompt() to see what happened", adm.Status, adm.Message)
 			}
-			return a.drive(ctx, s, sub, adm.TurnID, h)
+			return a.drive(ctx, s, f, h)
 		}),
 		"events": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
 			o, err := args.Map(0)
@@ -182,15 +180,13 @@ func (a *API) session(s *engine.Session) stdlib.Object {
 
 // prompt submits text and returns a turn object whose events and outcome the script reads.
 func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, error) {
-	sub := a.subscribe(s, s.LastSeq()) // before Submit, so no event of the turn is missed
-	adm, err := s.Submit(ctx, engine.Prompt{Text: text, Origin: a.o.Source})
+	adm, f, err := a.run(ctx, s, text)
 	if err != nil {
-		sub.Close()
 		return nil, err
 	}
 	started := adm.Status == engine.AdmitStarted
 	if !started {
-		sub.Close()
+		f.Close()
 	}
 	done := !started
 	var outcome any
@@ -203,19 +199,15 @@ func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, 
 				if done {
 					return nil, false, nil
 				}
-				for {
-					ev, err := sub.Next(ctx)
-					if err != nil {
-						return nil, false, err
-					}
-					if ev.Type == engine.EvMessageComplete && ev.TurnID == adm.TurnID {
-						done, outcome = true, toMap(ev.Data)
-						sub.Close()
-					}
-					if ev.TurnID == adm.TurnID || ev.TurnID == "" || ev.Type == engine.EvRequestOpen {
-						return toMap(ev), true, nil
-					}
+				ev, err := f.Next(ctx)
+				if err != nil {
+					return nil, false, err
 				}
+				if d, ok := ev.Data.(engine.Outcome); ok {
+					done, outcome = true, toMap(d)
+					f.Close()
+				}
+				return toMap(ev), true, nil
 			}), nil
 		}),
 		"wait": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
@@ -226,7 +218,7 @@ func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, 
 			if err != nil {
 				return nil, err
 			}
-			out, err := a.drive(ctx, s, sub, adm.TurnID, h)
+			out, err := a.drive(ctx, s, f, h)
 			if err == nil {
 				done, outcome = true, out
 			}
