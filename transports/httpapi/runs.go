@@ -587,7 +587,7 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 		// The run's owner (the principal that admitted it) owns the turn, so its browser tool
 		// calls reach that principal's controller only, even after a restart.
 		tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
-			return startTurn(s.ctx, s.eng, sess, rec.Prompt, s.opts.KeepAlive)
+			return startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive)
 		})
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Code == "session_busy" {

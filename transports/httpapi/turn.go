@@ -23,10 +23,10 @@ const Surface = "api"
 // noClient is the reason requests opened by a turn of these routes are withdrawn with.
 const noClient = "no interactive client on the OpenAI-compatible API"
 
-// turnRun follows one turn of a session through its journal.
+// turnRun follows one turn of a session (engine.Session.Run).
 type turnRun struct {
 	sess    *engine.Session
-	sub     *engine.Subscription
+	f       *engine.Follow
 	quiet   time.Duration // silence after which next returns errSilent
 	keep    bool          // leave requests open for a client to answer (runs)
 	release func()        // gives back the concurrency slot
@@ -39,9 +39,8 @@ type turnRun struct {
 // errSilent is returned by next when the turn was quiet for turnRun.quiet.
 var errSilent = errors.New("turn silent")
 
-// startTurn takes a slot of the concurrency cap, subscribes, then submits: no event of the
-// turn can be missed. The slot is given back by turnRun.close. The turn may run on a newer
-// object of the same session than sess (see startTurn); the turnRun's is the one to use.
+// startTurn takes a slot of the concurrency cap and starts the turn. The slot is given back
+// by turnRun.close.
 func (s *Server) startTurn(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
 	if err := s.takeSlot(); err != nil {
 		return nil, err
@@ -66,7 +65,7 @@ func (s *Server) takeSlot() error {
 func (s *Server) startTurnHeld(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
 	// The browser broker records whose request started the turn, so the turn's browser
 	// tool calls reach that principal's controller only.
-	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, s.eng, sess, text, s.opts.KeepAlive) })
+	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, sess, text, s.opts.KeepAlive) })
 	if err != nil {
 		s.release()
 		return nil, err
@@ -81,50 +80,24 @@ func (s *Server) release() {
 	}
 }
 
-// maxReopen bounds how often startTurn opens a session again because the engine released
-// the object it had; each Open counts as activity, so a second release in a row is already
-// unlikely.
-const maxReopen = 4
-
-// startTurn submits text to sess. The engine may have released sess (idle, nobody watching)
-// since the handler opened it; the session is then opened again from the store and the turn
-// runs on that object, which the returned turnRun holds.
-func startTurn(ctx context.Context, eng *engine.Engine, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
-	for attempt := 0; ; attempt++ {
-		r, err := submitTurn(ctx, sess, text, quiet)
-		if !errors.Is(err, engine.ErrSessionReleased) || attempt == maxReopen {
-			return r, err
-		}
-		if sess, err = eng.Open(ctx, sess.ID()); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// submitTurn subscribes (which also keeps the engine from releasing the session while the turn
-// is followed), then submits.
-func submitTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
-	sub := sess.Subscribe(sess.LastSeq())
-	if sess.Released() {
-		sub.Close()
-		return nil, engine.ErrSessionReleased
-	}
-	if st := sess.Status(); st != engine.StatusIdle {
-		sub.Close()
+// startTurn submits text to sess and follows the turn it starts. These routes answer one
+// prompt with one turn: a session busy with another turn is a 409, also when the busy policy
+// would have queued or steered the prompt.
+func startTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration) (*turnRun, error) {
+	if st := sess.Status(); st != engine.StatusIdle && !sess.Released() {
 		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
-	adm, err := sess.Submit(ctx, engine.Prompt{Text: text, Origin: Surface})
+	adm, f, err := sess.Run(ctx, engine.Prompt{Text: text, Origin: Surface})
 	if err != nil {
-		sub.Close()
 		return nil, err
 	}
 	if adm.Status != engine.AdmitStarted {
 		// Lost a race with another client: the busy policy absorbed the prompt (queued or
 		// steered into the running turn). There is no turn of ours to report.
-		sub.Close()
+		f.Close()
 		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy; the prompt was " + adm.Status, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
-	return &turnRun{sess: sess, sub: sub, turnID: adm.TurnID, quiet: quiet}, nil
+	return &turnRun{sess: sess, f: f, turnID: adm.TurnID, quiet: quiet}, nil
 }
 
 // next returns the next event of the turn. A request the turn opens (approval, clarify,
@@ -135,58 +108,44 @@ func submitTurn(ctx context.Context, sess *engine.Session, text string, quiet ti
 func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
 	for {
 		nctx, cancel := context.WithTimeout(ctx, r.quiet)
-		ev, err := r.sub.Next(nctx)
+		ev, err := r.f.Next(nctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 				return engine.Event{}, errSilent
 			}
-			if errors.Is(err, engine.ErrLagged) {
-				// The consumer fell out of the journal window: settle from the outcome.
-				out, werr := r.sess.Wait(ctx, r.turnID)
-				if werr != nil {
-					return engine.Event{}, werr
-				}
-				r.done, r.out = true, out
-				return engine.Event{Type: engine.EvMessageComplete, TurnID: r.turnID, Data: out}, nil
-			}
 			return engine.Event{}, err
 		}
 		if ev.TurnID != r.turnID {
-			continue
+			continue // the session's own events, and requests of other turns, are not shown here
 		}
-		switch ev.Type {
-		case engine.EvRequestOpen:
-			if req, ok := ev.Data.(engine.Request); ok && !r.keep {
-				if req.Kind == engine.KindApproval {
-					_ = r.sess.Answer(req.ID, map[string]any{"choice": engine.ChoiceDeny})
+		switch d := ev.Data.(type) {
+		case engine.Request:
+			if !r.keep {
+				if d.Kind == engine.KindApproval {
+					_ = r.sess.Answer(d.ID, map[string]any{"choice": engine.ChoiceDeny})
 				} else {
-					_ = r.sess.Withdraw(req.ID, noClient)
+					_ = r.sess.Withdraw(d.ID, noClient)
 				}
 			}
-		case engine.EvMessageComplete:
-			if out, ok := ev.Data.(engine.Outcome); ok {
-				r.out = out
-			} else {
-				r.out = engine.Outcome{TurnID: r.turnID, Status: engine.StatusFailed, Text: ev.Text}
-			}
-			r.done = true
+		case engine.Outcome:
+			r.done, r.out = true, d
 		}
 		return ev, nil
 	}
 }
 
-// close detaches (once; later calls do nothing); when the turn is still running (the client left, the server stops) it is
-// interrupted first, because nobody will read its answer.
+// close detaches (once; later calls do nothing); when the turn is still running (the client
+// left, the server stops) it is interrupted first, because nobody will read its answer.
 func (r *turnRun) close(reason string) {
 	if r.closed {
 		return
 	}
 	r.closed = true
 	if !r.done {
-		r.sess.Interrupt(reason)
+		r.f.Interrupt(reason)
 	}
-	r.sub.Close()
+	r.f.Close()
 	if r.release != nil {
 		r.release()
 	}
