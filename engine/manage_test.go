@@ -353,3 +353,34 @@ func TestSettings(t *testing.T) {
 		t.Fatalf("settings under ns/: %q, %v", kv, err)
 	}
 }
+
+var (
+	errCopy = errors.New("copy failed")
+	errMark = errors.New("mark failed")
+)
+
+// brokenBranchStore cannot copy rows nor update a record.
+type brokenBranchStore struct{ store.Store }
+
+func (brokenBranchStore) CopyRows(context.Context, string, string, uint64) (int, error) {
+	return 0, errCopy
+}
+
+func (brokenBranchStore) UpdateSession(context.Context, string, uint64, func(*store.Session) error) (store.Session, error) {
+	return store.Session{}, errMark
+}
+
+// A branch whose rows could not be copied is marked deleted; when that write fails too, the
+// caller hears of both failures.
+func TestBranchReportsAFailedCleanup(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *engine.Config) { c.Store = brokenBranchStore{c.Store} })
+	parent := h.create()
+	_, err := h.eng.Branch(ctxT(t), parent.ID(), engine.BranchOptions{ID: "child"})
+	if !errors.Is(err, errCopy) || !errors.Is(err, errMark) {
+		t.Fatalf("branch: %v, want the copy's and the cleanup's failures", err)
+	}
+	if _, ok := h.eng.Peek("child"); ok {
+		t.Fatal("the failed branch is still live")
+	}
+}

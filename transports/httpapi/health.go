@@ -10,7 +10,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/redact"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // platform is the name health and capabilities report.
@@ -39,7 +38,7 @@ func (s *Server) healthDetailed(c *fiber.Ctx) error {
 	defer cancel()
 	status, code := "ok", fiber.StatusOK
 	st := fiber.Map{"status": "ok"}
-	if _, err := s.eng.Store().GetKV(ctx, healthProbeKey); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.eng.Setting(ctx, healthProbeKey); err != nil && !errors.Is(err, engine.ErrSettingNotFound) {
 		// A store error may quote its DSN (postgres://user:password@…).
 		st = fiber.Map{"status": "error", "error": redact.String(err.Error())}
 		status, code = "degraded", fiber.StatusServiceUnavailable

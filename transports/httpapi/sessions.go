@@ -14,14 +14,12 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/ids"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Sessions REST: stored sessions as resources (/api/sessions…). A session is soft-deleted:
 // the store keeps its transcript, and these routes treat it as gone.
 
 const (
-	metaDeleted     = "deleted_at" // set on a deleted session's record
 	maxTitle        = 100
 	maxSystemPrompt = 100_000
 	sessionsDefault = 50
@@ -66,7 +64,7 @@ func sessionNotFound(id string) *apiError {
 // cannot serve (503 session_db_unavailable), never a bare 500.
 func storeErr(err error, id string) error {
 	switch {
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrSessionNotFound):
+	case errors.Is(err, engine.ErrSessionNotFound):
 		return sessionNotFound(id)
 	case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrEngineClosed):
 		return err
@@ -89,18 +87,15 @@ func pathID(c *fiber.Ctx) (string, error) {
 }
 
 // record returns the stored, not deleted, session id if principal p sees it; a session of
-// another principal is not found, exactly like one that does not exist.
-func (s *Server) record(ctx context.Context, p engine.Principal, id string) (store.Session, error) {
-	rec, err := s.eng.Store().GetSession(ctx, id)
+// another principal is not found, exactly like one that does not exist. A session made live but
+// not yet stored (a lazy one) exists for its owner.
+func (s *Server) record(ctx context.Context, p engine.Principal, id string) (engine.Record, error) {
+	rec, err := s.eng.Record(ctx, id)
 	if err != nil {
-		// A session made live but not yet stored (a lazy one) exists for its owner.
-		if sess, ok := s.eng.Peek(id); ok && errors.Is(err, store.ErrNotFound) && p.Sees(sess.Record().Principal) {
-			return sess.Record(), nil
-		}
-		return store.Session{}, storeErr(err, id)
+		return engine.Record{}, storeErr(err, id)
 	}
-	if rec.Meta[metaDeleted] != "" || !p.Sees(rec.Principal) {
-		return store.Session{}, sessionNotFound(id)
+	if !p.Sees(rec.Principal) {
+		return engine.Record{}, sessionNotFound(id)
 	}
 	return rec, nil
 }
@@ -113,7 +108,7 @@ func unixOrNil(t time.Time) any {
 }
 
 // sessionJSON is the session resource.
-func (s *Server) sessionJSON(rec store.Session) fiber.Map {
+func (s *Server) sessionJSON(rec engine.Record) fiber.Map {
 	status := "stored"
 	// Peek, not Live: reading a session (a UI polls the list) is not using it, and must not
 	// keep it from the idle sweep.
@@ -140,7 +135,7 @@ func (s *Server) sessionJSON(rec store.Session) fiber.Map {
 	}
 }
 
-func (s *Server) sessionEnvelope(rec store.Session) fiber.Map {
+func (s *Server) sessionEnvelope(rec engine.Record) fiber.Map {
 	return fiber.Map{"object": "hermes.session", "session": s.sessionJSON(rec)}
 }
 
@@ -184,13 +179,13 @@ func (s *Server) listSessions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	all, err := s.eng.List(s.ctx, store.ListOptions{Source: c.Query("source")})
+	all, err := s.eng.List(s.ctx, engine.ListOptions{Source: c.Query("source")})
 	if err != nil {
 		return storeErr(err, "")
 	}
-	var kept []store.Session
+	var kept []engine.Record
 	for _, rec := range all {
-		if rec.Meta[metaDeleted] != "" || !sees(c, rec.Principal) {
+		if !sees(c, rec.Principal) {
 			continue
 		}
 		if !children && (rec.ParentKind == "delegate" || rec.ParentKind == "compression") {
@@ -259,7 +254,7 @@ func checkTitle(t string) error {
 
 // titleErr maps a taken title to invalid_title (titles are unique).
 func titleErr(err error) error {
-	if errors.Is(err, store.ErrTitleTaken) {
+	if errors.Is(err, engine.ErrTitleTaken) {
 		return badRequest("title", "invalid_title", err.Error())
 	}
 	return err
@@ -317,17 +312,16 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	sess, err := s.eng.Create(s.ctx, engine.CreateOptions{ID: id, Title: strings.TrimSpace(title), Model: modelName, Source: Surface, Principal: who(c).ID})
+	var history []engine.Row
+	if strings.TrimSpace(system) != "" {
+		history = []engine.Row{{Role: "system", Content: system}}
+	}
+	sess, err := s.eng.Create(s.ctx, engine.CreateOptions{ID: id, Title: strings.TrimSpace(title), Model: modelName, Source: Surface, Principal: who(c).ID, History: history})
 	switch {
-	case errors.Is(err, store.ErrExists):
+	case errors.Is(err, engine.ErrSessionExists):
 		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
 	case err != nil:
 		return titleErr(err)
-	}
-	if strings.TrimSpace(system) != "" {
-		if _, err := s.eng.Store().AppendRows(s.ctx, sess.ID(), store.Fence{}, []store.Row{{Role: "system", Content: system, Time: time.Now().UTC()}}); err != nil {
-			return storeErr(err, sess.ID())
-		}
 	}
 	rec, err := s.record(s.ctx, who(c), sess.ID())
 	if err != nil {
@@ -425,28 +419,13 @@ func (s *Server) deleteSession(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if sess, ok := s.eng.Live(id); ok {
-		if err := sess.Close(s.ctx, "deleted"); err != nil {
-			return storeErr(err, id)
-		}
-	}
-	_, err = s.eng.Store().UpdateSession(s.ctx, id, 0, func(r *store.Session) error {
-		if r.Meta == nil {
-			r.Meta = map[string]string{}
-		}
-		r.Meta[metaDeleted] = time.Now().UTC().Format(time.RFC3339)
-		if r.EndedAt.IsZero() {
-			r.EndedAt, r.EndReason = time.Now().UTC(), "deleted"
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: a lazy session, never stored
+	if err := s.eng.Delete(s.ctx, id); err != nil {
 		return storeErr(err, id)
 	}
 	return c.JSON(fiber.Map{"object": "hermes.session.deleted", "id": rec.ID, "deleted": true})
 }
 
-func rowJSON(r store.Row) fiber.Map {
+func rowJSON(r engine.Row) fiber.Map {
 	m := fiber.Map{"id": r.ID, "object": "hermes.session.message", "role": r.Role, "content": r.Content, "created_at": r.Time.Unix()}
 	if r.TurnID != "" {
 		m["turn_id"] = r.TurnID
@@ -488,8 +467,8 @@ func (s *Server) sessionMessages(c *fiber.Ctx) error {
 	if _, err := s.record(s.ctx, who(c), id); err != nil {
 		return err
 	}
-	rows, err := s.eng.Store().Rows(s.ctx, id, store.RowQuery{AfterID: uint64(after), Limit: limit + 1})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	rows, err := s.eng.History(s.ctx, id, engine.RowQuery{AfterID: uint64(after), Limit: limit + 1})
+	if err != nil && !errors.Is(err, engine.ErrSessionNotFound) {
 		return storeErr(err, id)
 	}
 	more := len(rows) > limit
@@ -545,22 +524,14 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 			return badRequest("upto_row_id", "invalid_type", "'upto_row_id' must be a row id (a non-negative integer)")
 		}
 	}
-	parent, err := s.record(s.ctx, who(c), id)
-	if err != nil {
+	if _, err := s.record(s.ctx, who(c), id); err != nil {
 		return err
 	}
-	var childID string
-	if newID == "" {
-		child, err := s.eng.Branch(s.ctx, id, engine.BranchOptions{UptoRowID: upto, Title: strings.TrimSpace(title), Source: Surface})
-		if err != nil {
-			return s.forkErr(err, id, newID)
-		}
-		childID = child.ID()
-	} else {
-		if childID, err = s.forkAs(parent, newID, strings.TrimSpace(title), upto); err != nil {
-			return s.forkErr(err, id, newID)
-		}
+	child, err := s.eng.Branch(s.ctx, id, engine.BranchOptions{ID: newID, UptoRowID: upto, Title: strings.TrimSpace(title), Source: Surface})
+	if err != nil {
+		return s.forkErr(err, id, newID)
 	}
+	childID := child.ID()
 	rec, err := s.record(s.ctx, who(c), childID)
 	if err != nil {
 		return err
@@ -568,52 +539,13 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusCreated).JSON(s.sessionEnvelope(rec))
 }
 
-// forkAs makes a branch under a caller-chosen id: the record is written with its lineage,
-// then the rows are copied. The branch is not made live; opening it reads it whole.
-func (s *Server) forkAs(parent store.Session, id, title string, upto uint64) (string, error) {
-	if _, live := s.eng.Live(id); live {
-		return "", fmt.Errorf("%w: session %q is live", store.ErrExists, id)
-	}
-	if title != "" {
-		if all, err := s.eng.List(s.ctx, store.ListOptions{}); err == nil {
-			for _, r := range all {
-				if r.Title == title {
-					return "", fmt.Errorf("%w: %q", store.ErrTitleTaken, title)
-				}
-			}
-		}
-	}
-	now := time.Now().UTC()
-	_, err := s.eng.Store().CreateSession(s.ctx, store.Session{
-		ID: id, Title: title, Source: Surface, Model: parent.Model, Cwd: parent.Cwd,
-		ParentID: parent.ID, ParentKind: "branch", CreatedAt: now, UpdatedAt: now, Principal: parent.Principal,
-	})
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.eng.Store().CopyRows(s.ctx, parent.ID, id, upto); err != nil {
-		// Do not leave a branch without its transcript behind.
-		if _, derr := s.eng.Store().UpdateSession(context.WithoutCancel(s.ctx), id, 0, func(r *store.Session) error {
-			if r.Meta == nil {
-				r.Meta = map[string]string{}
-			}
-			r.Meta[metaDeleted] = now.Format(time.RFC3339)
-			return nil
-		}); derr != nil {
-			err = errors.Join(err, fmt.Errorf("mark the incomplete branch %s deleted: %w", id, derr))
-		}
-		return "", err
-	}
-	return id, nil
-}
-
 func (s *Server) forkErr(err error, parent, id string) error {
 	switch {
-	case errors.Is(err, store.ErrExists):
+	case errors.Is(err, engine.ErrSessionExists):
 		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
-	case errors.Is(err, store.ErrTitleTaken):
+	case errors.Is(err, engine.ErrTitleTaken):
 		return titleErr(err)
-	case errors.Is(err, store.ErrStaleRow):
+	case errors.Is(err, engine.ErrStaleRow):
 		return badRequest("upto_row_id", "invalid_value", "upto_row_id is not an active row of session "+parent)
 	case errors.Is(err, engine.ErrNothingToBranch):
 		return &apiError{Status: fiber.StatusConflict, Message: err.Error(), Type: "invalid_request_error", Code: "nothing_to_fork", NoRetry: true}

@@ -12,7 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // sessionChatInput is a parsed session chat body.
@@ -150,8 +149,11 @@ func (s *Server) sessionTurn(c *fiber.Ctx) (*turnRun, sessionChatInput, error) {
 			s.release()
 			return nil, in, &apiError{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 		}
-		if _, err := s.eng.Store().AppendRows(s.ctx, id, store.Fence{}, []store.Row{{Role: "system", Content: in.system, Time: time.Now().UTC()}}); err != nil {
+		if err := sess.Append(s.ctx, engine.Row{Role: "system", Content: in.system}); err != nil {
 			s.release()
+			if errors.Is(err, engine.ErrBusy) { // a turn started since the check above
+				return nil, in, &apiError{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+			}
 			return nil, in, storeErr(err, id)
 		}
 	}
@@ -168,7 +170,7 @@ func (s *Server) sessionTurn(c *fiber.Ctx) (*turnRun, sessionChatInput, error) {
 
 // turnMessages is this turn's transcript as stored (the user row, tool traffic, the answer).
 func (s *Server) turnMessages(run *turnRun) []fiber.Map {
-	rows, err := run.sess.History(s.ctx, store.RowQuery{Tail: true, Limit: 500})
+	rows, err := run.sess.History(s.ctx, engine.RowQuery{Tail: true, Limit: 500})
 	out := []fiber.Map{}
 	if err != nil {
 		return out
