@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/catalog"
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/tool"
@@ -44,6 +45,11 @@ type Config struct {
 	// AllowOutsideCwd lets file tools leave the session working directory.
 	AllowOutsideCwd bool
 	Logger          *slog.Logger
+	// Catalog checks model names and prices calls (models.go); nil means the embedded one.
+	Catalog *catalog.Catalog
+	// FallbackModels ("provider:model") are tried in order when a call fails in a way another
+	// attempt could cure before any of its answer arrived.
+	FallbackModels []string
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.
@@ -155,8 +161,10 @@ func (e *Engine) Providers() []string {
 	return out
 }
 
-// ResolveModel checks a "provider:model" name against the configured providers and returns the
-// canonical name and the provider. An empty provider part means the default model's provider.
+// ResolveModel checks a "provider:model" name against the configured providers and the model
+// catalogue (a name known to belong to another provider is a *ModelMismatchError) and returns
+// the canonical name and the provider, which prices calls and falls back (models.go). An empty
+// provider part means the default model's provider.
 func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
@@ -176,7 +184,11 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	if !ok {
 		return "", nil, fmt.Errorf("%w %q in model %q (configured: %s)", model.ErrUnknownProvider, prov, name, strings.Join(e.Providers(), ", "))
 	}
-	return prov + ":" + m, p, nil
+	m, err := e.checkModel(prov, m)
+	if err != nil {
+		return "", nil, err
+	}
+	return prov + ":" + m, &routed{e: e, name: prov + ":" + m, prov: p}, nil
 }
 
 // CreateOptions configures a new session.

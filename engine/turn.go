@@ -134,6 +134,7 @@ func (s *Session) finish(t *turnState, out Outcome) {
 		InputTokens: int64(out.Usage.PromptTokens), OutputTokens: int64(out.Usage.CompletionTokens),
 		CachedTokens: int64(out.Usage.CachedTokens), ReasoningTokens: int64(out.Usage.ReasoningTokens),
 		APICalls: int64(out.APICalls), ToolCalls: t.toolCalls(),
+		CacheWriteTokens: int64(out.Usage.CacheWriteTokens), CostUSD: out.Usage.CostUSD,
 	}
 	if rec, err := s.e.cfg.Store.UpdateSession(context.Background(), s.id, 0, func(r *store.Session) error {
 		r.Usage.Add(delta)
@@ -299,6 +300,9 @@ func (t *turnState) streamModel(prov model.Provider, name string, msgs []model.M
 		if err != nil {
 			streamErr = err
 			break
+		}
+		if f := c.Fallback; f != nil {
+			s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "model_fallback", Text: f.From + " failed (" + clip(f.Reason, 200) + "); trying " + f.To}})
 		}
 		if c.Reasoning != "" {
 			s.j.append(Event{Type: EvReasoningDelta, TurnID: t.id, Text: c.Reasoning})

@@ -163,6 +163,18 @@ func (e *Error) Error() string {
 // ErrUnknownProvider is returned for a model name whose provider is not configured.
 var ErrUnknownProvider = errors.New("unknown model provider")
 
+// ErrUnreachable is matched (errors.Is) by every provider's transport failure: the endpoint
+// could not be reached or the connection broke before a response arrived. Like a retryable
+// *Error, it is worth trying again or trying another model.
+var ErrUnreachable = errors.New("model endpoint unreachable")
+
+// Retryable reports whether err is a failure another attempt may cure: a retryable provider
+// error or an unreachable endpoint.
+func Retryable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retryable || errors.Is(err, ErrUnreachable)
+}
+
 // ParseName splits "provider:model". A name without a colon has an empty provider, which
 // callers resolve to their default provider.
 func ParseName(name string) (provider, model string) {

@@ -38,12 +38,17 @@ var (
 
 // Usage is a session's accumulated usage.
 type Usage struct {
-	InputTokens     int64 `json:"input_tokens"`
-	OutputTokens    int64 `json:"output_tokens"`
-	CachedTokens    int64 `json:"cached_tokens"`
-	ReasoningTokens int64 `json:"reasoning_tokens"`
-	APICalls        int64 `json:"api_calls"`
-	ToolCalls       int64 `json:"tool_calls"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+	// CacheWriteTokens are input tokens written to the provider's prompt cache.
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
+	APICalls         int64 `json:"api_calls"`
+	ToolCalls        int64 `json:"tool_calls"`
+	// CostUSD is the summed cost of the model calls at the model catalogue's prices; calls to
+	// models without prices add nothing.
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 // Add accumulates d into u.
@@ -51,7 +56,9 @@ func (u *Usage) Add(d Usage) {
 	u.InputTokens += d.InputTokens
 	u.OutputTokens += d.OutputTokens
 	u.CachedTokens += d.CachedTokens
+	u.CacheWriteTokens += d.CacheWriteTokens
 	u.ReasoningTokens += d.ReasoningTokens
+	u.CostUSD += d.CostUSD
 	u.APICalls += d.APICalls
 	u.ToolCalls += d.ToolCalls
 }

@@ -41,7 +41,7 @@ const DefaultMaxTokens = 8192
 // Sentinel errors for failures that are not an API error envelope.
 var (
 	// ErrUnreachable wraps a transport failure before a response arrived.
-	ErrUnreachable = errors.New("anthropic endpoint unreachable")
+	ErrUnreachable = model.ErrUnreachable
 	// ErrIncompleteStream means the event stream ended before message_stop.
 	ErrIncompleteStream = errors.New("stream ended before message_stop")
 )
@@ -154,7 +154,8 @@ func (c *Client) Stream(ctx context.Context, r model.Request) iter.Seq2[model.Ch
 				return
 			}
 			var me *model.Error
-			retryable := errors.As(err, &me) && me.Retryable || errors.Is(err, ErrUnreachable)
+			errors.As(err, &me)
+			retryable := model.Retryable(err)
 			if !yielded && retryable && attempt < c.maxRetries {
 				var after time.Duration
 				if me != nil {

@@ -18,7 +18,7 @@ import (
 var (
 	// ErrUnreachable wraps a transport failure: the endpoint could not be reached or the
 	// connection broke before a response arrived.
-	ErrUnreachable = errors.New("model endpoint unreachable")
+	ErrUnreachable = model.ErrUnreachable
 	// ErrIncompleteStream means the event stream ended (EOF, reset, truncated body) before the
 	// terminating "data: [DONE]" event, so the answer may be cut short.
 	ErrIncompleteStream = errors.New("stream ended before [DONE]")

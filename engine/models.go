@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/catalog"
+)
+
+// ModelMismatchError refuses a model name the catalogue knows to belong to another provider.
+// It matches ErrInvalidModel (errors.Is) and carries the catalogue's verdict, so a surface can
+// report the model, the provider and the suggestions as data.
+type ModelMismatchError struct{ *catalog.Mismatch }
+
+func (e *ModelMismatchError) Error() string {
+	return ErrInvalidModel.Error() + ": " + e.Mismatch.Error()
+}
+
+func (e *ModelMismatchError) Is(target error) bool { return target == ErrInvalidModel }
+
+// Catalog returns the model catalogue the engine checks names against and prices calls with.
+func (e *Engine) Catalog() *catalog.Catalog { return e.catalog() }
+
+func (e *Engine) catalog() *catalog.Catalog {
+	if e.cfg.Catalog != nil {
+		return e.cfg.Catalog
+	}
+	return defaultCatalog
+}
+
+var defaultCatalog = catalog.Default()
+
+// checkModel applies the catalogue to provider prov and model m: a name known to belong to
+// another provider is refused; any other is returned in the provider's form.
+func (e *Engine) checkModel(prov, m string) (string, error) {
+	cat := e.catalog()
+	if mm := cat.Check(prov, m); mm != nil {
+		return "", &ModelMismatchError{mm}
+	}
+	return cat.Resolve(prov, m), nil
+}
+
+// routed is the provider ResolveModel hands out: it prices each call's usage at the
+// catalogue's prices for the model that served it, and when the call fails in a way another
+// attempt could cure (a retryable provider error after the provider's own retries, or an
+// unreachable endpoint) before any chunk arrived, it moves on to the next model of the
+// engine's fallback list, announcing the switch with a Fallback chunk. A failure after chunks
+// arrived is reported as it is: part of the answer has been seen and acted on.
+type routed struct {
+	e    *Engine
+	name string // provider:model
+	prov model.Provider
+}
+
+func (r *routed) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		name, prov := r.name, r.prov
+		tried := []string{name}
+		for {
+			pname, m := model.ParseName(name)
+			req.Model = m
+			price, priced := r.e.catalog().Lookup(pname, m)
+			yielded := false
+			var failure error
+			for c, err := range prov.Stream(ctx, req) {
+				if err != nil {
+					failure = err
+					break
+				}
+				if c.Usage != nil && priced {
+					u := *c.Usage
+					u.CostUSD = price.Cost(u)
+					c.Usage = &u
+				}
+				yielded = true
+				if !yield(c, nil) {
+					return
+				}
+			}
+			if failure == nil {
+				return
+			}
+			if yielded || ctx.Err() != nil || !model.Retryable(failure) {
+				yield(model.Chunk{}, failure)
+				return
+			}
+			next, nprov := r.next(tried)
+			if nprov == nil {
+				if len(tried) > 1 {
+					failure = fmt.Errorf("%w (fallback models tried: %s)", failure, strings.Join(tried, ", "))
+				}
+				yield(model.Chunk{}, failure)
+				return
+			}
+			if !yield(model.Chunk{Fallback: &model.Fallback{From: name, To: next, Reason: failure.Error()}}, nil) {
+				return
+			}
+			tried = append(tried, next)
+			name, prov = next, nprov
+		}
+	}
+}
+
+// next is the first fallback model not tried yet that resolves, or nil.
+func (r *routed) next(tried []string) (string, model.Provider) {
+	for _, f := range r.e.cfg.FallbackModels {
+		name, p, err := r.e.resolveDirect(f)
+		if err != nil || p == nil {
+			continue
+		}
+		dup := false
+		for _, t := range tried {
+			dup = dup || t == name
+		}
+		if !dup {
+			return name, p
+		}
+	}
+	return "", nil
+}
+
+// resolveDirect resolves a fallback model name to its canonical name and bare provider.
+func (e *Engine) resolveDirect(name string) (string, model.Provider, error) {
+	prov, m := model.ParseName(strings.TrimSpace(name))
+	if prov == "" {
+		prov, _ = model.ParseName(e.cfg.DefaultModel)
+	}
+	p, ok := e.cfg.Providers[prov]
+	if !ok || m == "" {
+		return "", nil, errors.New("unresolvable fallback model " + name)
+	}
+	m, err := e.checkModel(prov, m)
+	if err != nil {
+		return "", nil, err
+	}
+	return prov + ":" + m, p, nil
+}
