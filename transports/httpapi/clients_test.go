@@ -240,3 +240,29 @@ func TestCORSPreflightAllowsPatch(t *testing.T) {
 		t.Fatalf("preflight %d %v", r.status, r.header)
 	}
 }
+
+// Idempotency-Key on /v1/responses: the replay is the same response (same id), without a turn.
+func TestResponsesIdempotencyKey(t *testing.T) {
+	tg := newTarget(t, nil)
+	tg.fake.Enqueue(openaitest.Text("kept"))
+	hdr := map[string]string{"Idempotency-Key": "resp-key-1"}
+	body := `{"input":"idempotent response"}`
+	r1 := tg.do(t, "POST", "/v1/responses", body, hdr)
+	r2 := tg.do(t, "POST", "/v1/responses", body, hdr)
+	var o1, o2 struct {
+		ID         string `json:"id"`
+		OutputText string `json:"output_text"`
+	}
+	if r1.status != 200 || r2.status != 200 || json.Unmarshal(r1.body, &o1) != nil || json.Unmarshal(r2.body, &o2) != nil ||
+		o1.ID == "" || o1.ID != o2.ID || o2.OutputText != "kept" || r2.header.Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("first %d %s\nreplay %d %v %s", r1.status, r1.body, r2.status, r2.header, r2.body)
+	}
+	if n := len(tg.fake.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times", n)
+	}
+	// The key is per route: the same key on chat completions is a request of its own.
+	tg.fake.Enqueue(openaitest.Text("chat"))
+	if r := tg.do(t, "POST", "/v1/chat/completions", chatBody(false, false, "user", "x"), hdr); r.status != 200 || r.header.Get("Idempotency-Replayed") != "" {
+		t.Fatalf("chat with the key of a response: %d %v %s", r.status, r.header, r.body)
+	}
+}
