@@ -39,15 +39,14 @@ func TestCoalescerMergesOnlyABacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub := s.Subscribe(s.LastSeq())
-		adm, err := s.Submit(ctx, engine.Prompt{Text: "go"})
+		adm, f, err := s.Run(ctx, engine.Prompt{Text: "go"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Wait(ctx, adm.TurnID); err != nil {
 			t.Fatal(err)
 		}
-		next := acp.Coalesce(sub)
+		next := acp.Coalesce(f)
 		var chunks []string
 		var types []engine.EventType
 		var lastSeq uint64
@@ -68,7 +67,7 @@ func TestCoalescerMergesOnlyABacklog(t *testing.T) {
 				break
 			}
 		}
-		sub.Close()
+		f.Close()
 		var want strings.Builder
 		for i := range tc.n {
 			want.WriteRune(rune('a' + i%26))

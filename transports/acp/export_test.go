@@ -13,9 +13,9 @@ func Guard(in io.Reader, out, reply io.Writer, maxLine int) error {
 	return guard(in, out, reply, maxLine, newInflight(DefaultMaxInFlight), slog.New(slog.DiscardHandler))
 }
 
-// Coalesce reads sub as a prompt's turn loop does.
-func Coalesce(sub *engine.Subscription) func(context.Context) (engine.Event, error) {
-	c := &coalescer{sub: sub}
+// Coalesce reads f as a prompt's turn loop does.
+func Coalesce(f *engine.Follow) func(context.Context) (engine.Event, error) {
+	c := &coalescer{f: f}
 	return c.next
 }
 

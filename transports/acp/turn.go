@@ -51,10 +51,9 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		a.update(a.live, ss.s.ID(), sdk.UpdateAgentMessageText(notice))
 	}
 	s := ss.s
-	// Subscribe before submitting so no event of the new turn is missed.
-	sub := s.Subscribe(s.LastSeq())
-	defer sub.Close()
-	adm, err := s.Submit(a.live, engine.Prompt{Text: in.text, Origin: Source, Images: in.images})
+	// The prompt's turn renders, then each follow-up the queue starts after it (prompts that
+	// arrived meanwhile and were answered at once), so their updates precede a response too.
+	adm, f, err := s.Run(a.live, engine.Prompt{Text: in.text, Origin: Source, Images: in.images, FollowQueue: true})
 	if err != nil {
 		in.cleanup()
 		if errors.Is(err, engine.ErrEmptyPrompt) {
@@ -62,6 +61,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		}
 		return sdk.PromptResponse{}, errorf("%v", err)
 	}
+	defer f.Close()
 	id := s.ID()
 	switch adm.Status {
 	case engine.AdmitStarted:
@@ -77,9 +77,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		if adm.Interrupted {
 			// The busy policy interrupted the running turn for this prompt, which runs next:
 			// this request renders it (the interrupted prompt answers cancelled).
-			t := newTurn(a, ss, "")
-			t.awaiting = true
-			return t.run(sub)
+			return newTurn(a, ss, "").run(f)
 		}
 		fallthrough
 	default:
@@ -100,7 +98,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		a.update(a.live, id, sdk.UpdateAgentMessageText(msg))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
-	return newTurn(a, ss, adm.TurnID).run(sub)
+	return newTurn(a, ss, adm.TurnID).run(f)
 }
 
 func newTurn(a *agent, ss *session, turnID string) *turn {
@@ -118,15 +116,12 @@ type toolState struct {
 // turn renders one engine turn into session/update notifications. All updates are sent from
 // the goroutine running Prompt, so they reach the client before the prompt response.
 type turn struct {
-	a      *agent
-	ss     *session
-	id     string
+	a  *agent
+	ss *session
+	id string
+	// turnID is the turn being rendered: the prompt's own ("" for a queued prompt until its
+	// turn starts), then each follow-up.
 	turnID string
-	// awaiting: no turn is being rendered; the next one started from the queue is adopted.
-	// announce: an adopted turn is introduced with its prompt as a user message (a prompt
-	// the client sent through another request).
-	awaiting bool
-	announce bool
 
 	tools map[string]*toolState
 	order []string
@@ -137,7 +132,7 @@ type turn struct {
 	wg      sync.WaitGroup                // permission round trips
 }
 
-func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
+func (t *turn) run(f *engine.Follow) (sdk.PromptResponse, error) {
 	// The pump does not follow the request context: the SDK cancels a session's running
 	// prompt context when a second prompt arrives, which here is the busy policy's business,
 	// not a cancel. session/cancel interrupts the turn; a closed connection interrupts every
@@ -145,58 +140,21 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 	live := t.a.live
 	defer t.stopAsks()
 	stop := sdk.StopReasonCancelled
-	// After a turn completes, the engine either goes idle or starts the queued follow-up (a
-	// prompt that arrived while this one ran and was answered at once). The follow-up is
-	// rendered here, announced by its user message, so its updates precede a response too.
-	// A cancelled turn ends the request at once: whatever runs next belongs to whoever
-	// interrupted it.
-	awaiting, queued := t.awaiting, false
 	var usage model.Usage
-	respond := func() (sdk.PromptResponse, error) {
-		return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
-	}
-	evs := &coalescer{sub: sub}
+	evs := &coalescer{f: f}
 	for {
 		ev, err := evs.next(live)
 		if err != nil {
-			if !awaiting && errors.Is(err, engine.ErrLagged) {
-				if o, werr := t.ss.s.Wait(live, t.turnID); werr == nil {
-					t.stopAsks()
-					t.closeTools(live)
-					stop = t.finish(live, o)
-				}
-			}
-			break
+			break // the end of the follow (after a completed turn nothing runs next), or it failed
 		}
-		if awaiting {
-			switch ev.Type {
-			case engine.EvQueueUpdated:
-				if qi, ok := ev.Data.(engine.QueueInfo); ok && qi.Queued == "" {
-					queued = true
-				}
-				continue
-			case engine.EvSessionInfo:
-				if info, ok := ev.Data.(engine.Info); ok && info.Status == engine.StatusIdle && !queued {
-					return respond()
-				}
-				continue
-			case engine.EvMessageStart:
-				if !queued {
-					continue
-				}
-				awaiting, queued, t.turnID = false, false, ev.TurnID
-				if ts, ok := ev.Data.(engine.TurnStart); ok && t.announce {
-					t.a.update(live, t.id, sdk.UpdateUserMessageText(ts.Prompt))
-				}
-				continue
-			case engine.EvError:
-				if queued && ev.TurnID != "" { // the follow-up was abandoned before it started
-					return respond()
-				}
-				continue
-			default:
-				continue
+		if ev.Type == engine.EvMessageStart && ev.TurnID != t.turnID {
+			// A follow-up from the queue, announced by its prompt (a prompt the client sent
+			// through another request); a queued prompt's own turn is not.
+			if ts, ok := ev.Data.(engine.TurnStart); ok && t.turnID != "" {
+				t.a.update(live, t.id, sdk.UpdateUserMessageText(ts.Prompt))
 			}
+			t.turnID = ev.TurnID
+			continue
 		}
 		if ev.TurnID != t.turnID {
 			continue
@@ -207,14 +165,14 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 			stop = t.finish(live, *o)
 			usage.Add(o.Usage)
 			if stop == sdk.StopReasonCancelled {
-				return respond()
+				// Whatever runs next belongs to whoever interrupted this turn.
+				break
 			}
-			awaiting, t.announce = true, true
 		}
 	}
 	t.stopAsks()
 	t.closeTools(live)
-	return respond()
+	return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
 }
 
 // coalesceMin is the backlog of adjacent deltas from which the coalescer merges them. Below it
@@ -222,12 +180,12 @@ func (t *turn) run(sub *engine.Subscription) (sdk.PromptResponse, error) {
 // delta, deterministic for fixtures.
 const coalesceMin = 16
 
-// coalescer reads a subscription in batches and merges adjacent text deltas of one turn into
+// coalescer reads a follow in batches and merges adjacent text deltas of one turn into
 // one event when a backlog has built up: when the model streams faster than the client reads,
 // the deltas that piled up go out as one agent_message_chunk (or agent_thought_chunk) instead
 // of one notification each. A client sees the same text, in the same order, in fewer frames.
 type coalescer struct {
-	sub *engine.Subscription
+	f   *engine.Follow
 	buf []engine.Event
 	i   int
 	sb  strings.Builder
@@ -236,7 +194,7 @@ type coalescer struct {
 func (c *coalescer) next(ctx context.Context) (engine.Event, error) {
 	if c.i >= len(c.buf) {
 		clear(c.buf) // drop references to the last batch's payloads
-		buf, err := c.sub.NextBatch(ctx, c.buf[:0])
+		buf, err := c.f.NextBatch(ctx, c.buf[:0])
 		if err != nil {
 			return engine.Event{}, err
 		}
