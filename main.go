@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,9 +132,12 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	fs.SetOutput(io.err)
 	limit := fs.Int("n", 20, "how many sessions to list")
 	all := fs.Bool("all", false, "list every principal's sessions, also those API keys of hermes serve created")
+	jsonOut := fs.Bool("json", false, "print one JSON object a session (the stored record)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	enc := json.NewEncoder(io.out)
+	enc.SetEscapeHTML(false)
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(io.err, "hermes:", err)
@@ -160,6 +164,13 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 			continue
 		}
 		n++
+		if *jsonOut {
+			if err := enc.Encode(s); err != nil {
+				fmt.Fprintln(io.err, "hermes:", err)
+				return 1
+			}
+			continue
+		}
 		owner := ""
 		if s.Principal != "" {
 			owner = "  owner=" + s.Principal

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -160,9 +161,12 @@ func toolRegistry(cfg *config.Config) *tool.Registry {
 }
 
 const policyUsage = `usage:
-  hermes policy test FILE...                     check each policy's examples (exit 1 if one fails)
+  hermes policy test [-v] [--json] [--watch] FILE...
+                                                 check each policy's examples (exit 1 if one fails or a file does not load)
+  hermes policy eval FILE --hook NAME --input JSON
+                                                 run one hook on one input and print its decision as JSON
   hermes policy replay SESSION --policy FILE     re-decide a stored session's tool calls; print the changes
-        [--against FILE] [--all] [--exit-code]
+        [--against FILE] [--all] [--exit-code] [--json]
   hermes policy show                             the policy in effect and the hooks it defines`
 
 func runPolicy(ctx context.Context, args []string, io stdio) int {
@@ -175,6 +179,8 @@ func runPolicy(ctx context.Context, args []string, io stdio) int {
 		return runPolicyTest(ctx, args[1:], io)
 	case "replay":
 		return runPolicyReplay(ctx, args[1:], io)
+	case "eval":
+		return runPolicyEval(ctx, args[1:], io)
 	case "show":
 		return runPolicyShow(ctx, args[1:], io)
 	case "-h", "--help", "help":
@@ -189,11 +195,13 @@ func runPolicyTest(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	verbose := fs.Bool("v", false, "list passing examples too")
+	jsonOut := fs.Bool("json", false, "print a JSON object per example (and per file that does not load), then a summary")
+	watch := fs.Bool("watch", false, "check again whenever a policy file changes; Ctrl-C stops")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(io.err, "usage: hermes policy test [-v] FILE...")
+		fmt.Fprintln(io.err, "usage: hermes policy test [-v] [--json] [--watch] FILE...")
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)
@@ -205,12 +213,44 @@ func runPolicyTest(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	o.SkipExamples = true
+	once := func(ctx context.Context) int {
+		return policyTestOnce(ctx, o, fs.Args(), *verbose, *jsonOut, io)
+	}
+	if *watch {
+		return watchLoop(ctx, io, fs.Args(), once)
+	}
+	return once(ctx)
+}
+
+// exampleJSON is one line of policy test --json.
+type exampleJSON struct {
+	Type   string         `json:"type"` // example, or load_error for a file that does not load
+	File   string         `json:"file"`
+	Line   int            `json:"line,omitempty"`
+	Index  int            `json:"index,omitempty"`
+	Name   string         `json:"name,omitempty"`
+	Hook   string         `json:"hook,omitempty"`
+	Status string         `json:"status"`
+	Want   any            `json:"want,omitempty"`
+	Got    map[string]any `json:"got,omitempty"`
+	Error  string         `json:"error,omitempty"`
+}
+
+func policyTestOnce(ctx context.Context, o scripting.Options, files []string, verbose, jsonOut bool, io stdio) int {
+	enc := json.NewEncoder(io.out)
+	enc.SetEscapeHTML(false)
 	passed, failed := 0, 0
-	for _, file := range fs.Args() {
+	for _, file := range files {
 		p, err := scripting.Open(file, o)
 		if err != nil {
-			fmt.Fprintf(io.out, "FAIL %s: %v\n", file, err)
 			failed++
+			if jsonOut {
+				_ = enc.Encode(exampleJSON{Type: "load_error", File: file, Status: "fail", Error: err.Error()})
+			} else if strings.HasPrefix(err.Error(), filepath.Base(file)+":") {
+				fmt.Fprintf(io.out, "FAIL %v\n", err) // the error names the file already
+			} else {
+				fmt.Fprintf(io.out, "FAIL %s: %v\n", file, err)
+			}
 			continue
 		}
 		results := p.RunExamples(ctx)
@@ -220,20 +260,103 @@ func runPolicyTest(ctx context.Context, args []string, io stdio) int {
 		for _, r := range results {
 			if r.Pass {
 				passed++
-				if *verbose {
-					fmt.Fprintf(io.out, "%s: %s\n", file, r)
+			} else {
+				failed++
+			}
+			if jsonOut {
+				line := exampleJSON{Type: "example", File: file, Line: r.Line, Index: r.Index, Name: r.Name, Hook: r.Hook,
+					Status: "pass", Want: r.Want, Got: r.Got, Error: r.Problem()}
+				if !r.Pass {
+					line.Status = "fail"
 				}
+				if r.Err != nil { // the decision the engine would fall back to is not the hook's
+					line.Got, line.Error = nil, r.Err.Error()
+				}
+				if r.ExpectError {
+					line.Want = map[string]any{"error": r.Example.Error}
+				}
+				_ = enc.Encode(line)
 				continue
 			}
-			failed++
-			fmt.Fprintf(io.out, "%s: %s\n", file, r)
+			if !r.Pass || verbose {
+				fmt.Fprintln(io.out, r.String())
+			}
 		}
 		p.Close()
 	}
-	fmt.Fprintf(io.out, "%d passed, %d failed\n", passed, failed)
+	if jsonOut {
+		_ = enc.Encode(map[string]any{"type": "summary", "passed": passed, "failed": failed, "ok": failed == 0})
+	} else {
+		fmt.Fprintf(io.out, "%d passed, %d failed\n", passed, failed)
+	}
 	if failed > 0 {
 		return 1
 	}
+	return 0
+}
+
+// runPolicyEval runs one hook of a policy file on one input: opa eval's job for policies.
+func runPolicyEval(ctx context.Context, args []string, io stdio) int {
+	fs := flag.NewFlagSet("policy eval", flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	hook := fs.String("hook", scripting.HookApproval, "the hook to run: "+strings.Join(scripting.Hooks, ", "))
+	input := fs.String("input", "{}", "the hook's input as a JSON object, written as an example's input (- reads stdin)")
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if file == "" && fs.NArg() > 0 {
+		file = fs.Arg(0)
+	}
+	if file == "" {
+		fmt.Fprintln(io.err, "usage: hermes policy eval FILE --hook NAME --input JSON")
+		return 2
+	}
+	raw := []byte(*input)
+	if *input == "-" {
+		var err error
+		if raw, err = readAllFrom(io.in); err != nil {
+			return fail(io, err)
+		}
+	}
+	var in map[string]any
+	if err := json.Unmarshal(raw, &in); err != nil {
+		fmt.Fprintln(io.err, "hermes policy eval: --input must be a JSON object:", err)
+		return 2
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		return fail(io, err)
+	}
+	o, err := policyOptions(cfg, toolRegistry(cfg), policy.Set{})
+	if err != nil {
+		return fail(io, err)
+	}
+	o.SkipExamples = true
+	p, err := scripting.Open(file, o)
+	if err != nil {
+		return fail(io, err)
+	}
+	defer p.Close()
+	if !slices.Contains(scripting.Hooks, *hook) {
+		fmt.Fprintf(io.err, "hermes policy eval: unknown hook %q (want %s)\n", *hook, strings.Join(scripting.Hooks, ", "))
+		return 2
+	}
+	got, _, err := p.Eval(ctx, *hook, stdlibNumbers(in))
+	enc := json.NewEncoder(io.out)
+	enc.SetEscapeHTML(false)
+	source := "script"
+	if !p.Has(*hook) {
+		source = "built-in default"
+	}
+	if err != nil {
+		_ = enc.Encode(map[string]any{"hook": *hook, "source": source, "error": err.Error()})
+		return 1
+	}
+	_ = enc.Encode(map[string]any{"hook": *hook, "source": source, "decision": got})
 	return 0
 }
 
@@ -289,6 +412,7 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 	against := fs.String("against", "", "compare with this policy (default: the policy in effect, or the built-in one)")
 	all := fs.Bool("all", false, "print every decision, not only the changes")
 	exitCode := fs.Bool("exit-code", false, "exit 1 when any decision would change")
+	jsonOut := fs.Bool("json", false, "print a JSON object per tool call (every one, changed or not), then a summary")
 	// Accept the session before or after the flags.
 	var session string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -352,6 +476,8 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 	calls := storedCalls(rows)
 	classify := classifier(reg)
 	changed := 0
+	enc := json.NewEncoder(io.out)
+	enc.SetEscapeHTML(false)
 	for _, c := range calls {
 		cmd, pats := classify(c.name, c.args, rec.Cwd)
 		in := policy.ApprovalInput{SessionID: session, Surface: "replay", Tool: c.name, Command: cmd, Args: c.args, Cwd: rec.Cwd, Patterns: pats}
@@ -364,6 +490,11 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 		diff := was.Decision != now.Decision || (werr == nil) != (nerr == nil)
 		if diff {
 			changed++
+		}
+		if *jsonOut {
+			_ = enc.Encode(map[string]any{"type": "call", "n": c.n, "tool": c.name, "command": cmd, "args": c.args,
+				"stored": map[bool]string{true: "ran", false: "blocked"}[c.ran], "was": wasS, "now": nowS, "changed": diff})
+			continue
 		}
 		if !diff && !*all {
 			continue
@@ -382,7 +513,11 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 		}
 		fmt.Fprintf(io.out, "%s#%d %s %s\n     %s → %s   (stored call %s)\n", mark, c.n, c.name, what, wasS, nowS, outcome)
 	}
-	fmt.Fprintf(io.out, "%d of %d tool calls would be decided differently (%s → %s)\n", changed, len(calls), oldName, *newPath)
+	if *jsonOut {
+		_ = enc.Encode(map[string]any{"type": "summary", "session_id": session, "calls": len(calls), "changed": changed, "against": oldName, "policy": *newPath})
+	} else {
+		fmt.Fprintf(io.out, "%d of %d tool calls would be decided differently (%s → %s)\n", changed, len(calls), oldName, *newPath)
+	}
 	if *exitCode && changed > 0 {
 		return 1
 	}
@@ -426,4 +561,33 @@ func storedCalls(rows []store.Row) []replayCall {
 		}
 	}
 	return out
+}
+
+func readAllFrom(r io.Reader) ([]byte, error) {
+	if r == nil {
+		return nil, errors.New("no standard input")
+	}
+	return io.ReadAll(r)
+}
+
+// stdlibNumbers gives JSON numbers the form script values have (whole numbers as int64), so
+// an input read from JSON matches one written in a policy file.
+func stdlibNumbers(v map[string]any) map[string]any {
+	var conv func(any) any
+	conv = func(x any) any {
+		switch t := x.(type) {
+		case float64:
+			return stdlib.Number(t)
+		case map[string]any:
+			for k, e := range t {
+				t[k] = conv(e)
+			}
+		case []any:
+			for i, e := range t {
+				t[i] = conv(e)
+			}
+		}
+		return x
+	}
+	return conv(v).(map[string]any)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,7 +47,7 @@ examples = {
 	}
 	bad := writeTemp(t, dir, "bad.js", strings.Replace(denyRmJS, `want: "allow"`, `want: "ask"`, 1))
 	r = hermes(t, dir, env, "policy", "test", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, `FAIL #2 approval "ls": want "ask", got {"decision":"allow","reason":""}`) || !strings.Contains(r.stdout, "1 passed, 1 failed") {
+	if r.code != 1 || !strings.Contains(r.stdout, `FAIL bad.js:7 #2 approval "ls": want "ask", got {"decision":"allow","reason":""}`) || !strings.Contains(r.stdout, "1 passed, 1 failed") {
 		t.Fatalf("bad: %d\n%s%s", r.code, r.stdout, r.err)
 	}
 	broken := writeTemp(t, dir, "broken.lua", "function approval(req)\n  return 'allow'\n")
@@ -101,6 +102,16 @@ func TestPolicyDecidesChatAndReplay(t *testing.T) {
 	if rp.code != 0 || !strings.Contains(rp.stdout, "0 of 3") || !strings.Contains(rp.stdout, "#1 write_file") {
 		t.Fatalf("replay --all: %d\n%s\n%s", rp.code, rp.stdout, rp.err)
 	}
+	rp = hermes(t, work, env, "policy", "replay", id[1], "--policy", allowAll, "--json")
+	lines := jsonLines(t, rp.stdout)
+	if rp.code != 0 || len(lines) != 4 || lines[2]["tool"] != "terminal" || lines[2]["changed"] != true || lines[2]["now"] != "allow" ||
+		lines[3]["type"] != "summary" || lines[3]["changed"] != 1.0 || lines[3]["calls"] != 3.0 {
+		t.Fatalf("replay --json: %d\n%s\n%s", rp.code, rp.stdout, rp.err)
+	}
+	ls := hermes(t, work, env, "sessions", "--json")
+	if sl := jsonLines(t, ls.stdout); ls.code != 0 || len(sl) != 1 || sl[0]["id"] != id[1] {
+		t.Fatalf("sessions --json: %d\n%s\n%s", ls.code, ls.stdout, ls.err)
+	}
 	if r := hermes(t, work, env, "policy", "replay", "nope", "--policy", allowAll); r.code != 1 || !strings.Contains(r.err, `no session "nope"`) {
 		t.Fatalf("unknown session: %d %s", r.code, r.err)
 	}
@@ -114,5 +125,76 @@ func TestPolicyDecidesChatAndReplay(t *testing.T) {
 	writeTemp(t, home, "policy.lua", "function approval() return 'allow' end\n")
 	if r := hermes(t, work, env, "chat", "-q", "hi"); r.code != 1 || !strings.Contains(r.err, "both") {
 		t.Fatalf("two policies: %d %s", r.code, r.err)
+	}
+}
+
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// TestPolicyAuthoring: a misspelt hook fails policy test (exit 1) in each language; every
+// example is reported at its file:line, a malformed one failing alone; an example can expect
+// an error; --json gives a line per example; policy eval prints one decision.
+func TestPolicyAuthoring(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	writeTemp(t, dir, "typo.js", "export function aproval(req) { return 'deny'; }\n")
+	writeTemp(t, dir, "typo.lua", "function busyinput(req) return 'queue' end\n")
+	r := hermes(t, dir, env, "policy", "test", "typo.js", "typo.lua")
+	if r.code != 1 || !strings.Contains(r.stdout, `FAIL typo.js: unknown hook "aproval": did you mean "approval"?`) ||
+		!strings.Contains(r.stdout, `FAIL typo.lua: unknown hook "busyinput": did you mean "busy_input"?`) {
+		t.Fatalf("misspelt hooks: %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	writeTemp(t, dir, "p.lua", `function approval(req)
+  if req.command == "boom" then error("kaboom") end
+  return "allow"
+end
+examples = {
+  { input = { command = "ls" }, want = "allow" },
+  { input = { command = "ls" }, wants = "deny" },
+  { input = { command = "boom" }, error = "kaboom" },
+}
+`)
+	r = hermes(t, dir, env, "policy", "test", "-v", "p.lua")
+	for _, want := range []string{"ok   p.lua:6 #1", `FAIL p.lua:7 #2 approval "ls": examples[2]: unknown field "wants"`, "ok   p.lua:8 #3", "2 passed, 1 failed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("policy test lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = hermes(t, dir, env, "policy", "test", "--json", "p.lua", "typo.js")
+	lines := jsonLines(t, r.stdout)
+	if r.code != 1 || len(lines) != 5 || lines[1]["status"] != "fail" || lines[1]["line"] != 7.0 || lines[2]["status"] != "pass" ||
+		lines[3]["type"] != "load_error" || lines[4]["passed"] != 2.0 || lines[4]["failed"] != 2.0 {
+		t.Fatalf("policy test --json: %d\n%s", r.code, r.stdout)
+	}
+
+	r = hermes(t, dir, env, "policy", "eval", "p.lua", "--hook", "approval", "--input", `{"command":"ls"}`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"decision":{"decision":"allow","reason":""},"hook":"approval","source":"script"}` {
+		t.Fatalf("eval: %d %s %s", r.code, r.stdout, r.err)
+	}
+	r = hermes(t, dir, env, "policy", "eval", "p.lua", "--input", `{"command":"boom"}`)
+	if r.code != 1 || !strings.Contains(r.stdout, `"error":"approval hook: p.lua:2: kaboom"`) {
+		t.Fatalf("eval error: %d %s %s", r.code, r.stdout, r.err)
+	}
+	r = hermes(t, dir, env, "policy", "eval", "p.lua", "--hook", "busy_input", "--input", `{"text":"hi"}`)
+	if r.code != 0 || !strings.Contains(r.stdout, `"source":"built-in default"`) {
+		t.Fatalf("eval default: %d %s %s", r.code, r.stdout, r.err)
+	}
+	for _, args := range [][]string{{"policy", "eval"}, {"policy", "eval", "p.lua", "--input", "[1"}, {"policy", "eval", "p.lua", "--hook", "nope"}} {
+		if r := hermes(t, dir, env, args...); r.code != 2 {
+			t.Errorf("%v: exit %d %s", args, r.code, r.err)
+		}
 	}
 }

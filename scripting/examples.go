@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/hermes-go/hermes/engine/policy"
@@ -19,6 +20,23 @@ type Example struct {
 	Hook  string
 	Input map[string]any
 	Want  any
+	// Error, instead of Want, expects the hook to fail with an error matching this regular
+	// expression ("" with ExpectError: any error).
+	Error       string
+	ExpectError bool
+	// File and Line place the example in the policy file (Line 0: unknown).
+	File string
+	Line int
+	// Bad is what is wrong with the example itself; it fails alone, the others still run.
+	Bad error
+}
+
+// Where is file:line of the example, or the file.
+func (e Example) Where() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	return e.File
 }
 
 // Label names the example in reports.
@@ -44,14 +62,33 @@ type ExampleResult struct {
 func (r ExampleResult) String() string {
 	switch {
 	case r.Pass:
-		return "ok   " + r.Label()
-	case r.Err != nil:
-		return fmt.Sprintf("FAIL %s: %v", r.Label(), r.Err)
+		return "ok   " + r.Where() + " " + r.Label()
+	case r.Problem() != "":
+		return fmt.Sprintf("FAIL %s %s: %s", r.Where(), r.Label(), r.Problem())
 	}
-	return fmt.Sprintf("FAIL %s: want %s, got %s", r.Label(), stdlib.Format(r.Want), stdlib.Format(r.Got))
+	return fmt.Sprintf("FAIL %s %s", r.Where(), r.Label())
 }
 
-func parseExamples(file string, raw any) ([]Example, error) {
+// Problem says why the example failed ("" when it passed).
+func (r ExampleResult) Problem() string {
+	switch {
+	case r.Pass:
+		return ""
+	case r.Bad != nil:
+		return r.Bad.Error()
+	case r.ExpectError && r.Err == nil:
+		return fmt.Sprintf("want an error matching /%s/, got %s", r.Error, stdlib.Format(r.Got))
+	case r.ExpectError:
+		return fmt.Sprintf("want an error matching /%s/, got error: %v", r.Error, r.Err)
+	case r.Err != nil:
+		return r.Err.Error()
+	}
+	return fmt.Sprintf("want %s, got %s", stdlib.Format(r.Want), stdlib.Format(r.Got))
+}
+
+// parseExamples reads the examples list; lines are where its entries begin in the file
+// (possibly nil). A malformed entry becomes an example that fails on its own (Bad).
+func parseExamples(file string, raw any, lines []int) ([]Example, error) {
 	if raw == nil {
 		return nil, nil
 	}
@@ -64,44 +101,71 @@ func parseExamples(file string, raw any) ([]Example, error) {
 	}
 	out := make([]Example, 0, len(list))
 	for i, e := range list {
-		m, ok := e.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%s: examples[%d] is a %s (want {hook, name, input, want})", file, i+1, stdlib.TypeName(e))
+		ex := Example{Index: i + 1, Hook: HookApproval, File: file, Input: map[string]any{}}
+		if i < len(lines) {
+			ex.Line = lines[i]
 		}
-		ex := Example{Index: i + 1, Hook: HookApproval, Want: m["want"]}
-		for k := range m {
-			if !contains([]string{"hook", "name", "input", "want"}, k) {
-				return nil, fmt.Errorf("%s: examples[%d]: unknown field %q (want hook, name, input, want)", file, i+1, k)
-			}
-		}
-		if h, ok := m["hook"].(string); ok {
-			ex.Hook = h
-		}
-		if !contains(Hooks, ex.Hook) {
-			return nil, fmt.Errorf("%s: examples[%d]: unknown hook %q (want %s)", file, i+1, ex.Hook, strings.Join(Hooks, ", "))
-		}
-		ex.Name, _ = m["name"].(string)
-		switch in := m["input"].(type) {
-		case map[string]any:
-			ex.Input = in
-		case nil:
-			ex.Input = map[string]any{}
-		case []any:
-			if len(in) != 0 {
-				return nil, fmt.Errorf("%s: examples[%d]: input must be an object", file, i+1)
-			}
-			ex.Input = map[string]any{}
-		default:
-			return nil, fmt.Errorf("%s: examples[%d]: input must be an object", file, i+1)
-		}
-		switch ex.Want.(type) {
-		case string, map[string]any:
-		default:
-			return nil, fmt.Errorf("%s: examples[%d]: want must be a decision word or object, not %s", file, i+1, stdlib.TypeName(ex.Want))
-		}
+		ex.Bad = ex.parse(e)
 		out = append(out, ex)
 	}
 	return out, nil
+}
+
+// parse fills the example from one entry of the list, or says what is wrong with it.
+func (ex *Example) parse(e any) error {
+	m, ok := e.(map[string]any)
+	if !ok {
+		return fmt.Errorf("examples[%d] is a %s (want {hook, name, input, want})", ex.Index, stdlib.TypeName(e))
+	}
+	ex.Want = m["want"]
+	ex.Name, _ = m["name"].(string)
+	if h, ok := m["hook"].(string); ok {
+		ex.Hook = h
+	}
+	if !contains(Hooks, ex.Hook) {
+		return fmt.Errorf("examples[%d]: unknown hook %q (want %s)", ex.Index, ex.Hook, strings.Join(Hooks, ", "))
+	}
+	switch in := m["input"].(type) {
+	case map[string]any:
+		ex.Input = in
+	case nil:
+	case []any:
+		if len(in) != 0 {
+			return fmt.Errorf("examples[%d]: input must be an object", ex.Index)
+		}
+	default:
+		return fmt.Errorf("examples[%d]: input must be an object", ex.Index)
+	}
+	for k := range m {
+		if !contains([]string{"hook", "name", "input", "want", "error"}, k) {
+			return fmt.Errorf("examples[%d]: unknown field %q (want hook, name, input, want or error)", ex.Index, k)
+		}
+	}
+	if e, has := m["error"]; has {
+		switch x := e.(type) {
+		case string:
+			if _, err := regexp.Compile(x); err != nil {
+				return fmt.Errorf("examples[%d]: error: %v", ex.Index, err)
+			}
+			ex.Error, ex.ExpectError = x, true
+		case bool:
+			ex.ExpectError = x
+		default:
+			return fmt.Errorf("examples[%d]: error must be a pattern the hook's error matches, or true", ex.Index)
+		}
+		if ex.ExpectError && ex.Want != nil {
+			return fmt.Errorf("examples[%d]: give want or error, not both", ex.Index)
+		}
+		if ex.ExpectError {
+			return nil
+		}
+	}
+	switch ex.Want.(type) {
+	case string, map[string]any:
+	default:
+		return fmt.Errorf("examples[%d]: want must be a decision word or object, not %s", ex.Index, stdlib.TypeName(ex.Want))
+	}
+	return nil
 }
 
 // Examples returns the policy's examples.
@@ -189,10 +253,42 @@ func (p *Policy) ApprovalExample(in map[string]any) policy.ApprovalInput {
 // Check evaluates one example.
 func (p *Policy) Check(ctx context.Context, e Example) ExampleResult {
 	r := ExampleResult{Example: e}
-	set := p.Set()
-	in := e.Input
+	if e.Bad != nil {
+		return r
+	}
 	var primary string
-	switch e.Hook {
+	r.Got, primary, r.Err = p.Eval(ctx, e.Hook, e.Input)
+	if e.ExpectError {
+		r.Pass = r.Err != nil && (e.Error == "" || regexp.MustCompile(e.Error).MatchString(r.Err.Error()))
+		return r
+	}
+	if r.Err != nil {
+		return r
+	}
+	switch w := e.Want.(type) {
+	case string:
+		r.Pass = r.Got[primary] == w
+	case map[string]any:
+		r.Pass = true
+		for k, v := range w {
+			if !stdlib.Equal(r.Got[k], v) {
+				r.Pass = false
+			}
+		}
+	}
+	return r
+}
+
+// Eval runs hook on an input written as an example's, through the same path the engine
+// uses (defaults for what the input leaves out, the decision checked), and returns the
+// decision as an object and the name of its main field.
+func (p *Policy) Eval(ctx context.Context, hook string, in map[string]any) (got map[string]any, primary string, err error) {
+	if !contains(Hooks, hook) {
+		return nil, "", fmt.Errorf("unknown hook %q (want %s)", hook, strings.Join(Hooks, ", "))
+	}
+	r := &ExampleResult{}
+	set := p.Set()
+	switch hook {
 	case HookApproval:
 		d, err := set.Approver.Approve(ctx, p.ApprovalExample(in))
 		r.Err, primary = err, "decision"
@@ -225,19 +321,5 @@ func (p *Policy) Check(ctx context.Context, e Example) ExampleResult {
 		r.Err, primary = err, "session_id"
 		r.Got = map[string]any{"session_id": d.SessionID, "model": d.Model, "cwd": d.Cwd}
 	}
-	if r.Err != nil {
-		return r
-	}
-	switch w := e.Want.(type) {
-	case string:
-		r.Pass = r.Got[primary] == w
-	case map[string]any:
-		r.Pass = true
-		for k, v := range w {
-			if !stdlib.Equal(r.Got[k], v) {
-				r.Pass = false
-			}
-		}
-	}
-	return r
+	return r.Got, primary, r.Err
 }

@@ -166,12 +166,14 @@ func Load(name, src string, o Options) (*Policy, error) {
 		return nil, err
 	}
 	var newVM func() (hookVM, error)
+	var lines []int
 	switch lang {
 	case "js":
 		prg, err := js.CompilePolicy(name, src)
 		if err != nil {
 			return nil, err
 		}
+		lines = prg.ExampleLines()
 		newVM = func() (hookVM, error) {
 			vm, err := js.New(js.Options{Modules: mods, MaxCallStack: 256})
 			if err != nil {
@@ -184,6 +186,7 @@ func Load(name, src string, o Options) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
+		lines = prg.ExampleLines()
 		newVM = func() (hookVM, error) {
 			vm, err := lua.New(lua.Options{Modules: mods, MaxCallStack: 256})
 			if err != nil {
@@ -200,9 +203,13 @@ func Load(name, src string, o Options) (*Policy, error) {
 	for _, h := range Hooks {
 		p.hooks[h] = first.Has(h)
 	}
-	raw, err := first.Export("examples")
+	err = unknownHooks(name, first.Functions())
+	var raw any
 	if err == nil {
-		p.examples, err = parseExamples(name, raw)
+		raw, err = first.Export("examples")
+	}
+	if err == nil {
+		p.examples, err = parseExamples(name, raw, lines)
 	}
 	if err != nil {
 		first.Close()
@@ -216,6 +223,51 @@ func Load(name, src string, o Options) (*Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// ErrUnknownHook: the policy exports a function whose name is close to a hook's but is none
+// (a misspelt hook would otherwise be silently replaced by the built-in default).
+var ErrUnknownHook = errors.New("unknown hook")
+
+// unknownHooks fails on an exported function that looks like a hook and is not one: a name
+// within one or two edits of a hook's (ignoring case, "_" and "-"), such as aproval,
+// busyInput or routes.
+func unknownHooks(file string, fns []string) error {
+	for _, f := range fns {
+		if contains(Hooks, f) {
+			continue
+		}
+		norm := func(s string) string { return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s)) }
+		for _, h := range Hooks {
+			d := editDistance(norm(f), norm(h))
+			if d <= 1 || (d == 2 && len(h) > 5) {
+				return fmt.Errorf("%s: %w %q: did you mean %q? (hooks: %s; a helper must not be exported under a name this close to a hook's)",
+					file, ErrUnknownHook, f, h, strings.Join(Hooks, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// editDistance is the Levenshtein distance of two short names.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // policyModules are the modules a policy may require.

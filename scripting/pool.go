@@ -14,6 +14,8 @@ import (
 // except Interrupt.
 type hookVM interface {
 	Has(hook string) bool
+	// Functions lists the functions the policy exports (hooks and anything else).
+	Functions() []string
 	Call(ctx context.Context, hook string, in any) (out any, line int, err error)
 	Export(name string) (any, error)
 	Interrupt(reason error)

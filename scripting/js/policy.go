@@ -10,6 +10,8 @@ import (
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
 	"github.com/dop251/goja/file"
+
+	"github.com/hermes-go/hermes/stdlib"
 )
 
 // lineVar is the global the instrumented policy writes the line of each return to, so a
@@ -18,8 +20,61 @@ const lineVar = "__hermes_line"
 
 // Program is a compiled policy file, shared by every VM of a pool.
 type Program struct {
-	name string
-	prg  *goja.Program
+	name     string
+	prg      *goja.Program
+	examples []int
+}
+
+// ExampleLines are the lines where the elements of the policy's examples list begin, in
+// order, when the list is written as a literal (export const examples = [ … ],
+// module.exports = { examples: [ … ] }, exports.examples = [ … ]); nil otherwise.
+func (p *Program) ExampleLines() []int { return p.examples }
+
+// exampleLines finds the examples list literal in a parsed policy.
+func exampleLines(prg *ast.Program) []int {
+	f := prg.File
+	var list *ast.ArrayLiteral
+	named := func(e ast.Expression) bool {
+		switch x := e.(type) {
+		case *ast.Identifier:
+			return x.Name == "examples"
+		case *ast.DotExpression:
+			return x.Identifier.Name == "examples"
+		case *ast.StringLiteral:
+			return x.Value.String() == "examples"
+		}
+		return false
+	}
+	walk(reflect.ValueOf(prg), map[uintptr]bool{}, func(n any) {
+		if list != nil {
+			return
+		}
+		var target ast.Expression
+		var val ast.Expression
+		switch x := n.(type) {
+		case *ast.Binding:
+			if id, ok := x.Target.(*ast.Identifier); ok {
+				target, val = id, x.Initializer
+			}
+		case *ast.PropertyKeyed:
+			target, val = x.Key, x.Value
+		case *ast.AssignExpression:
+			target, val = x.Left, x.Right
+		}
+		if arr, ok := val.(*ast.ArrayLiteral); ok && target != nil && named(target) {
+			list = arr
+		}
+	})
+	if list == nil {
+		return nil
+	}
+	out := make([]int, len(list.Value))
+	for i, e := range list.Value {
+		if e != nil {
+			out[i] = f.Position(int(e.Idx0()) - f.Base()).Line
+		}
+	}
+	return out
 }
 
 // Name is the file name the policy was compiled under.
@@ -64,7 +119,7 @@ func CompilePolicy(name, src string) (*Program, error) {
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
-	return &Program{name: name, prg: prg}, nil
+	return &Program{name: name, prg: prg, examples: exampleLines(parsed)}, nil
 }
 
 // wrapModule rewrites exports and wraps the module in a CommonJS function. The wrapper starts
@@ -237,6 +292,9 @@ func (v *VM) LoadPolicy(ctx context.Context, p *Program) (*Policy, error) {
 
 // Has reports whether the policy exports a function named hook.
 func (p *Policy) Has(hook string) bool { _, ok := p.fns[hook]; return ok }
+
+// Functions lists the names of the exported functions.
+func (p *Policy) Functions() []string { return stdlib.Keys(p.fns) }
 
 // Export returns a non-function export (such as examples) as a Go value; nil when absent.
 func (p *Policy) Export(name string) (any, error) {

@@ -10,6 +10,8 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
+
+	"github.com/hermes-go/hermes/stdlib"
 )
 
 // lineVar is the global the instrumented policy writes the line of each return to, so a
@@ -18,8 +20,97 @@ const lineVar = "__hermes_line"
 
 // Program is a compiled policy file, shared by every VM of a pool.
 type Program struct {
-	name  string
-	proto *lua.FunctionProto
+	name     string
+	proto    *lua.FunctionProto
+	examples []int
+}
+
+// ExampleLines are the lines where the entries of the policy's examples table begin, in
+// order, when it is written as a table constructor (examples = { … }, M.examples = { … },
+// return { examples = { … } }); nil otherwise.
+func (p *Program) ExampleLines() []int { return p.examples }
+
+// exampleLines finds the examples table constructor in a parsed chunk.
+func exampleLines(chunk []ast.Stmt) []int {
+	var list *ast.TableExpr
+	named := func(e ast.Expr) bool {
+		switch x := e.(type) {
+		case *ast.IdentExpr:
+			return x.Value == "examples"
+		case *ast.AttrGetExpr:
+			k, ok := x.Key.(*ast.StringExpr)
+			return ok && k.Value == "examples"
+		case *ast.StringExpr:
+			return x.Value == "examples"
+		}
+		return false
+	}
+	var visit func(v reflect.Value, seen map[uintptr]bool)
+	visit = func(v reflect.Value, seen map[uintptr]bool) {
+		if list != nil {
+			return
+		}
+		switch v.Kind() {
+		case reflect.Pointer:
+			if v.IsNil() || seen[v.Pointer()] {
+				return
+			}
+			seen[v.Pointer()] = true
+			switch x := v.Interface().(type) {
+			case *ast.AssignStmt:
+				for i, l := range x.Lhs {
+					if t, ok := at(x.Rhs, i).(*ast.TableExpr); ok && named(l) {
+						list = t
+					}
+				}
+			case *ast.LocalAssignStmt:
+				for i, n := range x.Names {
+					if t, ok := at(x.Exprs, i).(*ast.TableExpr); ok && n == "examples" {
+						list = t
+					}
+				}
+			case *ast.TableExpr:
+				for _, f := range x.Fields {
+					if t, ok := f.Value.(*ast.TableExpr); ok && f.Key != nil && named(f.Key) {
+						list = t
+					}
+				}
+			}
+			visit(v.Elem(), seen)
+		case reflect.Interface:
+			if !v.IsNil() {
+				visit(v.Elem(), seen)
+			}
+		case reflect.Slice:
+			for i := range v.Len() {
+				visit(v.Index(i), seen)
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					visit(v.Field(i), seen)
+				}
+			}
+		}
+	}
+	visit(reflect.ValueOf(chunk), map[uintptr]bool{})
+	if list == nil {
+		return nil
+	}
+	var out []int
+	for _, f := range list.Fields {
+		if f.Key == nil { // positional entries are the list
+			out = append(out, f.Value.Line())
+		}
+	}
+	return out
+}
+
+func at(l []ast.Expr, i int) ast.Expr {
+	if i < len(l) {
+		return l[i]
+	}
+	return nil
 }
 
 // Name is the file name the policy was compiled under.
@@ -33,6 +124,7 @@ func CompilePolicy(name, src string) (*Program, error) {
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
+	lines := exampleLines(chunk)
 	chunk = instrument(chunk)
 	instrumentAll(reflect.ValueOf(chunk), map[uintptr]bool{})
 	rewriteConcat(chunk)
@@ -40,7 +132,7 @@ func CompilePolicy(name, src string) (*Program, error) {
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
-	return &Program{name: name, proto: proto}, nil
+	return &Program{name: name, proto: proto, examples: lines}, nil
 }
 
 // instrument inserts `__hermes_line = N` before every return statement of one block.
@@ -145,6 +237,9 @@ func (v *VM) LoadPolicy(ctx context.Context, p *Program) (*Policy, error) {
 
 // Has reports whether the policy defines a function named hook.
 func (p *Policy) Has(hook string) bool { _, ok := p.fns[hook]; return ok }
+
+// Functions lists the names of the functions the policy defines (returned, or global).
+func (p *Policy) Functions() []string { return stdlib.Keys(p.fns) }
 
 // Export returns a non-function export (such as examples) as a Go value; nil when absent.
 func (p *Policy) Export(name string) (any, error) {
