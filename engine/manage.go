@@ -20,11 +20,8 @@ import (
 // treats it as gone: Open and Record refuse it, List leaves it out.
 const MetaDeleted = "deleted_at"
 
-// Errors of the management verbs.
-var (
-	ErrNothingToUndo   = errors.New("no user turn to undo")
-	ErrSettingNotFound = errors.New("setting not found")
-)
+// ErrNothingToUndo: Undo found no user turn.
+var ErrNothingToUndo = errors.New("no user turn to undo")
 
 func deleted(rec store.Session) bool { return rec.Meta[MetaDeleted] != "" }
 
@@ -293,13 +290,13 @@ func (s *Session) unclaim(t *turnState) {
 	close(t.done)
 }
 
-// Setting returns the durable setting key (ErrSettingNotFound when unset). Settings are a small
+// Setting returns the durable setting key (ErrNotFound when unset). Settings are a small
 // key/value space for surfaces (saved spawn trees, stored responses); keys are namespaced by
 // the caller.
 func (e *Engine) Setting(ctx context.Context, key string) ([]byte, error) {
 	b, err := e.cfg.Store.GetKV(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %q", ErrSettingNotFound, key)
+		return nil, fmt.Errorf("setting %q: %w", key, ErrNotFound)
 	}
 	return b, err
 }
@@ -312,4 +309,9 @@ func (e *Engine) PutSetting(ctx context.Context, key string, value []byte) error
 // Settings returns the settings whose keys start with prefix.
 func (e *Engine) Settings(ctx context.Context, prefix string) (map[string][]byte, error) {
 	return e.cfg.Store.ListKV(ctx, prefix)
+}
+
+// DeleteSetting removes a setting (removing an unset one is not an error).
+func (e *Engine) DeleteSetting(ctx context.Context, key string) error {
+	return e.cfg.Store.DeleteKV(ctx, key)
 }

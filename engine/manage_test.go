@@ -337,7 +337,7 @@ func TestSettings(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := ctxT(t)
-	if _, err := h.eng.Setting(ctx, "ns/a"); !errors.Is(err, engine.ErrSettingNotFound) {
+	if _, err := h.eng.Setting(ctx, "ns/a"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("unset setting: %v", err)
 	}
 	for k, v := range map[string]string{"ns/a": "1", "ns/b": "2", "other/c": "3"} {
@@ -351,6 +351,15 @@ func TestSettings(t *testing.T) {
 	kv, err := h.eng.Settings(ctx, "ns/")
 	if err != nil || len(kv) != 2 || string(kv["ns/a"]) != "1" {
 		t.Fatalf("settings under ns/: %q, %v", kv, err)
+	}
+	if err := h.eng.DeleteSetting(ctx, "ns/a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Setting(ctx, "ns/a"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("deleted setting: %v", err)
+	}
+	if err := h.eng.DeleteSetting(ctx, "ns/never"); err != nil {
+		t.Fatalf("deleting an unset setting: %v", err)
 	}
 }
 

@@ -22,6 +22,9 @@ type (
 // Errors of the stored state, under the engine's names (they are the store's sentinels, so
 // errors.Is matches either name).
 var (
+	// ErrNotFound: a stored record that does not exist — a setting (Engine.Setting) or a
+	// surface's own record kept in settings. A session is ErrSessionNotFound.
+	ErrNotFound = store.ErrNotFound
 	// ErrSessionExists: a session with the requested id exists (live or stored).
 	ErrSessionExists = store.ErrExists
 	// ErrTitleTaken: another session holds the title (titles are unique).

@@ -574,10 +574,10 @@ func spawnTreeLoad(ctx context.Context, c *client, m string, raw json.RawMessage
 			SessionID string `json:"session_id"`
 		}
 		if json.Unmarshal(b, &snap) != nil || !c.seesID(ctx, snap.SessionID) {
-			err = engine.ErrSettingNotFound
+			err = engine.ErrNotFound
 		}
 	}
-	if errors.Is(err, engine.ErrSettingNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return nil, rpcErr(codeStoredNotFound, "no saved spawn tree at %q", p.Path)
 	}
 	if err != nil {

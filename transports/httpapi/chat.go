@@ -16,7 +16,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // flexBool accepts a JSON boolean and the strings "true"/"false"/"1"/"0"; anything else is a
@@ -151,7 +150,7 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 	}
 	var system []string
 	var firstUser string
-	var rows []store.Row
+	var rows []engine.Row
 	last := -1
 	texts := make([]string, len(req.Messages))
 	for i, m := range req.Messages {
@@ -181,21 +180,21 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 	}
 	now := time.Now().UTC()
 	if len(system) > 0 {
-		rows = append(rows, store.Row{Role: "system", Content: strings.Join(system, "\n"), Time: now})
+		rows = append(rows, engine.Row{Role: "system", Content: strings.Join(system, "\n"), Time: now})
 	}
 	for i, m := range req.Messages[:last] {
 		// Earlier tool traffic is summarised as text: the model of this session never made
 		// those calls, so replaying them as calls would be a lie to the provider.
 		switch m.Role {
 		case "user":
-			rows = append(rows, store.Row{Role: "user", Content: texts[i], Time: now})
+			rows = append(rows, engine.Row{Role: "user", Content: texts[i], Time: now})
 		case "assistant":
 			if texts[i] != "" {
-				rows = append(rows, store.Row{Role: "assistant", Content: texts[i], Time: now})
+				rows = append(rows, engine.Row{Role: "assistant", Content: texts[i], Time: now})
 			}
 		case "tool", "function":
 			if texts[i] != "" {
-				rows = append(rows, store.Row{Role: "user", Content: "[tool result]\n" + texts[i], Time: now})
+				rows = append(rows, engine.Row{Role: "user", Content: "[tool result]\n" + texts[i], Time: now})
 			}
 		}
 	}

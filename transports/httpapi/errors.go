@@ -10,7 +10,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // apiError is an OpenAI error object with its HTTP status. Handlers return it (or any error)
@@ -87,13 +86,13 @@ func classify(err error) *apiError {
 	}
 	msg := err.Error()
 	switch {
-	case errors.Is(err, engine.ErrSessionNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, engine.ErrSessionNotFound), errors.Is(err, engine.ErrNotFound):
 		return &apiError{Status: fiber.StatusNotFound, Message: msg, Type: "invalid_request_error", Code: "session_not_found"}
 	case errors.Is(err, engine.ErrInvalidModel), errors.Is(err, model.ErrUnknownProvider):
 		return &apiError{Status: fiber.StatusNotFound, Message: msg, Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 	case errors.Is(err, engine.ErrEmptyPrompt):
 		return badRequest("messages", "empty_prompt", msg)
-	case errors.Is(err, engine.ErrBusy), errors.Is(err, store.ErrExists):
+	case errors.Is(err, engine.ErrBusy), errors.Is(err, engine.ErrSessionExists):
 		return &apiError{Status: fiber.StatusConflict, Message: msg, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	case errors.Is(err, engine.ErrSessionClosed):
 		return &apiError{Status: fiber.StatusConflict, Message: msg, Type: "invalid_request_error", Code: "session_closed", NoRetry: true}

@@ -38,7 +38,7 @@ func (s *Server) healthDetailed(c *fiber.Ctx) error {
 	defer cancel()
 	status, code := "ok", fiber.StatusOK
 	st := fiber.Map{"status": "ok"}
-	if _, err := s.eng.Setting(ctx, healthProbeKey); err != nil && !errors.Is(err, engine.ErrSettingNotFound) {
+	if _, err := s.eng.Setting(ctx, healthProbeKey); err != nil && !errors.Is(err, engine.ErrNotFound) {
 		// A store error may quote its DSN (postgres://user:password@…).
 		st = fiber.Map{"status": "error", "error": redact.String(err.Error())}
 		status, code = "degraded", fiber.StatusServiceUnavailable

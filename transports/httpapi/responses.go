@@ -14,7 +14,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Store keys of the Responses API. Records live in the session store's key-value space, so
@@ -64,7 +63,7 @@ func conversationKey(owner, name string) string {
 }
 
 // parseInput returns the rows before the new prompt and the prompt (the last user message).
-func parseInput(raw json.RawMessage, now time.Time) ([]store.Row, string, error) {
+func parseInput(raw json.RawMessage, now time.Time) ([]engine.Row, string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, "", badRequest("input", "missing_input", "Missing required parameter: 'input'")
@@ -80,7 +79,7 @@ func parseInput(raw json.RawMessage, now time.Time) ([]store.Row, string, error)
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil || len(items) == 0 {
 		return nil, "", badRequest("input", "invalid_type", "'input' must be a string or array")
 	}
-	var rows []store.Row
+	var rows []engine.Row
 	for i, it := range items {
 		switch it.Type {
 		case "", "message":
@@ -95,13 +94,13 @@ func parseInput(raw json.RawMessage, now time.Time) ([]store.Row, string, error)
 			default:
 				return nil, "", badRequest("input["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(it.Role))
 			}
-			rows = append(rows, store.Row{Role: it.Role, Content: text, Time: now})
+			rows = append(rows, engine.Row{Role: it.Role, Content: text, Time: now})
 		case "function_call_output":
 			text, err := flatten(it.Output, i)
 			if err != nil {
 				return nil, "", badRequest("input["+strconv.Itoa(i)+"].output", "invalid_type", "output must be a string or text parts")
 			}
-			rows = append(rows, store.Row{Role: "user", Content: "[tool result]\n" + text, Time: now})
+			rows = append(rows, engine.Row{Role: "user", Content: "[tool result]\n" + text, Time: now})
 		case "function_call", "reasoning":
 			// Replayed output items of earlier calls: the session already has them.
 		default:
@@ -137,10 +136,10 @@ func conversationName(raw json.RawMessage) (string, error) {
 }
 
 // loadResponse reads stored response id if principal p sees it; another principal's is
-// store.ErrNotFound, like one that does not exist.
+// engine.ErrNotFound, like one that does not exist.
 func (s *Server) loadResponse(ctx context.Context, p engine.Principal, id string) (storedResponse, error) {
 	var rec storedResponse
-	b, err := s.eng.Store().GetKV(ctx, kvResponse+id)
+	b, err := s.eng.Setting(ctx, kvResponse+id)
 	if err != nil {
 		return rec, err
 	}
@@ -148,7 +147,7 @@ func (s *Server) loadResponse(ctx context.Context, p engine.Principal, id string
 		return rec, err
 	}
 	if !p.Sees(rec.Owner) {
-		return storedResponse{}, store.ErrNotFound
+		return storedResponse{}, engine.ErrNotFound
 	}
 	return rec, nil
 }
@@ -195,9 +194,9 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		return s.respond(c, run, rb, bool(req.Stream), at)
 	}
 	if conv != "" {
-		if b, err := s.eng.Store().GetKV(s.ctx, conversationKey(who(c).ID, conv)); err == nil {
+		if b, err := s.eng.Setting(s.ctx, conversationKey(who(c).ID, conv)); err == nil {
 			prev = string(b) // a new name simply starts the conversation
-		} else if !errors.Is(err, store.ErrNotFound) {
+		} else if !errors.Is(err, engine.ErrNotFound) {
 			at.abandon()
 			return err
 		}
@@ -205,7 +204,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	if req.Instructions != nil && *req.Instructions != "" {
 		// Instructions apply from this call on; OpenAI does not inherit them implicitly, and a
 		// chain that wants them resends them.
-		history = append([]store.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
+		history = append([]engine.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
 	}
 	sess, err := s.responseSession(c, prev, modelName, key, history)
 	if err != nil {
@@ -231,12 +230,12 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 
 // responseSession opens the session a response continues (prev, the previous response) and
 // appends the new history to it, or seeds a new one; a model named by the request applies to it.
-func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, history []store.Row) (*engine.Session, error) {
+func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, history []engine.Row) (*engine.Session, error) {
 	ctx := s.ctx
 	var sess *engine.Session
 	if prev != "" {
 		rec, err := s.loadResponse(ctx, who(c), prev)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return nil, &apiError{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
 		}
 		if err != nil {
@@ -246,7 +245,7 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 			return nil, err
 		}
 		if len(history) > 0 {
-			if _, err := s.eng.Store().AppendRows(ctx, sess.ID(), store.Fence{}, history); err != nil {
+			if err := sess.Append(ctx, history...); err != nil {
 				return nil, err
 			}
 		}
@@ -298,10 +297,10 @@ func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
 	ctx := context.WithoutCancel(s.ctx)
 	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner})
 	if err == nil {
-		err = s.eng.Store().PutKV(ctx, kvResponse+rb.id, b)
+		err = s.eng.PutSetting(ctx, kvResponse+rb.id, b)
 	}
 	if err == nil && rb.conv != "" {
-		err = s.eng.Store().PutKV(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
+		err = s.eng.PutSetting(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
 	}
 	if err != nil {
 		s.log.Error("storing response failed", "id", rb.id, "err", err)
@@ -313,7 +312,7 @@ func (s *Server) getResponse(c *fiber.Ctx) error {
 		return err
 	}
 	rec, err := s.loadResponse(s.ctx, who(c), c.Params("id"))
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return responseNotFound(c.Params("id"))
 	}
 	if err != nil {
@@ -328,21 +327,20 @@ func (s *Server) deleteResponse(c *fiber.Ctx) error {
 		return err
 	}
 	rec, err := s.loadResponse(s.ctx, who(c), id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return responseNotFound(id)
 	}
 	if err != nil {
 		return err
 	}
-	st := s.eng.Store()
 	if rec.Conversation != "" {
-		if b, err := st.GetKV(s.ctx, conversationKey(rec.Owner, rec.Conversation)); err == nil && string(b) == id {
-			if err := st.DeleteKV(s.ctx, conversationKey(rec.Owner, rec.Conversation)); err != nil {
+		if b, err := s.eng.Setting(s.ctx, conversationKey(rec.Owner, rec.Conversation)); err == nil && string(b) == id {
+			if err := s.eng.DeleteSetting(s.ctx, conversationKey(rec.Owner, rec.Conversation)); err != nil {
 				return err
 			}
 		}
 	}
-	if err := st.DeleteKV(s.ctx, kvResponse+id); err != nil {
+	if err := s.eng.DeleteSetting(s.ctx, kvResponse+id); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"id": id, "object": "response", "deleted": true})

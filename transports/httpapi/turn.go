@@ -13,7 +13,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Surface is the origin the OpenAI-compatible routes submit prompts with; approval and busy
@@ -229,14 +228,14 @@ func (s *Server) heldByOther(p engine.Principal, id string) bool {
 	if sess, ok := s.eng.Peek(id); ok {
 		return !p.Sees(sess.Record().Principal)
 	}
-	rec, err := s.eng.Store().GetSession(s.ctx, id)
+	rec, err := s.eng.Record(s.ctx, id)
 	return err == nil && !p.Sees(rec.Principal)
 }
 
 // openOrSeed opens session id, or creates it for principal p and writes history (the
 // conversation before the new prompt) into it, so the model sees what the client showed its
 // user. A session of another principal is not found.
-func (s *Server) openOrSeed(ctx context.Context, p engine.Principal, id, modelName, key string, history []store.Row) (*engine.Session, error) {
+func (s *Server) openOrSeed(ctx context.Context, p engine.Principal, id, modelName, key string, history []engine.Row) (*engine.Session, error) {
 	for attempt := 0; ; attempt++ {
 		if s.heldByOther(p, id) { // refused before it is loaded
 			return nil, sessionNotFound(id)
@@ -252,17 +251,12 @@ func (s *Server) openOrSeed(ctx context.Context, p engine.Principal, id, modelNa
 		if key != "" {
 			meta = map[string]string{"session_key": key}
 		}
-		sess, err = s.eng.Create(ctx, engine.CreateOptions{ID: id, Model: modelName, Source: Surface, Meta: meta, Principal: p.ID})
-		if errors.Is(err, store.ErrExists) && attempt == 0 {
+		sess, err = s.eng.Create(ctx, engine.CreateOptions{ID: id, Model: modelName, Source: Surface, Meta: meta, Principal: p.ID, History: history})
+		if errors.Is(err, engine.ErrSessionExists) && attempt == 0 {
 			continue // created concurrently by an identical request
 		}
 		if err != nil {
 			return nil, err
-		}
-		if len(history) > 0 {
-			if _, err := s.eng.Store().AppendRows(ctx, id, store.Fence{}, history); err != nil {
-				return nil, err
-			}
 		}
 		return sess, nil
 	}

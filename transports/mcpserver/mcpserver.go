@@ -22,7 +22,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Source is the session source recorded for sessions created over MCP.
@@ -224,7 +223,7 @@ func (s *Server) listSessions(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if limit <= 0 {
 		limit = 20
 	}
-	list, err := s.eng.List(ctx, store.ListOptions{Limit: limit})
+	list, err := s.eng.List(ctx, engine.ListOptions{Limit: limit})
 	if err != nil {
 		return toolError("list_sessions: %v", err), nil
 	}
@@ -255,7 +254,7 @@ func (s *Server) getHistory(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return toolError("get_history: %v", err), nil
 	}
-	rows, err := sess.History(ctx, store.RowQuery{})
+	rows, err := sess.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return toolError("get_history: %v", err), nil
 	}
