@@ -32,7 +32,9 @@ func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error)
 	f := &Follow{s: s, sub: sub, chain: p.FollowQueue}
 	switch {
 	case tk.t != nil:
-		f.t, f.live = tk.t, true
+		// A prompt that waited in line saw other turns go by: what belongs to no turn is
+		// passed on from its own turn's start.
+		f.t, f.live = tk.t, !p.InLine
 	case tk.q != nil:
 		f.q = tk.q
 	default:
@@ -271,4 +273,60 @@ func isClosed(c chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// inLine is a prompt waiting in the session's line (Prompt.InLine).
+type inLine struct {
+	text, origin string
+	ready        chan struct{} // closed once t or err is set
+	t            *turnState    // the turn claimed for it
+	err          error
+}
+
+// waitInLine queues the prompt behind the running turn and waits until a turn is claimed for
+// it (handOverLocked). Called with s.mu held; returns with it released.
+func (s *Session) waitInLine(ctx context.Context, text, origin string) (*turnState, error) {
+	w := &inLine{text: text, origin: origin, ready: make(chan struct{})}
+	s.line = append(s.line, w)
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return w.t, w.err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for i, x := range s.line {
+		if x == w {
+			s.line = append(s.line[:i:i], s.line[i+1:]...)
+			s.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Unlock()
+	<-w.ready // handed over meanwhile: the turn is ours; its start will see ctx
+	return w.t, w.err
+}
+
+// handOverLocked claims a turn for the first prompt in line once the running turn ended, and
+// reports whether there was one (its waiter writes the user row and starts it). Called with
+// s.mu held.
+func (s *Session) handOverLocked() bool {
+	if len(s.line) == 0 {
+		return false
+	}
+	w := s.line[0]
+	s.line = s.line[1:]
+	w.t = s.newTurnLocked(w.text, w.origin) // not t.next: FollowQueue does not follow it
+	close(w.ready)
+	return true
+}
+
+// failLineLocked refuses every prompt in line (the session or the engine closes). Called with
+// s.mu held.
+func (s *Session) failLineLocked(err error) {
+	for _, w := range s.line {
+		w.err = err
+		close(w.ready)
+	}
+	s.line = nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
@@ -522,6 +523,158 @@ func TestRunNextBatchStopsAtEachOutcome(t *testing.T) {
 	for i := 1; i < len(all); i++ {
 		if all[i].Seq <= all[i-1].Seq {
 			t.Fatalf("events out of order or repeated: seq %d after %d", all[i].Seq, all[i-1].Seq)
+		}
+	}
+}
+
+// TestRunInLine: a prompt admitted in line waits behind the running turn and the busy
+// policy's follow-up, is not dropped by an interrupt, and starts when they are done.
+func TestRunInLine(t *testing.T) {
+	t.Parallel()
+	h := busyHarness(t, policy.Queue)
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"first"}, FaultAt: 1, Gate: g}, openaitest.Text("in line"))
+	s := h.create()
+	_, first, err := s.Run(ctxT(t), engine.Prompt{Text: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	<-g.Reached()
+	type result struct {
+		adm engine.Admission
+		f   *engine.Follow
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		adm, f, err := s.Run(ctxT(t), engine.Prompt{Text: "b", InLine: true})
+		got <- result{adm, f, err}
+	}()
+	waitInLine(t, s, 1)
+	// A second prompt in line that gives up before its turn comes never runs.
+	gaveUp := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	go func() {
+		_, _, err := s.Run(ctx, engine.Prompt{Text: "never", InLine: true})
+		gaveUp <- err
+	}()
+	waitInLine(t, s, 2)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a prompt that left the line: %v", err)
+	}
+	s.Interrupt("user") // cancels the first turn; the prompt in line stays
+	g.Release()
+	r := <-got
+	if r.err != nil || r.adm.Status != engine.AdmitStarted {
+		t.Fatalf("in line: %+v %v", r.adm, r.err)
+	}
+	defer r.f.Close()
+	evs, err := drain(t, r.f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomeOf(t, evs); o.Text != "in line" || o.TurnID != r.adm.TurnID {
+		t.Fatalf("outcome %+v", o)
+	}
+	if evs[0].Type != engine.EvMessageStart {
+		t.Fatalf("the follow of a prompt in line starts with its turn, not %s", evs[0].Type)
+	}
+	fevs, err := drain(t, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomeOf(t, fevs); o.Status != engine.StatusCancelled {
+		t.Fatalf("first: %+v", o)
+	}
+	var users []string
+	for _, row := range mustRows(t, s) {
+		if row.Role == "user" {
+			users = append(users, row.Content)
+		}
+	}
+	if strings.Join(users, ",") != "a,b" {
+		t.Fatalf("user rows %v", users)
+	}
+}
+
+// TestRunInLineAfterFollowUp: the busy policy's follow-up runs before the prompts in line.
+func TestRunInLineAfterFollowUp(t *testing.T) {
+	t.Parallel()
+	h := busyHarness(t, policy.Queue)
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"first"}, FaultAt: 1, Gate: g}, openaitest.Text("follow-up"), openaitest.Text("in line"))
+	s := h.create()
+	if _, err := s.Submit(ctxT(t), engine.Prompt{Text: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	got := make(chan error, 1)
+	var f *engine.Follow
+	go func() {
+		var err error
+		_, f, err = s.Run(ctxT(t), engine.Prompt{Text: "c", InLine: true})
+		got <- err
+	}()
+	waitInLine(t, s, 1)
+	if adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "b"}); err != nil || adm.Status != engine.AdmitQueued {
+		t.Fatalf("follow-up: %+v %v", adm, err)
+	}
+	g.Release()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := drain(t, f); err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, row := range mustRows(t, s) {
+		if row.Role == "user" {
+			users = append(users, row.Content)
+		}
+	}
+	if strings.Join(users, ",") != "a,b,c" {
+		t.Fatalf("user rows %v", users)
+	}
+}
+
+// TestRunInLineRefusedOnClose: closing the session refuses the prompts in line.
+func TestRunInLineRefusedOnClose(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"slow"}, FaultAt: 1, Gate: g})
+	defer g.Release()
+	s := h.create()
+	if _, err := s.Submit(ctxT(t), engine.Prompt{Text: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := s.Run(ctxT(t), engine.Prompt{Text: "b", InLine: true})
+		got <- err
+	}()
+	waitInLine(t, s, 1)
+	if err := s.Close(ctxT(t), "bye"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, engine.ErrSessionClosed) {
+		t.Fatalf("a prompt in line on a closed session: %v", err)
+	}
+}
+
+// waitInLine polls until n prompts wait in the session's line.
+func waitInLine(t *testing.T, s *engine.Session, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	for s.Snapshot().InLine != n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d prompts in line, want %d", s.Snapshot().InLine, n)
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

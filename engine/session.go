@@ -46,6 +46,7 @@ type Session struct {
 	turns    map[string]*turnState // recent turns by id (for Wait)
 	order    []string              // turn ids, oldest first
 	queued   *queuedPrompt         // the one-slot merged follow-up queue
+	line     []*inLine             // prompts admitted in line (Prompt.InLine), first come first
 	steers   []steerItem           // pending steer (concatenated with \n on delivery)
 	requests map[string]*pendingRequest
 	approved map[string]bool // pattern keys approved for this session
@@ -258,6 +259,11 @@ type Prompt struct {
 	// FollowQueue (Run only): after the followed turn completes (not cancelled), follow the
 	// turn the queue starts next with the prompts that arrived meanwhile, and so on.
 	FollowQueue bool
+	// InLine admits the prompt first come, first served: while a turn runs, Submit waits in
+	// the session's line (after the busy policy's follow-up, which is the conversation's next
+	// turn) and returns once the prompt's own turn has started, or with ctx's error. The busy
+	// policy does not see it, an interrupt does not drop it, and it is never merged.
+	InLine bool
 }
 
 // Truncate asks a submit to cut the transcript before a user turn first.
@@ -329,14 +335,20 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 		s.mu.Unlock()
 		return Admission{}, ticket{}, err
 	}
-	if s.turn != nil {
-		if p.Truncate != nil {
-			s.mu.Unlock()
-			return Admission{}, ticket{}, ErrBusy
+	var t *turnState
+	switch {
+	case s.turn != nil && p.Truncate != nil:
+		s.mu.Unlock()
+		return Admission{}, ticket{}, ErrBusy
+	case s.turn != nil && p.InLine:
+		var err error
+		if t, err = s.waitInLine(ctx, text, p.Origin); err != nil { // unlocks
+			return Admission{}, ticket{}, err
 		}
+	case s.turn != nil:
 		return s.busyLocked(ctx, p, text) // unlocks
 	}
-	if p.Truncate != nil {
+	if t == nil && p.Truncate != nil {
 		// Refuse a bad rewind before claiming the turn: a refusal leaves no trace.
 		s.mu.Unlock()
 		if _, err := s.checkRewind(ctx, *p.Truncate); err != nil {
@@ -353,8 +365,10 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 			return Admission{}, ticket{}, ErrBusy
 		}
 	}
-	t := s.newTurnLocked(text, p.Origin)
-	s.mu.Unlock()
+	if t == nil {
+		t = s.newTurnLocked(text, p.Origin)
+		s.mu.Unlock()
+	}
 
 	if err := s.ensureStored(ctx); err != nil {
 		s.abandonTurn(t)
@@ -548,6 +562,9 @@ func (s *Session) interrupt(only *turnState, reason string) bool {
 		s.mu.Unlock()
 		return false
 	}
+	if cause == errInterruptShutdown {
+		s.failLineLocked(ErrSessionClosed) // nothing starts after a shutdown interrupt
+	}
 	s.steers = nil
 	hadQueue := s.queued != nil
 	s.queued = nil
@@ -684,6 +701,7 @@ type Snapshot struct {
 	Inflight     *Inflight `json:"inflight,omitempty"`
 	OpenRequests []Request `json:"open_requests"`
 	Queued       string    `json:"queued,omitempty"`
+	InLine       int       `json:"in_line,omitempty"` // prompts waiting in line (Prompt.InLine)
 	PendingSteer string    `json:"pending_steer,omitempty"`
 	LastSeq      uint64    `json:"last_seq"`
 }
@@ -693,7 +711,7 @@ func (s *Session) Snapshot() Snapshot {
 	info := s.Info()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{Info: info, OpenRequests: s.openRequestsLocked(), PendingSteer: joinSteers(s.steers), LastSeq: s.j.lastSeq()}
+	snap := Snapshot{Info: info, OpenRequests: s.openRequestsLocked(), PendingSteer: joinSteers(s.steers), LastSeq: s.j.lastSeq(), InLine: len(s.line)}
 	if s.queued != nil {
 		snap.Queued = s.queued.text
 	}
@@ -714,6 +732,9 @@ func (s *Session) Close(ctx context.Context, reason string) error {
 			return cur.Close(ctx, reason)
 		}
 	}
+	s.mu.Lock()
+	s.failLineLocked(ErrSessionClosed) // the prompts in line would keep the session busy
+	s.mu.Unlock()
 	s.Interrupt("close")
 	if err := s.WaitIdle(ctx); err != nil {
 		return err

@@ -167,6 +167,9 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	}
 	close(t.done)
 	q := s.queued
+	if q == nil && !s.closed && s.handOverLocked() {
+		return
+	}
 	if q == nil || s.closed {
 		s.setStatusLocked(StatusIdle)
 		s.j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: s.id, Title: s.rec.Title, Model: s.rec.Model, Cwd: s.rec.Cwd, ParentID: s.rec.ParentID, Status: s.status, Usage: s.rec.Usage}})
