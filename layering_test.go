@@ -60,6 +60,87 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// forbiddenImports are direct imports the layering forbids in the non-test files under from
+// (a directory of the module) of the packages under to. Unlike forbiddenEdges they do not
+// follow dependencies: a transport depends on the store through the engine, and that is the
+// point — it must reach it only there.
+var forbiddenImports = []struct{ from, to, reason string }{
+	{"transports", "engine/store", "every write goes through an engine verb, where the turn claim, the deleted mark and (later) a session lease and fencing are enforced; a surface writing the store directly bypasses them"},
+	{"transports", "engine/config", "configuration is resolved by the command that builds the engine; a surface is handed its options and never reads the configuration files itself"},
+}
+
+// importExceptions are files allowed, for now, one import forbiddenImports refuses. Each names
+// its reason; an exception for a file that no longer exists, or no longer needs it, fails the
+// test, so none outlives its reason.
+var importExceptions = []struct{ file, to, reason string }{
+	{"transports/httpapi/runs.go", "engine/store", "temporary: the runs ledger moves into the engine's admission queue (issue 14 item 3)"},
+	{"transports/httpapi/runs_recovery.go", "engine/store", "temporary: the runs ledger moves into the engine's admission queue (issue 14 item 3)"},
+	{"transports/httpapi/admission.go", "engine/store", "temporary: the idempotency records move into the engine's admission queue (issue 14 item 3)"},
+}
+
+// TestImportLayering enforces forbiddenImports on every non-test Go file, minus the listed
+// exceptions.
+func TestImportLayering(t *testing.T) {
+	used := map[string]bool{} // exception file+to → it was needed
+	for _, e := range importExceptions {
+		if e.reason == "" {
+			t.Errorf("exception %s → %s: no reason given", e.file, e.to)
+		}
+		if _, err := os.Stat(e.file); err != nil {
+			t.Errorf("exception %s → %s: %s is not a file of the module; remove the exception", e.file, e.to, e.file)
+		}
+		used[e.file+" "+e.to] = false
+	}
+	fset := token.NewFileSet()
+	for _, rule := range forbiddenImports {
+		if rule.reason == "" {
+			t.Errorf("%s → %s: no reason given", rule.from, rule.to)
+		}
+		for _, dir := range []string{rule.from, rule.to} {
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				t.Errorf("%s → %s: %s is not a directory of the module; update the rule", rule.from, rule.to, dir)
+			}
+		}
+		bad := modulePath + "/" + rule.to
+		err := filepath.WalkDir(rule.from, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range f.Imports {
+				ip := strings.Trim(imp.Path.Value, `"`)
+				if ip != bad && !strings.HasPrefix(ip, bad+"/") {
+					continue
+				}
+				key := filepath.ToSlash(path) + " " + rule.to
+				if _, ok := used[key]; ok {
+					used[key] = true
+					continue
+				}
+				t.Errorf("%s imports %s: forbidden because %s", path, ip, rule.reason)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, needed := range used {
+		if !needed {
+			t.Errorf("exception %s is no longer needed; remove it", key)
+		}
+	}
+}
+
 // TestPackageDocs requires exactly one package doc comment per package.
 func TestPackageDocs(t *testing.T) {
 	docs := map[string]int{}
