@@ -561,7 +561,9 @@ func (s *Server) execute(r *run) {
 
 // startRun marks the run running in the store (before the turn is submitted: a crash after
 // this point leaves a run that may have done work, which is what restart-unknown means) and
-// submits its prompt once the session is idle.
+// submits its prompt once the session is idle. The wait is for the run's status (queued, not
+// running, while another client's turn runs); a turn that slips in after it is waited for in
+// the session's line (engine.Prompt.InLine).
 func (s *Server) startRun(r *run) (*turnRun, error) {
 	sess, err := s.eng.Open(s.ctx, r.sessionID)
 	if err != nil {
@@ -583,44 +585,29 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 	r.mu.Lock()
 	r.rec = rec
 	r.mu.Unlock()
-	for {
-		// The run's owner (the principal that admitted it) owns the turn, so its browser tool
-		// calls reach that principal's controller only, even after a restart.
-		tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
-			return startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive)
-		})
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Code == "session_busy" {
-			// Another client's turn slipped in between the wait and the submit: wait again, on
-			// the object that is live now.
-			if sess, err = s.eng.Open(s.ctx, r.sessionID); err != nil {
-				return nil, err
-			}
-			if err := sess.WaitIdle(s.ctx); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		sess = tr.sess
-		turnID := tr.turnID
-		tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
-		r.mu.Lock()
-		r.sess, r.turn, r.model = sess, tr, sess.Record().Model
-		stopping := r.status == runStopping // stop arrived between the record and the turn
-		status := runRunning
-		if stopping {
-			status = ""
-		}
-		r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
-		r.mu.Unlock()
-		if stopping {
-			sess.Interrupt("user")
-		}
-		return tr, nil
+	// The run's owner (the principal that admitted it) owns the turn, so its browser tool
+	// calls reach that principal's controller only, even after a restart.
+	tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
+		return startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive, true)
+	})
+	if err != nil {
+		return nil, err
 	}
+	turnID := tr.turnID
+	tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
+	r.mu.Lock()
+	r.sess, r.turn, r.model = sess, tr, sess.Record().Model
+	stopping := r.status == runStopping // stop arrived between the record and the turn
+	status := runRunning
+	if stopping {
+		status = ""
+	}
+	r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
+	r.mu.Unlock()
+	if stopping {
+		tr.f.Interrupt("user")
+	}
+	return tr, nil
 }
 
 // follow turns the turn's engine events into run events until the turn ends or the server
