@@ -26,7 +26,6 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/model/openai"
 	"github.com/hermes-go/hermes/engine/model/replay"
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/redact"
@@ -231,16 +230,14 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	var httpClient *http.Client
 	if o.record != "" {
 		a.recorder = replay.NewRecorder(http.DefaultTransport)
+		a.recorder.Provider = recordDialect(cfg)
 		a.recPath = o.record
 		httpClient = &http.Client{Transport: a.recorder}
 	}
 	providers := map[string]model.Provider{}
 	for name, p := range cfg.Providers {
-		switch p.Type {
-		case "openai":
-			providers[name] = openai.New(openai.Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, HTTPClient: httpClient})
-		case "replay":
-			providers[name] = &cassettes{dir: p.Dir}
+		if pr := providerFor(p, httpClient); pr != nil {
+			providers[name] = pr
 		}
 	}
 	for name, p := range o.providers {
@@ -287,6 +284,8 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		HookTimeout:           time.Duration(cfg.Scripts.HookTimeout),
 		AllowOutsideCwd:       cfg.Files.AllowOutsideCwd,
 		Logger:                logger,
+		Catalog:               cfg.Catalog(),
+		FallbackModels:        cfg.FallbackModels,
 	})
 	if err != nil {
 		polCloser.Close()

@@ -1,6 +1,6 @@
 // Package config loads Hermes configuration: $HERMES_HOME/config.yaml, then the environment
 // overrides that form the public contract (HERMES_HOME, HERMES_MODEL, OPENAI_BASE_URL,
-// OPENAI_API_KEY, HERMES_API_KEY / API_SERVER_KEY, HERMES_POLICY, HERMES_MAX_ITERATIONS,
+// OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, HERMES_API_KEY / API_SERVER_KEY, HERMES_POLICY, HERMES_MAX_ITERATIONS,
 // HERMES_SESSION_IDLE_RELEASE, HERMES_STORE).
 package config
 
@@ -20,12 +20,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermes-go/hermes/engine/model/catalog"
 	"github.com/hermes-go/hermes/engine/redact"
 )
 
 // Provider configures one model provider.
 type Provider struct {
-	// Type is openai (any OpenAI-compatible Chat Completions endpoint) or replay (cassettes).
+	// Type is openai (any OpenAI-compatible Chat Completions endpoint), anthropic (the
+	// Messages API, on Anthropic's SDK) or replay (cassettes).
 	Type    string            `yaml:"type"`
 	BaseURL string            `yaml:"base_url,omitempty"`
 	APIKey  string            `yaml:"api_key,omitempty"`
@@ -34,27 +36,46 @@ type Provider struct {
 	Models  []string          `yaml:"models,omitempty"` // known model names, for offline checks
 	// Dir is where replay cassettes are looked up for relative names.
 	Dir string `yaml:"dir,omitempty"`
+	// MaxRetries is the number of retries after the first attempt of a call that failed
+	// retryably (429, 5xx, overloaded) before any of its answer arrived: 0 means the default
+	// (2), a negative value none.
+	MaxRetries int `yaml:"max_retries,omitempty"`
+	// MaxTokens is the output limit sent when a request sets none (anthropic; default 8192).
+	MaxTokens int `yaml:"max_tokens,omitempty"`
+	// ThinkingBudget enables extended thinking with this many budget tokens (anthropic; at
+	// least 1024; 0 leaves it off).
+	ThinkingBudget int `yaml:"thinking_budget,omitempty"`
+	// Families, Aggregator and Catalog override the model catalogue for this provider (see
+	// engine/model/catalog): the model families it owns, whether it serves other vendors'
+	// models, and model entries (limits, capabilities, prices) replacing or adding to the
+	// embedded ones by id.
+	Families   []string        `yaml:"families,omitempty"`
+	Aggregator bool            `yaml:"aggregator,omitempty"`
+	Catalog    []catalog.Model `yaml:"catalog,omitempty"`
 }
 
 // Config is the whole configuration.
 type Config struct {
-	Home          string              `yaml:"-"`
-	Path          string              `yaml:"-"` // the config file read ("" when none)
-	Model         string              `yaml:"model"`
-	Providers     map[string]Provider `yaml:"providers"`
-	MaxIterations int                 `yaml:"max_iterations"`
-	BusyInputMode string              `yaml:"busy_input_mode"`
-	SystemPrompt  string              `yaml:"system_prompt,omitempty"`
-	Cwd           string              `yaml:"cwd,omitempty"`
-	Policy        string              `yaml:"policy,omitempty"` // policy script path
-	Approvals     Approvals           `yaml:"approvals"`
-	Delegation    Delegation          `yaml:"delegation"`
-	Files         Files               `yaml:"files"`
-	Server        Server              `yaml:"server"`
-	Store         Store               `yaml:"store"`
-	Scripts       Scripts             `yaml:"scripts"`
-	MCP           MCP                 `yaml:"mcp,omitempty"`
-	Tools         Tools               `yaml:"tools,omitempty"`
+	Home      string              `yaml:"-"`
+	Path      string              `yaml:"-"` // the config file read ("" when none)
+	Model     string              `yaml:"model"`
+	Providers map[string]Provider `yaml:"providers"`
+	// FallbackModels are tried in order when a call to the session's model fails retryably
+	// (after its provider's retries) before any of its answer arrived.
+	FallbackModels []string   `yaml:"fallback_models,omitempty"`
+	MaxIterations  int        `yaml:"max_iterations"`
+	BusyInputMode  string     `yaml:"busy_input_mode"`
+	SystemPrompt   string     `yaml:"system_prompt,omitempty"`
+	Cwd            string     `yaml:"cwd,omitempty"`
+	Policy         string     `yaml:"policy,omitempty"` // policy script path
+	Approvals      Approvals  `yaml:"approvals"`
+	Delegation     Delegation `yaml:"delegation"`
+	Files          Files      `yaml:"files"`
+	Server         Server     `yaml:"server"`
+	Store          Store      `yaml:"store"`
+	Scripts        Scripts    `yaml:"scripts"`
+	MCP            MCP        `yaml:"mcp,omitempty"`
+	Tools          Tools      `yaml:"tools,omitempty"`
 	// BrowserControl is off unless enabled here or by HERMES_BROWSER_CONTROL=1.
 	BrowserControl BrowserControl `yaml:"browser_control"`
 }
@@ -257,6 +278,7 @@ func DefaultHome() string {
 func builtinProviders() map[string]Provider {
 	return map[string]Provider{
 		"openai":     {Type: "openai", BaseURL: "https://api.openai.com/v1", KeyEnv: "OPENAI_API_KEY"},
+		"anthropic":  {Type: "anthropic", BaseURL: "https://api.anthropic.com", KeyEnv: "ANTHROPIC_API_KEY"},
 		"openrouter": {Type: "openai", BaseURL: "https://openrouter.ai/api/v1", KeyEnv: "OPENROUTER_API_KEY"},
 		"ollama":     {Type: "openai", BaseURL: "http://127.0.0.1:11434/v1"},
 		"vllm":       {Type: "openai", BaseURL: "http://127.0.0.1:8000/v1", KeyEnv: "VLLM_API_KEY"},
@@ -298,11 +320,14 @@ func Load(getenv func(string) string) (*Config, error) {
 	c.Home = home
 	merged := builtinProviders()
 	for name, p := range c.Providers {
+		if b, ok := merged[name]; ok && p.Type == "" {
+			p.Type = b.Type // a built-in provider keeps its wire unless the type says otherwise
+		}
 		if p.Type == "" {
 			p.Type = "openai"
 		}
-		if p.Type != "openai" && p.Type != "replay" {
-			return nil, fmt.Errorf("config %s: provider %q: unknown type %q (want openai or replay)", path, name, p.Type)
+		if p.Type != "openai" && p.Type != "anthropic" && p.Type != "replay" {
+			return nil, fmt.Errorf("config %s: provider %q: unknown type %q (want openai, anthropic or replay)", path, name, p.Type)
 		}
 		if b, ok := merged[name]; ok && p.BaseURL == "" {
 			p.BaseURL = b.BaseURL
@@ -332,6 +357,11 @@ func Load(getenv func(string) string) (*Config, error) {
 		op.APIKey = v
 	}
 	c.Providers["openai"] = op
+	if v := getenv("ANTHROPIC_BASE_URL"); v != "" {
+		ap := c.Providers["anthropic"]
+		ap.BaseURL = v
+		c.Providers["anthropic"] = ap
+	}
 	for name, p := range c.Providers {
 		if p.APIKey == "" && p.KeyEnv != "" {
 			p.APIKey = getenv(p.KeyEnv)
@@ -478,6 +508,26 @@ func (c *Config) Show() string {
 	}
 	sb.Write(b)
 	return sb.String()
+}
+
+// Catalog is the embedded model catalogue with this configuration's overrides: each
+// provider's families, aggregator flag and catalog entries, and its models list as entries
+// known by name only.
+func (c *Config) Catalog() *catalog.Catalog {
+	cat := catalog.Default()
+	for _, name := range c.ProviderNames() {
+		p := c.Providers[name]
+		entries := slices.Clone(p.Catalog)
+		for _, m := range p.Models {
+			if _, ok := cat.Lookup(name, m); !ok && !slices.ContainsFunc(entries, func(e catalog.Model) bool { return e.ID == m }) {
+				entries = append(entries, catalog.Model{ID: m})
+			}
+		}
+		if len(p.Families) > 0 || p.Aggregator || len(entries) > 0 {
+			cat.Override(name, p.Families, p.Aggregator, entries)
+		}
+	}
+	return cat
 }
 
 // ProviderNames lists the configured providers, sorted.

@@ -27,7 +27,7 @@ var ErrInvalidCassette = errors.New("invalid cassette")
 // Cassette is a recorded sequence of provider interactions.
 type Cassette struct {
 	Version      int           `json:"version"`
-	Provider     string        `json:"provider"` // wire dialect; "openai" is the only one
+	Provider     string        `json:"provider"` // wire dialect: "openai" or "anthropic"
 	Interactions []Interaction `json:"interactions"`
 	// Name identifies the cassette in error messages; Load sets it to the file path.
 	Name string `json:"-"`
@@ -173,8 +173,8 @@ func Parse(data []byte, name string) (*Cassette, error) {
 		return nil, bad("unsupported version %d (this build reads version %d)", c.Version, Version)
 	case c.Provider == "":
 		return nil, bad(`missing "provider"`)
-	case c.Provider != "openai":
-		return nil, bad("unsupported provider %q (only \"openai\" is supported)", c.Provider)
+	case c.Provider != "openai" && c.Provider != "anthropic":
+		return nil, bad("unsupported provider %q (want \"openai\" or \"anthropic\")", c.Provider)
 	case c.Interactions == nil:
 		return nil, bad(`missing "interactions"`)
 	}

@@ -45,14 +45,20 @@ func (p *Provider) Remaining() int {
 }
 
 // Stream implements model.Provider. It picks the first unplayed interaction whose match fits the
-// request's last user or tool message. A 2xx body is decoded by openai.DecodeStream, anything
-// else becomes openai.ErrorFromResponse, exactly as the live client does. Like the live client,
+// request's last user or tool message. On an openai cassette a 2xx body is decoded by
+// openai.DecodeStream, anything else becomes openai.ErrorFromResponse, exactly as the live
+// client does; an anthropic cassette is played through the live Anthropic client itself, its
+// HTTP transport answering from the cassette (anthropic.go). Like the live client,
 // a retryable failure followed in the cassette by a retry of the same request (what a recording
 // of the client's retries looks like) moves on to that retry.
 func (p *Provider) Stream(ctx context.Context, r model.Request) iter.Seq2[model.Chunk, error] {
 	return func(yield func(model.Chunk, error) bool) {
 		if err := ctx.Err(); err != nil {
 			yield(model.Chunk{}, err)
+			return
+		}
+		if p.c.Provider == "anthropic" {
+			p.streamAnthropic(ctx, r, yield)
 			return
 		}
 		resp, err := p.take(lastTurnText(r.Messages))

@@ -27,6 +27,9 @@ var recordedHeaders = []string{"Content-Type", "Retry-After", "Retry-After-Ms", 
 // arrived.
 type Recorder struct {
 	inner http.RoundTripper
+	// Provider is the wire dialect the cassette is labelled with: "openai" (the default) or
+	// "anthropic". Set it before recording.
+	Provider string
 
 	mu           sync.Mutex
 	interactions []*Interaction
@@ -97,7 +100,11 @@ func requestJSON(body []byte) json.RawMessage {
 func (r *Recorder) Cassette() *Cassette {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := &Cassette{Version: Version, Provider: "openai", Interactions: make([]Interaction, len(r.interactions))}
+	dialect := r.Provider
+	if dialect == "" {
+		dialect = "openai"
+	}
+	c := &Cassette{Version: Version, Provider: dialect, Interactions: make([]Interaction, len(r.interactions))}
 	for i, it := range r.interactions {
 		resp := *it.Response
 		resp.Body = append([]Piece(nil), resp.Body...)

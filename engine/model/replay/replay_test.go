@@ -418,7 +418,7 @@ func TestParseErrors(t *testing.T) {
 		{"no version", `{"provider":"openai","interactions":[]}`, `missing "version"`},
 		{"future version", `{"version":2,"provider":"openai","interactions":[]}`, "unsupported version 2 (this build reads version 1)"},
 		{"no provider", `{"version":1,"interactions":[]}`, `missing "provider"`},
-		{"other provider", `{"version":1,"provider":"anthropic","interactions":[]}`, `unsupported provider "anthropic"`},
+		{"other provider", `{"version":1,"provider":"gemini","interactions":[]}`, `unsupported provider "gemini"`},
 		{"no interactions", `{"version":1,"provider":"openai"}`, `missing "interactions"`},
 		{"no response", string(cassetteJSON(ok, `{"request":{}}`)), `interactions[1]: missing "response"`},
 		{"bad status", string(cassetteJSON(`{"response":{"status":0,"body":[]}}`)), "interactions[0].response: status 0 is not an HTTP status"},
