@@ -66,14 +66,48 @@ func (a *API) session(s *engine.Session) stdlib.Object {
 			if f, ok := stdlib.ToFloat(o["since"]); ok {
 				since = uint64(f)
 			}
+			follow, explicit := o["follow"].(bool)
+			if _, given := o["follow"]; given && !explicit {
+				return nil, fmt.Errorf("%w: events: follow must be true or false", stdlib.ErrArgument)
+			}
+			for k := range o {
+				if k != "since" && k != "follow" {
+					return nil, fmt.Errorf("%w: events: unknown option %q (since, follow)", stdlib.ErrArgument, k)
+				}
+			}
+			if explicit && !follow {
+				// What is stored, then the end: a loop over it terminates.
+				evs, ok := s.EventsSince(since)
+				if !ok {
+					return nil, fmt.Errorf("events: seq %d is older than the session's journal window; read s.history() instead", since)
+				}
+				i := 0
+				return stdlib.IteratorFunc(func(context.Context) (any, bool, error) {
+					if i >= len(evs) {
+						return nil, false, nil
+					}
+					i++
+					return toMap(evs[i-1]), true, nil
+				}), nil
+			}
 			sub := a.subscribe(s, since)
+			last, warned, closed := since, false, false
 			return stdlib.IteratorFunc(func(ctx context.Context) (any, bool, error) {
+				if closed {
+					return nil, false, nil
+				}
+				if !explicit && !warned && last >= s.LastSeq() {
+					warned = true
+					a.o.Warn(fmt.Sprintf("s.events() on session %s has read every stored event and now waits for new ones; pass {follow: false} to stop at the stored events, {follow: true} to silence this", s.ID()))
+				}
 				ev, err := sub.Next(ctx)
 				if err != nil {
 					return nil, false, err
 				}
+				last = ev.Seq
 				if ev.Type == engine.EvSessionClosed {
 					sub.Close()
+					closed = true
 				}
 				return toMap(ev), true, nil
 			}), nil
@@ -180,6 +214,7 @@ func (a *API) session(s *engine.Session) stdlib.Object {
 
 // prompt submits text and returns a turn object whose events and outcome the script reads.
 func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, error) {
+	start := s.LastSeq() // the turn's events come after this: t.events() replays from here
 	adm, f, err := a.run(ctx, s, text)
 	if err != nil {
 		return nil, err
@@ -195,19 +230,42 @@ func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, 
 		"status":  adm.Status,
 		"message": adm.Message,
 		"events": stdlib.Func(func(context.Context, stdlib.Args) (any, error) {
+			// Every call replays the turn from its start: what the journal holds of it first,
+			// then (while the turn runs) the follow, skipping what was replayed.
+			if !started {
+				return stdlib.IteratorFunc(func(context.Context) (any, bool, error) { return nil, false, nil }), nil
+			}
+			stored, ok := s.EventsSince(start)
+			if !ok {
+				return nil, fmt.Errorf("t.events(): the turn's first events have left the session's journal window; read s.history() instead")
+			}
+			stored = turnEvents(stored, adm.TurnID)
+			var seen uint64
 			return stdlib.IteratorFunc(func(ctx context.Context) (any, bool, error) {
-				if done {
-					return nil, false, nil
+				if len(stored) > 0 {
+					ev := stored[0]
+					stored, seen = stored[1:], ev.Seq
+					if d, ok := ev.Data.(engine.Outcome); ok && !done {
+						done, outcome = true, toMap(d)
+						f.Close()
+					}
+					return toMap(ev), true, nil
 				}
-				ev, err := f.Next(ctx)
-				if err != nil {
-					return nil, false, err
+				for !done {
+					ev, err := f.Next(ctx)
+					if err != nil {
+						return nil, false, err
+					}
+					if d, ok := ev.Data.(engine.Outcome); ok {
+						done, outcome = true, toMap(d)
+						f.Close()
+					}
+					if ev.Seq != 0 && ev.Seq <= seen {
+						continue // replayed from the journal already
+					}
+					return toMap(ev), true, nil
 				}
-				if d, ok := ev.Data.(engine.Outcome); ok {
-					done, outcome = true, toMap(d)
-					f.Close()
-				}
-				return toMap(ev), true, nil
+				return nil, false, nil
 			}), nil
 		}),
 		"wait": stdlib.Func(func(ctx context.Context, args stdlib.Args) (any, error) {
@@ -225,4 +283,20 @@ func (a *API) prompt(ctx context.Context, s *engine.Session, text string) (any, 
 			return out, err
 		}),
 	}, nil
+}
+
+// turnEvents picks from the journal events after the prompt was submitted what the turn's
+// Follow yields for a prompt that started at once: its own events, the session's events that
+// belong to no turn and every request.open, ending with the turn's message.complete.
+func turnEvents(evs []engine.Event, turnID string) []engine.Event {
+	var out []engine.Event
+	for _, ev := range evs {
+		if ev.TurnID == turnID || ev.TurnID == "" || ev.Type == engine.EvRequestOpen {
+			out = append(out, ev)
+		}
+		if ev.TurnID == turnID && ev.Type == engine.EvMessageComplete {
+			break
+		}
+	}
+	return out
 }
