@@ -248,6 +248,10 @@ func (g *Server) checkModel(modelName, provider string) (string, error) {
 		}
 	}
 	canon, _, err := g.eng.ResolveModel(name)
+	var mm *engine.ModelMismatchError
+	if errors.As(err, &mm) {
+		return "", modelErr(mm.Model, mm.Provider, mm.Mismatch.Error(), mm.Suggestions)
+	}
 	if err != nil {
 		prov, _ := model.ParseName(name)
 		return "", modelErr(modelName, prov, err.Error(), suggest(prov, g.eng.Providers()))

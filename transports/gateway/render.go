@@ -140,21 +140,33 @@ func completePayload(o engine.Outcome) map[string]any {
 
 // usageOf renders a turn's usage in the gateway's Usage shape.
 func usageOf(modelName string, u model.Usage, calls int) map[string]any {
-	return map[string]any{
+	return withCost(map[string]any{
 		"model": modelName, "input": u.PromptTokens, "output": u.CompletionTokens, "reasoning": u.ReasoningTokens,
 		"prompt": u.PromptTokens, "completion": u.CompletionTokens, "total": u.TotalTokens, "calls": calls,
 		"cache_read": u.CachedTokens,
+	}, int64(u.CacheWriteTokens), u.CostUSD)
+}
+
+// withCost adds the prompt-cache writes and the cost at catalogue prices when there are any
+// (a model without prices, or a provider without a prompt cache, reports neither).
+func withCost(m map[string]any, cacheWrite int64, cost float64) map[string]any {
+	if cacheWrite != 0 {
+		m["cache_write"] = cacheWrite
 	}
+	if cost != 0 {
+		m["cost_usd"] = cost
+	}
+	return m
 }
 
 // sessionUsage renders stored session usage in the gateway's Usage shape.
 func sessionUsage(rec engine.Record) map[string]any {
 	u := rec.Usage
-	return map[string]any{
+	return withCost(map[string]any{
 		"model": rec.Model, "input": u.InputTokens, "output": u.OutputTokens, "reasoning": u.ReasoningTokens,
 		"prompt": u.InputTokens, "completion": u.OutputTokens, "total": u.InputTokens + u.OutputTokens,
 		"calls": u.APICalls, "tool_calls": u.ToolCalls, "cache_read": u.CachedTokens,
-	}
+	}, u.CacheWriteTokens, u.CostUSD)
 }
 
 // liveInfo is SessionLiveInfo.
