@@ -296,31 +296,26 @@ func (s *Server) startOrCommand(c *fiber.Ctx, sess *engine.Session, prompt strin
 	return s.startTurn(s.turnCtx(c), sess, prompt)
 }
 
-// followTurn reads the turn to its end (non-streaming handlers) and counts the tools that ran.
-func (s *Server) followTurn(run *turnRun) (tools int, err error) {
+// followTurn reads the turn to its end (non-streaming handlers).
+func (s *Server) followTurn(run *turnRun) error {
 	for !run.done {
-		ev, err := run.next(s.ctx)
-		if err != nil && !errors.Is(err, errSilent) {
-			return tools, err
-		}
-		if err == nil && ranTool(ev) {
-			tools++
+		if _, err := run.next(s.ctx); err != nil && !errors.Is(err, errSilent) {
+			return err
 		}
 	}
-	return tools, nil
+	return nil
 }
 
 func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) error {
 	s.reqs.Add(1)
 	defer s.reqs.Done()
 	defer run.close("shutdown")
-	tools, err := s.followTurn(run)
-	if err != nil {
+	if err := s.followTurn(run); err != nil {
 		at.abandon()
 		return err
 	}
 	o := run.out
-	at.finish(answer{out: o, tools: tools, id: k.id, created: k.created, model: k.model})
+	at.finish(answer{out: o, id: k.id, created: k.created, model: k.model})
 	reason, ok := finish(o)
 	if !ok && o.Text == "" {
 		c.Set("X-Hermes-Completed", "false")
@@ -348,7 +343,7 @@ func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) er
 // for an interrupted one.
 func turnError(o engine.Outcome) *apiError {
 	e := outcomeError(o)
-	if o.Status == engine.StatusFailed && !o.Interrupted {
+	if failedTurn(o) {
 		e.Status, e.Code = fiber.StatusConflict, "turn_failed"
 	}
 	return e
@@ -419,10 +414,9 @@ func toolLabel(args json.RawMessage) string {
 func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attempt) {
 	sse := &sseWriter{w: w}
 	reason := "client disconnected"
-	tools := 0
 	defer func() {
 		run.close(reason)
-		at.finish(answer{out: s.outcomeOf(run), tools: tools, id: k.id, created: k.created, model: k.model})
+		at.finish(answer{out: s.outcomeOf(run), id: k.id, created: k.created, model: k.model})
 	}()
 	sse.data(k.chunk(fiber.Map{"role": "assistant", "content": ""}, nil))
 	if sse.flush() != nil {
@@ -448,9 +442,6 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 			sse.error(classify(err))
 			_ = sse.flush()
 			return
-		}
-		if ranTool(ev) {
-			tools++
 		}
 		switch ev.Type {
 		case engine.EvMessageDelta:

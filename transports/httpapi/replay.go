@@ -38,9 +38,8 @@ const (
 
 // answer is what a finished request produced: enough to render the same reply again.
 type answer struct {
-	out   engine.Outcome
-	tools int    // tool calls that ran during the turn
-	id    string // chat completion id
+	out engine.Outcome
+	id  string // chat completion id
 	// created is the chat completion's creation time.
 	created int64
 	model   string
@@ -167,8 +166,8 @@ func (a *attempt) finish(ans answer) {
 		}
 		return
 	}
-	if _, ok := finish(ans.out); ok {
-		return
+	if !failedTurn(ans.out) {
+		return // completed, or interrupted (by a client that left or a stopping server): a new request may run
 	}
 	prune(a.book.failed, replayWindow, now)
 	a.book.failed[a.fp] = &replayEntry{fp: a.fp, at: now, done: true, ans: ans}
@@ -205,11 +204,8 @@ func (s *Server) outcomeOf(run *turnRun) engine.Outcome {
 	return out
 }
 
-// ranTool reports whether ev is the end of a tool call that ran (not one that was refused).
-func ranTool(ev engine.Event) bool {
-	if ev.Type != engine.EvToolComplete {
-		return false
-	}
-	tc, ok := ev.Data.(engine.ToolComplete)
-	return ok && !tc.Blocked
+// failedTurn reports whether o is a turn that failed (not one that was interrupted): the turn
+// answered 409 turn_failed and replayed for replayWindow.
+func failedTurn(o engine.Outcome) bool {
+	return o.Status == engine.StatusFailed && !o.Interrupted
 }

@@ -266,12 +266,11 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 		s.reqs.Add(1)
 		defer s.reqs.Done()
 		defer run.close("shutdown")
-		tools, err := s.followTurn(run)
-		if err != nil {
+		if err := s.followTurn(run); err != nil {
 			at.abandon()
 			return err
 		}
-		at.finish(answer{out: run.out, tools: tools, rb: rb})
+		at.finish(answer{out: run.out, rb: rb})
 		obj := rb.final(run.out)
 		s.saveResponse(rb, obj)
 		if obj["status"] == "failed" {
@@ -433,10 +432,9 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
 	sse := &sseWriter{w: w}
 	reason := "client disconnected"
-	tools := 0
 	defer func() {
 		run.close(reason)
-		at.finish(answer{out: s.outcomeOf(run), tools: tools, rb: rb})
+		at.finish(answer{out: s.outcomeOf(run), rb: rb})
 	}()
 	seq := 0
 	emit := func(typ string, m map[string]any) {
@@ -482,9 +480,6 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 			emitError(classify(err))
 			_ = sse.flush()
 			return
-		}
-		if ranTool(ev) {
-			tools++
 		}
 		if ev.Type != engine.EvMessageDelta || ev.Text == "" {
 			continue
