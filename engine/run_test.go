@@ -678,3 +678,35 @@ func waitInLine(t *testing.T, s *engine.Session, n int) {
 		}
 	}
 }
+
+// TestRunLaggedReaderGetsTheOutcome: a reader that fell out of the journal window loses the
+// events in between, but still ends with the turn's outcome.
+func TestRunLaggedReaderGetsTheOutcome(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	deltas := make([]string, 64)
+	for i := range deltas {
+		deltas[i] = "x"
+	}
+	h.srv.Enqueue(openaitest.Text(deltas...))
+	s := h.create()
+	engine.SetJournalWindow(s, 8)
+	adm, f, err := s.Run(ctxT(t), engine.Prompt{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := s.Wait(ctxT(t), adm.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := drain(t, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Fatalf("a lagged reader got %d events, want only the outcome", len(evs))
+	}
+	if o := outcomeOf(t, evs); o.TurnID != adm.TurnID || o.Text != strings.Repeat("x", 64) {
+		t.Fatalf("outcome %+v", o)
+	}
+}
