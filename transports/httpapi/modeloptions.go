@@ -14,13 +14,14 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hermes-go/hermes/engine/model/catalog"
 	"github.com/hermes-go/hermes/engine/redact"
 )
 
 // ProviderInfo describes one configured model provider for GET /api/model/options.
 type ProviderInfo struct {
 	Name    string
-	Type    string // openai | replay
+	Type    string // openai | anthropic | replay
 	BaseURL string
 	APIKey  string            // sent when probing; never reported
 	Headers map[string]string // sent when probing
@@ -148,6 +149,28 @@ func publicURL(base string) string {
 	return u.String()
 }
 
+// addCatalogue adds a model's catalogue entry to its picker row: limits, capabilities and
+// list prices (USD per million tokens), each only when known.
+func addCatalogue(row fiber.Map, m catalog.Model) {
+	if m.ContextWindow > 0 {
+		row["context_window"] = m.ContextWindow
+	}
+	if m.MaxOutput > 0 {
+		row["max_output"] = m.MaxOutput
+	}
+	row["capabilities"] = fiber.Map{"tools": m.Tools, "vision": m.Vision, "reasoning": m.Reasoning}
+	if p := m.Pricing; p != nil {
+		pr := fiber.Map{"currency": "USD", "unit": "1M tokens", "input": p.Input, "output": p.Output}
+		if p.CacheRead > 0 {
+			pr["cache_read"] = p.CacheRead
+		}
+		if p.CacheWrite > 0 {
+			pr["cache_write"] = p.CacheWrite
+		}
+		row["pricing"] = pr
+	}
+}
+
 // providers lists the configured providers, from Options.Providers or else from the engine.
 func (s *Server) providers() []ProviderInfo {
 	if s.opts.Providers != nil {
@@ -228,9 +251,19 @@ func (s *Server) modelOptions(c *fiber.Ctx) error {
 		if p.Name == curProv {
 			add(curModel, "default")
 		}
+		cat := s.eng.Catalog()
+		if !p.Custom { // a saved endpoint serves what its probe lists, not a vendor's catalogue
+			for _, m := range cat.Models(p.Name) {
+				add(m.ID, "catalog")
+			}
+		}
 		models := make([]fiber.Map, 0, len(names))
 		for _, n := range names {
-			models = append(models, fiber.Map{"id": p.Name + ":" + n, "name": n, "source": source[n], "default": p.Name == curProv && n == curModel})
+			row := fiber.Map{"id": p.Name + ":" + n, "name": n, "source": source[n], "default": p.Name == curProv && n == curModel}
+			if m, ok := cat.Lookup(p.Name, n); ok {
+				addCatalogue(row, m)
+			}
+			models = append(models, row)
 		}
 		probe := fiber.Map{"status": "skipped"}
 		switch {

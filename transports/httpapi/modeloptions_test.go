@@ -137,8 +137,25 @@ func TestModelOptionsFromTheEngine(t *testing.T) {
 	tg := newTarget(t, nil) // no Options.Providers: the engine's providers, nothing probed
 	b := decodeAs[optionsBody](t, tg.do(t, "GET", "/api/model/options?refresh=true", "", nil), 200)
 	oa := b.provider(t, "openai")
-	if len(b.Providers) != 1 || oa.Custom || oa.Probe["status"] != "not_applicable" || modelIDs(oa.Models) != "openai:fake-agent,openai:other" {
+	if len(b.Providers) != 1 || oa.Custom || oa.Probe["status"] != "not_applicable" || !strings.HasPrefix(modelIDs(oa.Models), "openai:fake-agent,openai:other,openai:gpt-5.5,") {
 		t.Fatalf("options %+v", b)
+	}
+	// A built-in provider lists its catalogue with limits, capabilities and prices.
+	var gpt41 map[string]any
+	for _, m := range oa.Models {
+		if m["id"] == "openai:gpt-4.1" {
+			gpt41 = m
+		}
+	}
+	pr, _ := gpt41["pricing"].(map[string]any)
+	caps, _ := gpt41["capabilities"].(map[string]any)
+	if gpt41["source"] != "catalog" || gpt41["context_window"] != float64(1047576) || gpt41["max_output"] != float64(32768) ||
+		pr["input"] != float64(2) || pr["output"] != float64(8) || pr["cache_read"] != 0.5 || pr["currency"] != "USD" ||
+		caps["tools"] != true || caps["vision"] != true || caps["reasoning"] != false {
+		t.Fatalf("gpt-4.1 row %v", gpt41)
+	}
+	if oa.Models[0]["pricing"] != nil || oa.Models[0]["capabilities"] != nil {
+		t.Errorf("an uncatalogued model got catalogue data: %v", oa.Models[0])
 	}
 	if len(tg.fake.Requests()) != 0 {
 		t.Fatal("the model endpoint was contacted")
