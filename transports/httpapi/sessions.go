@@ -392,7 +392,7 @@ func (s *Server) patchSession(c *fiber.Ctx) error {
 			return titleErr(err)
 		}
 	}
-	if setModel {
+	if setModel && modelName != "" { // hermes-agent: keep the session's model
 		if _, err := sess.SetModel(s.ctx, modelName); err != nil {
 			return err
 		}
