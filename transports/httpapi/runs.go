@@ -665,6 +665,9 @@ func (s *Server) follow(r *run, tr *turnRun) {
 // completed with completed:false or partial:true.
 func outcomeResult(o engine.Outcome) (string, map[string]any) {
 	usage := map[string]any{"input_tokens": o.Usage.PromptTokens, "output_tokens": o.Usage.CompletionTokens, "total_tokens": o.Usage.TotalTokens}
+	if o.Usage.CostUSD != 0 { // priced models only (the model catalogue)
+		usage["cost_usd"] = o.Usage.CostUSD
+	}
 	res := map[string]any{"completed": o.Completed, "partial": o.Partial, "interrupted": o.Interrupted, "turn_exit_reason": o.ExitReason, "output": o.Text, "usage": usage}
 	if o.PendingSteer != "" {
 		res["pending_steer"] = o.PendingSteer
