@@ -57,6 +57,7 @@ type Subscription struct {
 	lost    bool
 	closed  bool
 	stop    func() bool // detaches the context watch
+	onClose func()
 }
 
 // C is signalled when changes are pending, and closed when the subscription ends.
@@ -85,8 +86,8 @@ func (s *Subscription) Close() {
 
 func (s *Subscription) end() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return
 	}
 	s.closed = true
@@ -94,7 +95,15 @@ func (s *Subscription) end() {
 		s.stop()
 	}
 	close(s.c)
+	onClose := s.onClose
+	s.mu.Unlock()
+	if onClose != nil {
+		onClose()
+	}
 }
+
+// Interest returns what the subscription selects.
+func (s *Subscription) Interest() Interest { return s.in }
 
 // Deliver adds changes that match the subscription's interest and signals C. Stores feed their
 // subscriptions through a Hub; a remote store's client delivers what its server pushed.
@@ -143,6 +152,15 @@ func (s *Subscription) signal() {
 	case s.c <- struct{}{}:
 	default:
 	}
+}
+
+// NewSubscription returns a subscription fed by the caller through Deliver and MarkLost (a remote
+// store's client), ended by Close or when ctx ends; onClose, if not nil, runs once when it ends.
+// Stores with local writers use a Hub.
+func NewSubscription(ctx context.Context, in Interest, onClose func()) *Subscription {
+	s := &Subscription{in: in, c: make(chan struct{}, 1), pending: map[Change]struct{}{}, onClose: onClose}
+	s.watch(ctx)
+	return s
 }
 
 // watch ends s when ctx ends.
@@ -195,6 +213,16 @@ func (h *Hub) Publish(changes ...Change) {
 	defer h.mu.RUnlock()
 	for s := range h.subs {
 		s.Deliver(changes)
+	}
+}
+
+// MarkLost tells every subscription that hints may have been missed (a store whose source of
+// hints from other processes was cut off and is back).
+func (h *Hub) MarkLost() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for s := range h.subs {
+		s.MarkLost()
 	}
 }
 

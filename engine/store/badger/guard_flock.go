@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 
@@ -21,20 +22,45 @@ import (
 // beyond any recover of ours) or fails its index checksum (and is then silently skipped, losing
 // its rows). Parsing here, on our goroutine, turns both into store.ErrCorrupt. Only the index and
 // the last block of each table are read, through a read-only mapping, so this stays cheap.
+//
+// Only the tables the MANIFEST lists are checked: a process killed while writing a table (a
+// memtable flush or a compaction) leaves a file the MANIFEST never got, often empty, which
+// badger deletes when it opens.
 func checkTables(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("read store directory: %w", err)
 	}
+	listed := manifestTables(dir)
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".sst") {
 			continue
+		}
+		if id, ok := table.ParseFileID(e.Name()); ok && listed != nil {
+			if _, ok := listed[id]; !ok {
+				continue
+			}
 		}
 		if err := checkTable(filepath.Join(dir, e.Name())); err != nil {
 			return fmt.Errorf("%w: %v", store.ErrCorrupt, err)
 		}
 	}
 	return nil
+}
+
+// manifestTables returns the ids of the tables dir's MANIFEST lists, or nil when it cannot be
+// read (then every table is checked, and badger reports the manifest itself).
+func manifestTables(dir string) map[uint64]badger.TableManifest {
+	f, err := os.Open(filepath.Join(dir, "MANIFEST"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	mf, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir))
+	if err != nil {
+		return nil
+	}
+	return mf.Tables
 }
 
 func checkTable(path string) (err error) {
