@@ -31,6 +31,7 @@ import (
 	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store"
 	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
+	"github.com/hermes-go/hermes/engine/store/postgres"
 	"github.com/hermes-go/hermes/engine/tool"
 	"github.com/hermes-go/hermes/engine/tool/agent"
 	"github.com/hermes-go/hermes/engine/tool/builtin"
@@ -179,12 +180,30 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	return 0
 }
 
-func openStore(cfg *config.Config) (*badgerstore.Store, error) {
+func openStore(cfg *config.Config) (store.Store, error) {
+	if u := cfg.Store.URL; u != "" {
+		// A shared store (store.url in config.yaml, or HERMES_STORE).
+		if !postgres.IsURL(u) {
+			scheme, _, _ := strings.Cut(u, ":")
+			return nil, fmt.Errorf("store url: %q stores are not supported (postgres:// is)", scheme)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st, err := postgres.Open(ctx, u, postgres.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
 	o := badgerstore.DefaultOptions()
 	if cfg.Store.SyncWrites != nil {
 		o.SyncWrites = *cfg.Store.SyncWrites
 	}
-	return badgerstore.Open(cfg.Store.Dir, o)
+	st, err := badgerstore.Open(cfg.Store.Dir, o)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // runtimeOpts adjust how the engine is assembled for one command.
