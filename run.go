@@ -148,13 +148,22 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 	}
 	env.rt, err = scripting.NewRuntime(lang, source, scripting.RuntimeOptions{
 		Modules: []*stdlib.Module{env.api.Module()}, Globals: globals, Stdout: out, Stderr: errw, Logger: logger, Grants: grants,
-		MemoryLimit: int64(f.maxMemory) << 20,
+		MemoryLimit: int64(f.maxMemory) << 20, ModuleRoot: moduleRoot(source, preload, cwd),
 	})
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
 	return env, nil
+}
+
+// moduleRoot is where a script's file modules come from: the script's directory, or the
+// working directory for the REPL.
+func moduleRoot(source string, repl bool, cwd string) string {
+	if repl {
+		return cwd
+	}
+	return filepath.Dir(source)
 }
 
 // bindPolicy loads a policy file for one session (hermes.create{policy = …}).
@@ -232,7 +241,7 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 	fs.BoolVar(&f.ephemeral, "ephemeral", false, "keep the script's sessions in a temporary home, removed at the end")
 	watchFiles := fs.Bool("watch", false, "run again whenever the script (or a file next to it) changes; Ctrl-C stops")
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: hermes run [flags] FILE.js|FILE.lua [args...]\n\nRuns the script against the engine; no terminal needed. Exit 0 when it ends, 1 on a failed\nassertion or an uncaught error (printed with file:line and stack), 2 on usage errors;\nhermes.exit(n) exits with n.\n\nFlags:")
+		fmt.Fprintln(io.err, "usage: hermes run [flags] FILE.js|FILE.ts|FILE.lua [args...]\n\nRuns the script against the engine; no terminal needed. Exit 0 when it ends, 1 on a failed\nassertion or an uncaught error (printed with file:line and stack), 2 on usage errors;\nhermes.exit(n) exits with n.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

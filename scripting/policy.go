@@ -57,7 +57,7 @@ var (
 	// ErrExamples: the policy's own examples do not hold.
 	ErrExamples = errors.New("policy examples failed")
 	// ErrUnknownLanguage: the file is neither .js nor .lua.
-	ErrUnknownLanguage = errors.New("unknown script language (want .js or .lua)")
+	ErrUnknownLanguage = errors.New("unknown script language (want .js, .ts or .lua)")
 	// ErrClosed: the policy was closed.
 	ErrClosed = errors.New("policy closed")
 )
@@ -145,7 +145,7 @@ func Open(path string, o Options) (*Policy, error) {
 // Lang returns "js" or "lua" for a file name, by extension.
 func Lang(name string) (string, error) {
 	switch strings.ToLower(filepath.Ext(name)) {
-	case ".js", ".cjs", ".mjs":
+	case ".js", ".cjs", ".mjs", ".ts", ".mts", ".cts":
 		return "js", nil
 	case ".lua":
 		return "lua", nil

@@ -34,6 +34,9 @@ type RuntimeOptions struct {
 	// (0: none). Both interrupt the script like an uncaught error.
 	Timeout     time.Duration
 	MemoryLimit int64
+	// ModuleRoot is the directory file modules are loaded from and confined to (JS
+	// require("./x.js") and import, Lua require "x"): the script's directory. "" allows none.
+	ModuleRoot string
 }
 
 // scriptVM is what the JS and Lua VMs have in common for whole scripts.
@@ -83,13 +86,13 @@ func NewRuntime(lang, source string, o RuntimeOptions) (*Runtime, error) {
 	r := &Runtime{lang: lang, o: o, close: func() {}}
 	switch lang {
 	case "js":
-		vm, err := js.New(js.Options{Modules: mods, Globals: o.Globals, Stdout: o.Stdout, Stderr: o.Stderr, MaxCallStack: 10000})
+		vm, err := js.New(js.Options{Modules: mods, Globals: o.Globals, Stdout: o.Stdout, Stderr: o.Stderr, MaxCallStack: 10000, Root: o.ModuleRoot})
 		if err != nil {
 			return nil, err
 		}
 		r.vm = vm
 	case "lua":
-		vm, err := lua.New(lua.Options{Modules: mods, Globals: o.Globals, Stdout: o.Stdout, Stderr: o.Stderr, MaxCallStack: 10000})
+		vm, err := lua.New(lua.Options{Modules: mods, Globals: o.Globals, Stdout: o.Stdout, Stderr: o.Stderr, MaxCallStack: 10000, Root: o.ModuleRoot})
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -33,6 +34,9 @@ type Options struct {
 	Globals map[string]any
 	// Stdout receives print and console.log/info; Stderr console.warn/error. Nil discards.
 	Stdout, Stderr io.Writer
+	// Root is the directory relative requires of file modules are confined to (the script's
+	// directory); "" allows none.
+	Root string
 	// MaxCallStack bounds recursion depth (default 1000).
 	MaxCallStack int
 	// MaxString caps what one native call may build (repeat, replace, join, JSON.stringify,
@@ -47,6 +51,10 @@ type VM struct {
 	opts Options
 	mods map[string]*stdlib.Module
 	req  map[string]goja.Value // require cache
+	// files caches file modules by their real path; loading holds the module objects of the
+	// files being loaded (a cycle gets what was exported so far).
+	files   map[string]goja.Value
+	loading map[string]*goja.Object
 	// ctx is what host functions receive: it ends when the VM is interrupted, so a host
 	// function blocked in I/O or a sleep returns as the script stops. Only the owner goroutine
 	// replaces it (Reset); Interrupt cancels it under mu.
@@ -78,7 +86,8 @@ func New(o Options) (*VM, error) {
 	}
 	rt := goja.New()
 	rt.SetMaxCallStackSize(o.MaxCallStack)
-	v := &VM{rt: rt, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]goja.Value{}, global: rt.GlobalObject()}
+	v := &VM{rt: rt, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]goja.Value{}, global: rt.GlobalObject(),
+		files: map[string]goja.Value{}, loading: map[string]*goja.Object{}}
 	v.ctx, v.cancel = context.WithCancelCause(context.Background())
 	for _, m := range o.Modules {
 		v.mods[m.Name] = m
@@ -94,7 +103,7 @@ func New(o Options) (*VM, error) {
 			panic(err) // setting a fresh global cannot fail
 		}
 	}
-	must(rt.Set("require", v.require))
+	must(rt.Set("require", v.requireFrom(o.Root)))
 	must(rt.Set("print", func(call goja.FunctionCall) goja.Value {
 		v.write(v.opts.Stdout, call.Arguments)
 		return goja.Undefined()
@@ -141,8 +150,19 @@ func (v *VM) watch(ctx context.Context) func() bool {
 	return context.AfterFunc(ctx, func() { v.Interrupt(context.Cause(ctx)) })
 }
 
-// RunFile runs a script in the global scope. ctx ending interrupts it.
+// RunFile runs a script in the global scope; one written with ES module syntax, or in
+// TypeScript, runs as a module (its own scope) after esbuild turned it into CommonJS. ctx ending
+// interrupts it.
 func (v *VM) RunFile(ctx context.Context, name, src string) error {
+	if needsTransform(name, src) {
+		if _, err := Transform(name, src); err != nil {
+			return err // placed in the file as written, before anything runs
+		}
+		stop := v.watch(ctx)
+		defer stop()
+		_, err := v.runModule(name, filepath.Dir(name), src)
+		return v.scriptError(err)
+	}
 	prg, err := compileScript(name, src)
 	if err != nil {
 		return err
@@ -221,14 +241,13 @@ func (v *VM) Members(expr string) []string {
 	return out
 }
 
-func (v *VM) require(call goja.FunctionCall) goja.Value {
-	name := call.Argument(0).String()
+func (v *VM) requireStd(name string) goja.Value {
 	if val, ok := v.req[name]; ok {
 		return val
 	}
 	m, ok := v.mods[name]
 	if !ok {
-		panic(v.rt.NewGoError(fmt.Errorf("require(%q): no such module (available: %s; fs and http must be granted in the configuration)", name, strings.Join(stdlib.Keys(v.mods), ", "))))
+		panic(v.throw(fmt.Errorf("require(%q): no such module (available: %s; fs and http must be granted in the configuration; files are required by a relative path, ./%s.js)", name, strings.Join(stdlib.Keys(v.mods), ", "), name)))
 	}
 	val := v.ToValue(m.Members)
 	v.req[name] = val

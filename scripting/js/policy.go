@@ -94,7 +94,18 @@ var (
 // was. Every return statement (and arrow-function expression body) is instrumented to record
 // its line.
 func CompilePolicy(name, src string) (*Program, error) {
-	wrapped := wrapModule(src)
+	smap := ""
+	if IsTypeScript(name) { // types stripped by esbuild; the source map keeps the .ts lines
+		code, err := Transform(name, src)
+		if err != nil {
+			return nil, err
+		}
+		src = code
+		if i := strings.LastIndex(code, "\n//# sourceMappingURL="); i >= 0 {
+			src, smap = code[:i], code[i:]
+		}
+	}
+	wrapped := wrapModule(src) + smap
 	parsed, err := goja.Parse(name, wrapped)
 	if err != nil {
 		// The file as written places the error better (a stray brace closes the wrapper).

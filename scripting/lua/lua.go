@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -36,6 +38,10 @@ type Options struct {
 	Globals map[string]any
 	// Stdout receives print; Stderr is unused by Lua itself but kept for symmetry. Nil discards.
 	Stdout, Stderr io.Writer
+	// Root is the directory require "name" loads name.lua (or name/init.lua) from when no
+	// standard module has that name; dots separate directories. Files are confined to it;
+	// "" allows none.
+	Root string
 	// MaxCallStack bounds the call depth (default 1000).
 	MaxCallStack int
 	// MaxString caps what one native call or .. may build (string.rep, format, gsub,
@@ -50,6 +56,8 @@ type VM struct {
 	opts Options
 	mods map[string]*stdlib.Module
 	req  map[string]lua.LValue
+	// loading marks the file modules being loaded (a cycle is an error).
+	loading map[string]bool
 	// The state always runs under vctx; Interrupt cancels it, and host functions receive it,
 	// so one blocked in I/O or a sleep returns as the script stops. Reset installs a fresh one.
 	mu     sync.Mutex
@@ -86,7 +94,7 @@ func New(o Options) (*VM, error) {
 		o.Stderr = io.Discard
 	}
 	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: o.MaxCallStack, RegistryMaxSize: 1 << 20, MinimizeStackMemory: true})
-	v := &VM{L: L, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]lua.LValue{}}
+	v := &VM{L: L, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]lua.LValue{}, loading: map[string]bool{}}
 	for _, m := range o.Modules {
 		v.mods[m.Name] = m
 	}
@@ -176,12 +184,79 @@ func (v *VM) require(L *lua.LState) int {
 	}
 	m, ok := v.mods[name]
 	if !ok {
-		L.RaiseError("require(%q): no such module (available: %s; fs and http must be granted in the configuration)", name, strings.Join(stdlib.Keys(v.mods), ", "))
+		val, err := v.requireFile(name)
+		if err != nil {
+			var se *stdlib.ScriptError
+			if errors.As(err, &se) {
+				v.L.Error(lua.LString(se.Error()), 0)
+			}
+			L.RaiseError("%s", err.Error())
+		}
+		v.req[name] = val
+		L.Push(val)
+		return 1
 	}
 	val := v.ToValue(m.Members)
 	v.req[name] = val
 	L.Push(val)
 	return 1
+}
+
+// ErrModule marks a file module that cannot be found or is outside the root.
+var ErrModule = errors.New("module")
+
+// requireFile loads name.lua or name/init.lua under the root (dots are directories) and
+// returns what the chunk returned (true when nothing).
+func (v *VM) requireFile(name string) (lua.LValue, error) {
+	if v.opts.Root == "" {
+		return nil, fmt.Errorf("require(%q): no such module (available: %s; fs and http must be granted in the configuration)", name, strings.Join(stdlib.Keys(v.mods), ", "))
+	}
+	if strings.Contains(name, "/") || strings.Contains(name, "\\") || strings.HasPrefix(name, ".") || strings.Contains(name, "..") {
+		return nil, fmt.Errorf("require(%q): %w: name a module with dots (require \"lib.helper\" loads lib/helper.lua)", name, ErrModule)
+	}
+	root, err := filepath.EvalSymlinks(v.opts.Root)
+	if err == nil {
+		root, err = filepath.Abs(root)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("require(%q): %w: %v", name, ErrModule, err)
+	}
+	base := filepath.Join(v.opts.Root, filepath.FromSlash(strings.ReplaceAll(name, ".", "/")))
+	for _, cand := range []string{base + ".lua", filepath.Join(base, "init.lua")} {
+		real, err := filepath.EvalSymlinks(cand)
+		if err != nil {
+			continue
+		}
+		if real, err = filepath.Abs(real); err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil, fmt.Errorf("require(%q): %w: %s is outside the script's directory %s", name, ErrModule, cand, v.opts.Root)
+		}
+		if v.loading[real] {
+			return nil, fmt.Errorf("require(%q): %w: a cycle (the module is still loading)", name, ErrModule)
+		}
+		src, err := os.ReadFile(real)
+		if err != nil {
+			return nil, fmt.Errorf("require(%q): %w", name, err)
+		}
+		proto, err := compile(cand, string(src))
+		if err != nil {
+			return nil, err
+		}
+		v.loading[real] = true
+		defer delete(v.loading, real)
+		top := v.L.GetTop()
+		v.L.Push(v.L.NewFunctionFromProto(proto))
+		v.L.Call(0, 1) // an error propagates with the module's own position
+		ret := v.L.Get(-1)
+		v.L.SetTop(top)
+		if ret == lua.LNil {
+			ret = lua.LTrue
+		}
+		return ret, nil
+	}
+	return nil, fmt.Errorf("require(%q): no such module (standard: %s; no file %s.lua or %s)", name, strings.Join(stdlib.Keys(v.mods), ", "), base, filepath.Join(base, "init.lua"))
 }
 
 func compile(name, src string) (*lua.FunctionProto, error) {
