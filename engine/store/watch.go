@@ -226,16 +226,6 @@ func (h *Hub) MarkLost() {
 	}
 }
 
-// MarkLost tells every subscription that hints may have been missed (a store whose source of
-// hints from other processes was cut off and is back).
-func (h *Hub) MarkLost() {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for s := range h.subs {
-		s.MarkLost()
-	}
-}
-
 // Close ends every subscription; later Subscribe calls fail with ErrClosed.
 func (h *Hub) Close() {
 	h.mu.Lock()
