@@ -266,3 +266,22 @@ func TestResponsesIdempotencyKey(t *testing.T) {
 		t.Fatalf("chat with the key of a response: %d %v %s", r.status, r.header, r.body)
 	}
 }
+
+// /v1/capabilities names the tool-progress header, the model alias, and the replay rules.
+func TestCapabilitiesListClientFeatures(t *testing.T) {
+	tg := newTarget(t, nil)
+	r := tg.do(t, "GET", "/v1/capabilities", "", nil)
+	var caps struct {
+		Model    string         `json:"model"`
+		Features map[string]any `json:"features"`
+	}
+	if err := json.Unmarshal(r.body, &caps); err != nil || r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	replay, _ := caps.Features["failed_turn_replay"].(map[string]any)
+	idem, _ := caps.Features["turn_idempotency"].(map[string]any)
+	if caps.Features["tool_progress_header"] != httpapi.HeaderToolProgress || caps.Features["models_agent_alias"] != httpapi.AgentModel ||
+		caps.Model != "openai:fake-agent" || replay["status"] != float64(409) || replay["code"] != "turn_failed" || idem["supported"] != true {
+		t.Fatalf("capabilities %s", r.body)
+	}
+}
