@@ -236,14 +236,11 @@ func (s *Store) getSession(ctx context.Context, id string) (store.Session, error
 // transaction held, so a slow fn holds up nobody; a concurrent change makes the write miss and,
 // with expectVersion 0, fn runs again on the newer record.
 func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*store.Session) error) (store.Session, error) {
-	done, err := s.enter(ctx)
-	if err != nil {
-		return store.Session{}, err
-	}
-	defer done()
+	// Each step enters the store on its own: fn may call the store, and must not do so while
+	// this call holds it (Close waiting in between would deadlock them).
 	const maxRounds = 64
 	for round := 0; ; round++ {
-		cur, err := s.getSession(ctx, id)
+		cur, err := s.GetSession(ctx, id)
 		if err != nil {
 			return store.Session{}, err
 		}
@@ -275,6 +272,11 @@ func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint
 }
 
 func (s *Store) casSession(ctx context.Context, cur, next store.Session) (store.Session, bool, error) {
+	done, err := s.enter(ctx)
+	if err != nil {
+		return store.Session{}, false, err
+	}
+	defer done()
 	t := now()
 	next.CreatedAt, next.RowCount, next.Rewinds = cur.CreatedAt, cur.RowCount, cur.Rewinds
 	next.UpdatedAt, next.Version = t, cur.Version+1
@@ -292,7 +294,7 @@ func (s *Store) casSession(ctx context.Context, cur, next store.Session) (store.
 		tool_calls = $16, meta = $17, principal = $18, updated_at = $19, version = version + 1
 		WHERE id = $1 AND version = $20`, append(sessionArgs(next), t, int64(cur.Version))...)
 	moved := false
-	err := s.sendBatch(ctx, b, func(br pgx.BatchResults) error {
+	err = s.sendBatch(ctx, b, func(br pgx.BatchResults) error {
 		if err := skipFence(ctx, br); err != nil {
 			return err
 		}
