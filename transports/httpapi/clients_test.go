@@ -260,6 +260,14 @@ func TestResponsesIdempotencyKey(t *testing.T) {
 	if n := len(tg.fake.Requests()); n != 1 {
 		t.Fatalf("the model was asked %d times", n)
 	}
+	// A replay does not store the response again: once deleted, it stays deleted.
+	if r := tg.do(t, "DELETE", "/v1/responses/"+o1.ID, "", nil); r.status != 200 {
+		t.Fatalf("delete %d %s", r.status, r.body)
+	}
+	if r := tg.do(t, "POST", "/v1/responses", body, hdr); r.status != 200 || r.header.Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("replay after delete %d %s", r.status, r.body)
+	}
+	envelope(t, tg.do(t, "GET", "/v1/responses/"+o1.ID, "", nil), 404, "response_not_found")
 	// The key is per route: the same key on chat completions is a request of its own.
 	tg.fake.Enqueue(openaitest.Text("chat"))
 	if r := tg.do(t, "POST", "/v1/chat/completions", chatBody(false, false, "user", "x"), hdr); r.status != 200 || r.header.Get("Idempotency-Replayed") != "" {

@@ -272,7 +272,9 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 		}
 		at.finish(answer{out: run.out, rb: rb})
 		obj := rb.final(run.out)
-		s.saveResponse(rb, obj)
+		if at.prev == nil { // a replay's response was stored by the request that ran it
+			s.saveResponse(rb, obj)
+		}
 		if obj["status"] == "failed" {
 			return writeError(c, turnError(run.out))
 		}
@@ -505,7 +507,9 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 		emit("response.output_item.done", map[string]any{"output_index": 0, "item": rb.message(o.Text, "completed")})
 	}
 	obj := rb.final(o)
-	s.saveResponse(rb, obj)
+	if at.prev == nil {
+		s.saveResponse(rb, obj)
+	}
 	switch obj["status"] {
 	case "failed":
 		// The error event first: the openai SDKs (and LangChain over them) raise on it, the
