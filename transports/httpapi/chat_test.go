@@ -366,6 +366,16 @@ func TestChatClientDisconnectInterrupts(t *testing.T) {
 		}
 	}
 	_, _ = io.Copy(io.Discard, br)
+	// An interrupted turn is not a failed one: the same request again runs a new turn instead
+	// of replaying the interruption.
+	if err := sess.WaitIdle(wctx); err != nil {
+		t.Fatal(err)
+	}
+	tg.fake.Enqueue(openaitest.Text("again"))
+	r := tg.do(t, "POST", "/v1/chat/completions", chatBody(true, false, "user", "hi"), nil)
+	if r.status != 200 || r.header.Get("X-Hermes-Replayed") != "" || !strings.Contains(string(r.body), `"content":"again"`) {
+		t.Fatalf("the request after the interruption: %d %v %s", r.status, r.header, r.body)
+	}
 }
 
 func TestChatStreamReasoning(t *testing.T) {
