@@ -35,12 +35,6 @@ func init() {
 	)
 }
 
-// knownModels is the offline catalogue session.create checks against. Only providers whose
-// model list is fixed and known are listed; others accept any name.
-var knownModels = map[string][]string{
-	"openai": {"gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4o", "gpt-4o-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "gpt-5-nano"},
-}
-
 // assemble opens the store and builds the engine for a long-running surface. Diagnostics go to
 // the logger on stderr; stdout stays free for protocol frames.
 func assemble(cfg *config.Config, logger *slog.Logger) (*assembled, error) {
@@ -60,19 +54,10 @@ func assemble(cfg *config.Config, logger *slog.Logger) (*assembled, error) {
 func gatewayOptions(cfg *config.Config, a *assembled, logger *slog.Logger) gateway.Options {
 	return gateway.Options{
 		Version: version,
-		Models: func(provider string) []string {
-			p, ok := cfg.Providers[provider]
-			if !ok {
-				return nil
-			}
-			if len(p.Models) > 0 {
-				return p.Models
-			}
-			if provider == "openai" && strings.HasPrefix(p.BaseURL, "https://api.openai.com/") {
-				return knownModels["openai"]
-			}
-			return nil
-		},
+		// A provider's models list in config.yaml is the only fixed list session.create holds
+		// names to; otherwise the engine's model catalogue decides (it refuses only names
+		// known to belong to another provider).
+		Models: func(provider string) []string { return cfg.Providers[provider].Models },
 		BusyMode:    a.busy.Mode,
 		SetBusyMode: a.busy.Set,
 		CLIAllow:    []string{"version", "sessions", "config"},
@@ -292,15 +277,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	srv, err := httpapi.New(a.eng, gw, httpapi.Options{
 		APIKey: key, Version: version, Logger: logger,
 		CORSOrigins: splitList(os.Getenv("HERMES_CORS_ORIGINS")),
-		Models: func() []string {
-			var out []string
-			for _, p := range a.eng.Providers() {
-				for _, m := range gwo.Models(p) {
-					out = append(out, p+":"+m)
-				}
-			}
-			return out
-		},
+		Models:             func() []string { return advertisedModels(cfg, a.eng) },
 		ExtraKeys:          extraKeys(cfg.Server.ExtraKeys),
 		AdminKey:           cfg.Server.AdminKey,
 		MaxConcurrent:      cfg.Server.MaxConcurrent,

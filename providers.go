@@ -2,7 +2,9 @@ package main
 
 import (
 	"net/http"
+	"slices"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/model/anthropic"
@@ -33,4 +35,25 @@ func recordDialect(cfg *config.Config) string {
 		return "anthropic"
 	}
 	return "openai"
+}
+
+// advertisedModels are the provider:model names hermes serve lists (GET /v1/models) and accepts
+// in an HTTP request's model field: each provider's models list from config.yaml, and for a
+// built-in provider the model catalogue's models too.
+func advertisedModels(cfg *config.Config, eng *engine.Engine) []string {
+	var out []string
+	for _, name := range eng.Providers() {
+		names := slices.Clone(cfg.Providers[name].Models)
+		if config.BuiltinProvider(name) {
+			for _, m := range eng.Catalog().Models(name) {
+				if !slices.Contains(names, m.ID) {
+					names = append(names, m.ID)
+				}
+			}
+		}
+		for _, m := range names {
+			out = append(out, name+":"+m)
+		}
+	}
+	return out
 }
