@@ -172,7 +172,24 @@ func (t *turn) run(f *engine.Follow) (sdk.PromptResponse, error) {
 	}
 	t.stopAsks()
 	t.closeTools(live)
+	t.usageMeter(live, usage)
 	return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
+}
+
+// usageMeter sends the session's usage_update (context window, tokens in the last call's
+// context, cumulative cost) when the session's model has catalogue prices; other sessions
+// keep the wire they had.
+func (t *turn) usageMeter(ctx context.Context, u model.Usage) {
+	rec := t.ss.s.Record()
+	if rec.Usage.CostUSD == 0 {
+		return
+	}
+	prov, name := model.ParseName(rec.Model)
+	m, _ := t.a.eng.Catalog().Lookup(prov, name)
+	t.a.update(ctx, t.id, sdk.SessionUpdate{UsageUpdate: &sdk.SessionUsageUpdate{
+		Size: m.ContextWindow, Used: u.PromptTokens + u.CompletionTokens,
+		Cost: &sdk.Cost{Amount: rec.Usage.CostUSD, Currency: "USD"},
+	}})
 }
 
 // coalesceMin is the backlog of adjacent deltas from which the coalescer merges them. Below it
@@ -229,6 +246,9 @@ func acpUsage(u model.Usage) *sdk.Usage {
 	out := &sdk.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	if u.CachedTokens > 0 {
 		out.CachedReadTokens = sdk.Ptr(u.CachedTokens)
+	}
+	if u.CacheWriteTokens > 0 {
+		out.CachedWriteTokens = sdk.Ptr(u.CacheWriteTokens)
 	}
 	if u.ReasoningTokens > 0 {
 		out.ThoughtTokens = sdk.Ptr(u.ReasoningTokens)
