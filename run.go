@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/scripting"
 	"github.com/hermes-go/hermes/stdlib"
@@ -110,7 +111,8 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 		return nil, err
 	}
 	logger := newLogger(errw, slog.LevelWarn)
-	a, err := build(cfg, st, runtimeOpts{cwd: cwd, logger: logger})
+	fakes := hermesapi.NewFakeModels() // hermes.fake_model's models, as the "fake" provider
+	a, err := build(cfg, st, runtimeOpts{cwd: cwd, logger: logger, providers: map[string]model.Provider{hermesapi.FakeProvider: fakes}})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -130,6 +132,7 @@ func newScriptEnv(f scriptFlags, lang, source string, args []string, out, errw i
 		BindPolicy: env.bindPolicy(cfg),
 		Watch:      watch,
 		Warn:       func(msg string) { fmt.Fprintln(errw, "hermes:", msg) },
+		Fakes:      fakes,
 	})
 	globals := map[string]any{}
 	for k, v := range f.globals {

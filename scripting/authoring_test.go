@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hermes-go/hermes/stdlib"
 )
 
 // TestMisspeltHookFailsLoading: a function exported under a name close to a hook's is a
@@ -108,5 +110,20 @@ func TestEval(t *testing.T) {
 	}
 	if _, _, err := p.Eval(context.Background(), "nope", nil); err == nil {
 		t.Fatal("unknown hook accepted")
+	}
+}
+
+// TestAPIGlobalsAndPolicyModule: the globals a test file sees and the hermes module of a policy
+// are exactly what the API defines.
+func TestAPIGlobalsAndPolicyModule(t *testing.T) {
+	var tests Tests
+	globals := []string{"print", "require"}
+	for k := range tests.Globals() {
+		globals = append(globals, k)
+	}
+	for name, got := range map[string][]string{"globals": globals, "policy hermes": stdlib.Keys(hermesPolicyModule().Members)} {
+		if u, m := stdlib.CheckAPI(name, got); len(u) > 0 || len(m) > 0 {
+			t.Errorf("%s: members without an API entry %v, entries without a member %v", name, u, m)
+		}
 	}
 }

@@ -35,6 +35,8 @@ type Options struct {
 	Watch func(s *engine.Session, since uint64)
 	// Warn reports things the script should know about (an approval denied for want of a handler).
 	Warn func(msg string)
+	// Fakes, registered with the engine as the "fake" provider, backs hermes.fake_model.
+	Fakes *FakeModels
 }
 
 // API is the module state: sessions the script holds and the subscriptions it opened.
@@ -155,6 +157,16 @@ func (a *API) Module() *stdlib.Module {
 			}
 			return toMap(list), nil
 		}),
+		"fake_model": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
+			list, ok := args.Get(0).([]any)
+			if !ok {
+				return nil, fmt.Errorf("%w: fake_model(replies): want a list of {text} or {tool, args}, got %s", stdlib.ErrArgument, stdlib.TypeName(args.Get(0)))
+			}
+			if a.o.Fakes == nil {
+				return nil, errors.New("fake_model: scripted models are not available here")
+			}
+			return a.o.Fakes.add(list)
+		}),
 		"exit": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
 			code, err := args.OptInt(0, 0)
 			if err != nil {
@@ -186,6 +198,14 @@ func (a *API) create(ctx context.Context, args stdlib.Args) (any, error) {
 	}
 	co.Source = a.o.Source
 	s, err := a.o.Engine.Create(ctx, co)
+	// A fixed title does not fail the script's next run: like the reference, a title already
+	// taken gets a number ("ci", "ci #2", "ci #3", …).
+	for n := 2; err != nil && errors.Is(err, store.ErrTitleTaken) && co.Title != "" && co.ID == "" && n < 10000; n++ {
+		title := co.Title
+		co.Title = fmt.Sprintf("%s #%d", title, n)
+		s, err = a.o.Engine.Create(ctx, co)
+		co.Title = title
+	}
 	if err != nil {
 		return nil, err
 	}
