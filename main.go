@@ -160,6 +160,9 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 		if *limit > 0 && n == *limit {
 			break
 		}
+		if s.Meta[engine.MetaDeleted] != "" { // deleted: gone on every surface
+			continue
+		}
 		if !*all && !engine.LocalOwner.Sees(s.Principal) {
 			continue
 		}
