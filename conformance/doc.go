@@ -78,6 +78,8 @@
 //	behaviour_30_run_stop_budget   30    stop while waiting ends cancelled; the iteration budget ends failed
 //	policy_allow, policy_deny,     cross-surface policy: one policy script allows, denies or asks for the same
 //	policy_ask                     tool call identically on gateway-stdio, gateway-ws, acp-stdio, http runs and cli
+//	provider_model_catalogue       model catalogue: names of another provider refused -32602 with suggestions, the rest accepted
+//	provider_anthropic_turn        a tool round trip on the Anthropic wire (SDK-recorded cassette) on the gateway, ACP and an HTTP run
 //
 // # Running
 //
