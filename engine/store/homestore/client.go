@@ -438,6 +438,17 @@ func (c *Client) Close() error {
 	return nil
 }
 
+var _ store.Doctor = (*Client)(nil)
+
+// Doctor has the store process check (and with quarantine, move aside) records it cannot serve.
+func (c *Client) Doctor(ctx context.Context, quarantine bool) ([]store.Problem, error) {
+	resp, err := c.do(ctx, &request{Op: opDoctor, Flag: quarantine}, !quarantine)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Problems, nil
+}
+
 // Status asks the store process about itself.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	resp, err := c.do(ctx, &request{Op: opStatus}, true)

@@ -63,7 +63,7 @@ func starter(t *testing.T, home string) func() error {
 	}
 	t.Setenv(envRole, "server")
 	t.Setenv(envHome, home)
-	return func() error { return homestore.Spawn(home, exe, "-test.run=^TestStoreProcess$") }
+	return func() error { return homestore.Spawn(home, nil, exe, "-test.run=^TestStoreProcess$") }
 }
 
 // stopServer kills home's store process at the end of a test (it would exit when idle anyway).
@@ -355,4 +355,22 @@ func TestCrashRounds(t *testing.T) {
 	}
 	t.Logf("%d rounds: %d acknowledged appends all present; %d failed as unavailable; longest kill-to-next-ack %v",
 		rounds, total, unknown, worst)
+}
+
+// TestHomeRemoved: a store process whose home is deleted under it (a test's temporary home, a
+// user's rm -rf) exits instead of retrying to write into a directory that is gone.
+func TestHomeRemoved(t *testing.T) {
+	home := shortHome(t)
+	stopServer(t, home)
+	c := dialStart(t, home, starter(t, home))
+	ctx := context.Background()
+	if _, err := c.CreateSession(ctx, store.Session{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	pid := status(t, c).PID
+	_ = c.Close()
+	if err := os.RemoveAll(home); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
 }

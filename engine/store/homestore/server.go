@@ -95,20 +95,57 @@ func Serve(ctx context.Context, o ServerOptions) error {
 	srv.mu.Lock()
 	srv.armIdle()
 	srv.mu.Unlock()
-	var accepting sync.WaitGroup
-	accepting.Add(1)
+	var workers sync.WaitGroup
+	workers.Add(2)
 	go func() {
-		defer accepting.Done()
+		defer workers.Done()
 		srv.accept(ctx, ln)
+	}()
+	var vanished atomic.Bool
+	go func() {
+		defer workers.Done()
+		if watchSocket(ctx, path) {
+			vanished.Store(true)
+			cancel()
+		}
 	}()
 	<-ctx.Done()
 	_ = ln.Close()
-	accepting.Wait()
-	_ = os.Remove(path)
+	workers.Wait()
 	srv.closeConns()
+	if vanished.Load() {
+		// The socket (or the whole home) was removed: nobody can reach this process any more,
+		// and a store whose directory is gone cannot be closed (badger would retry writing its
+		// tables forever). Everything acknowledged is already committed; leave without writing.
+		log.Warn("store process socket removed; exiting", "pid", os.Getpid(), "socket", path)
+		return nil
+	}
+	_ = os.Remove(path)
 	err = st.Close()
 	log.Info("store process exiting", "pid", os.Getpid(), "err", err)
 	return err
+}
+
+// watchSocket reports true when the socket file at path disappears or is replaced, checking every
+// second until ctx ends (then false).
+func watchSocket(ctx context.Context, path string) bool {
+	orig, err := os.Stat(path)
+	if err != nil {
+		return true
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			fi, err := os.Stat(path)
+			if err != nil || !os.SameFile(orig, fi) {
+				return true
+			}
+		}
+	}
 }
 
 // takeLock takes the home's lock file and writes the process id into it. While another process
@@ -467,6 +504,13 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 		err = c.watch(connCtx, req)
 	case opStatus:
 		resp.Status, err = c.s.status(ctx)
+	case opDoctor:
+		doc, ok := st.(store.Doctor)
+		if !ok {
+			err = errors.New("the store process's store cannot be checked")
+			break
+		}
+		resp.Problems, err = doc.Doctor(ctx, req.Flag)
 	default:
 		err = fmt.Errorf("%w: unknown operation %q", store.ErrInvalidRecord, req.Op)
 	}

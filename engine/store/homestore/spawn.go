@@ -8,11 +8,13 @@ import (
 )
 
 // Spawn starts exe with args as the detached store process of home: in a session of its own (a
-// terminal's hangup or Ctrl-C does not reach it), stdin from /dev/null, stdout and stderr
-// appended to the home's log. It returns once the process has started; the caller then dials.
+// terminal's hangup or Ctrl-C does not reach it), in the root directory (so it pins no mount;
+// give it absolute paths), with this process's environment plus env, stdin from /dev/null,
+// stdout and stderr appended to the home's log. It returns once the process has started; the
+// caller then dials.
 // A goroutine waits for the process so that it is reaped when it exits (its owner is this
 // process; it ends when the store process does).
-func Spawn(home, exe string, args ...string) error {
+func Spawn(home string, env []string, exe string, args ...string) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
@@ -24,6 +26,9 @@ func Spawn(home, exe string, args ...string) error {
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", exe, err)

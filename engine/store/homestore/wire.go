@@ -45,6 +45,7 @@ const (
 	opUnwatch    = "unwatch"
 	opCancel     = "cancel"
 	opStatus     = "status"
+	opDoctor     = "doctor"
 	opHello      = "hello"
 	protoVersion = 1
 )
@@ -71,6 +72,7 @@ type request struct {
 	Lease   *store.Lease        `json:"lease,omitempty"`
 	Watch   *store.Interest     `json:"watch,omitempty"`
 	Client  *ClientInfo         `json:"client,omitempty"` // hello
+	Flag    bool                `json:"flag,omitempty"`   // doctor: quarantine
 }
 
 // response answers one request, or pushes hints to a watch (Changes, Lost).
@@ -91,6 +93,7 @@ type response struct {
 	Changes  []store.Change      `json:"changes,omitempty"`
 	Lost     bool                `json:"lost,omitempty"`
 	Status   *Status             `json:"status,omitempty"`
+	Problems []store.Problem     `json:"problems,omitempty"`
 }
 
 // ClientInfo is what a client tells the store process about itself (shown by `hermes doctor`).

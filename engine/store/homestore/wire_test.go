@@ -1,0 +1,100 @@
+package homestore
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	fw := newFrameWriter()
+	in := &request{ID: 7, Op: opAppend, Session: "s", Rows: []store.Row{{Role: "tool", Content: "<b>&amp;</b>", ToolCalls: json.RawMessage(`[{"a":"<x>"}]`)}}}
+	b, err := fw.frame(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := readFrame(bufio.NewReader(bytes.NewReader(b)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out request
+	if err := json.Unmarshal(payload, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ID != 7 || out.Rows[0].Content != "<b>&amp;</b>" || string(out.Rows[0].ToolCalls) != `[{"a":"<x>"}]` {
+		t.Fatalf("round trip changed the request: %+v", out)
+	}
+	// A frame cut short is an error, not a short read.
+	if _, err := readFrame(bufio.NewReader(bytes.NewReader(b[:len(b)-1])), nil); err == nil {
+		t.Fatal("truncated frame read without error")
+	}
+	// A length beyond the limit is refused before anything is allocated.
+	if _, err := readFrame(bufio.NewReader(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff})), nil); err == nil {
+		t.Fatal("oversized frame accepted")
+	}
+}
+
+func TestErrorCodes(t *testing.T) {
+	for _, c := range errorCodes {
+		code, msg := encodeError(errors.Join(errors.New("context"), c.err))
+		got := decodeError(code, msg)
+		if !errors.Is(got, c.err) || !strings.Contains(got.Error(), c.err.Error()) {
+			t.Fatalf("%s: decoded %v does not match %v", c.code, got, c.err)
+		}
+	}
+	if got := decodeError("internal", "boom"); errors.Is(got, store.ErrNotFound) || !strings.Contains(got.Error(), "boom") {
+		t.Fatalf("unknown code decoded as %v", got)
+	}
+}
+
+func FuzzFrame(f *testing.F) {
+	fw := newFrameWriter()
+	b, _ := fw.frame(&request{ID: 1, Op: opGet, Session: "a"})
+	f.Add(append([]byte(nil), b...))
+	f.Add([]byte{0, 0, 0, 2, '{', '}'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bufio.NewReader(bytes.NewReader(data))
+		for {
+			payload, err := readFrame(r, nil)
+			if err != nil {
+				return
+			}
+			var req request
+			_ = json.Unmarshal(payload, &req)
+			_ = checkText(&req)
+		}
+	})
+}
+
+// BenchmarkWireAppend is the encoding cost of one append call (request and response), to set
+// against the round trip the remote benchmarks measure.
+func BenchmarkWireAppend(b *testing.B) {
+	fw := newFrameWriter()
+	row := store.Row{Role: "assistant", Content: strings.Repeat("a chat message of typical length. ", 4)}
+	b.ReportAllocs()
+	for b.Loop() {
+		req := &request{ID: 1, Op: opAppend, Session: "bench-0", Rows: []store.Row{row}}
+		f, err := fw.frame(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var in request
+		if err := json.Unmarshal(f[4:], &in); err != nil {
+			b.Fatal(err)
+		}
+		resp := &response{ID: 1, Rows: in.Rows}
+		f, err = fw.frame(resp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out response
+		if err := json.Unmarshal(f[4:], &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
