@@ -179,3 +179,23 @@ func TestHermesTestLoadFailureAndTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedScriptTests: the example suite under scripts/tests (JS, Lua and TypeScript, with
+// modules and scripted models) passes, and its JUnit report counts every test.
+func TestShippedScriptTests(t *testing.T) {
+	r := hermes(t, ".", []string{"HERMES_HOME=" + t.TempDir()}, "test", "--reporter", "junit", "scripts/tests")
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Errors   int `xml:"errors,attr"`
+		Suites   []struct {
+			Name string `xml:"name,attr"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
+		t.Fatalf("exit %d %v\n%s%s", r.code, err, r.stdout, r.err)
+	}
+	if doc.Tests < 6 || doc.Failures != 0 || doc.Errors != 0 || len(doc.Suites) != 3 {
+		t.Fatalf("%+v", doc)
+	}
+}
