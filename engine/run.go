@@ -99,7 +99,7 @@ func (f *Follow) Next(ctx context.Context) (Event, error) {
 func (f *Follow) NextBatch(ctx context.Context, buf []Event) ([]Event, error) {
 	n := len(buf)
 	for {
-		for f.i < len(f.buf) {
+		for f.i < len(f.buf) { // left over from an earlier batch, or an outcome made up after a lag
 			ev := f.buf[f.i]
 			f.buf[f.i] = Event{}
 			f.i++
@@ -116,9 +116,34 @@ func (f *Follow) NextBatch(ctx context.Context, buf []Event) ([]Event, error) {
 		if f.err != nil {
 			return buf, f.err
 		}
-		if err := f.fill(ctx); err != nil {
-			return buf, err
+		// Read straight into the caller's buffer and filter in place: no second copy.
+		raw, err := f.sub.NextBatch(ctx, buf)
+		if err != nil {
+			if err := f.failed(ctx, err); err != nil {
+				return buf, err
+			}
+			continue
 		}
+		w := n
+		for k := n; k < len(raw); k++ {
+			out, ok := f.accept(raw[k])
+			if !ok {
+				continue
+			}
+			raw[w] = out
+			w++
+			if out.Type == EvMessageComplete {
+				if f.err == nil { // going on into a follow-up: keep the rest for the next batch
+					f.buf, f.i = append(f.buf[:0], raw[k+1:]...), 0
+				}
+				break
+			}
+			if f.err != nil {
+				break
+			}
+		}
+		clear(raw[w:])
+		buf = raw[:w]
 	}
 }
 
@@ -193,8 +218,17 @@ func (f *Follow) end(err error) {
 func (f *Follow) fill(ctx context.Context) error {
 	buf, err := f.sub.NextBatch(ctx, f.buf[:0])
 	f.buf, f.i = buf, 0
+	if err != nil {
+		return f.failed(ctx, err)
+	}
+	return nil
+}
+
+// failed handles an error of the subscription: ctx's is returned as it is; after a lag the
+// turn's outcome is put in f.buf (nil is returned); anything else ends the Follow.
+func (f *Follow) failed(ctx context.Context, err error) error {
 	switch {
-	case err == nil, ctx.Err() != nil:
+	case ctx.Err() != nil:
 		return err
 	case errors.Is(err, ErrLagged) && f.t != nil:
 		// The events in between are gone; the outcome is not.
@@ -204,7 +238,7 @@ func (f *Follow) fill(ctx context.Context) error {
 			return ctx.Err()
 		}
 		out := f.t.outcome
-		f.buf, f.chain = append(f.buf[:0], Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.t.id, Text: out.Text, Data: out}), false
+		f.buf, f.i, f.chain = append(f.buf[:0], Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.t.id, Text: out.Text, Data: out}), 0, false
 		return nil
 	case errors.Is(err, ErrJournalClosed):
 		f.end(ErrSessionClosed)
