@@ -274,12 +274,13 @@ func (s *Session) claim() (*turnState, error) {
 	return t, nil
 }
 
-// unclaim gives the turn slot back and starts a follow-up queued meanwhile.
+// unclaim gives the turn slot back and starts what waited for it: a prompt admitted in line
+// (Prompt.InLine) or the follow-up queued meanwhile, as the end of a turn does.
 func (s *Session) unclaim(t *turnState) {
 	t.cancel(nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.queued != nil && !s.closed {
+	if !s.closed && (s.queued != nil || len(s.line) > 0) {
 		s.endTurnLocked(t, nil)
 		return
 	}

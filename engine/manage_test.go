@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -391,5 +392,56 @@ func TestBranchReportsAFailedCleanup(t *testing.T) {
 	}
 	if _, ok := h.eng.Peek("child"); ok {
 		t.Fatal("the failed branch is still live")
+	}
+}
+
+// TestUndoHandsOverToTheLine: a prompt admitted in line (Prompt.InLine) during an undo waits
+// for it and starts its turn once the undo is done.
+func TestUndoHandsOverToTheLine(t *testing.T) {
+	t.Parallel()
+	g := &gatedStore{}
+	h := newHarness(t, func(c *engine.Config) { g.Store = c.Store; c.Store = g })
+	ctx := ctxT(t)
+	s := h.create()
+	h.srv.Enqueue(openaitest.Text("one"), openaitest.Text("two"))
+	h.run(s, "first")
+
+	g.rewindReached, g.rewindRelease = make(chan struct{}), make(chan struct{})
+	reached := g.rewindReached
+	undone := make(chan error, 1)
+	go func() {
+		_, err := s.Undo(ctx)
+		undone <- err
+	}()
+	<-reached
+	admitted := make(chan engine.Admission, 1)
+	go func() {
+		adm, err := s.Submit(ctx, engine.Prompt{Text: "second", InLine: true})
+		if err != nil {
+			t.Error(err)
+		}
+		admitted <- adm
+	}()
+	for s.Snapshot().InLine == 0 { // waits in line behind the undo
+		select {
+		case adm := <-admitted:
+			t.Fatalf("admitted during the undo: %+v", adm)
+		default:
+		}
+		runtime.Gosched()
+	}
+	close(g.rewindRelease)
+	if err := <-undone; err != nil {
+		t.Fatal(err)
+	}
+	adm := <-admitted
+	if adm.Status != engine.AdmitStarted {
+		t.Fatalf("the prompt in line was admitted as %+v", adm)
+	}
+	if out, err := s.Wait(ctx, adm.TurnID); err != nil || out.Text != "two" {
+		t.Fatalf("its turn: %+v, %v", out, err)
+	}
+	if got := contents(mustRows(t, s)); !slices.Equal(got, []string{"user:second", "assistant:two"}) {
+		t.Fatalf("transcript %q", got)
 	}
 }
