@@ -29,6 +29,10 @@ import (
 // the model failed, which must not run the tool again. The Go clients are here; the Node ones
 // (openai 4.x and 7.x, the AI SDK, LangChain) run interop/node/clients.mjs.
 
+// unknownModel starts the prompts TestOpenAIGoClientTurns sends with a model the server does
+// not list.
+const unknownModel = "openai-go, unknown model: "
+
 // readNotes is the model's call of read_file on the notes the server's working directory holds.
 var readNotes = openaitest.ToolCalls(openaitest.Call{Name: "read_file", Args: []string{`{"path":"notes.txt"}`}})
 
@@ -130,6 +134,15 @@ func TestGoOpenAIClient(t *testing.T) {
 		_, err := stream("go-openai: fail after the stream started")
 		wantAPIError(t, err, 0) // in-band: no HTTP status of its own
 	})
+	t.Run("stream-refused-before-it-started", func(t *testing.T) {
+		r := req("go-openai: unknown model", true)
+		r.Model = "no-such-model"
+		_, err := client.CreateChatCompletionStream(ctx, r)
+		var ae *goopenai.APIError
+		if !errors.As(err, &ae) || ae.HTTPStatusCode != http.StatusNotFound || ae.Code != "model_not_found" {
+			t.Fatalf("want an *APIError 404 model_not_found, got %T %v", err, err)
+		}
+	})
 	t.Run("failure-before-the-stream-and-retry", func(t *testing.T) {
 		p.model.Enqueue(readNotes, modelRefusal)
 		before := toolResults(t, p.model)
@@ -157,11 +170,18 @@ func TestOpenAIGoClientTurns(t *testing.T) {
 	defer cancel()
 	seen := &attempts{}
 	client := openai.NewClient(option.WithBaseURL(p.base+"/v1/"), option.WithAPIKey(testAPIKey), option.WithHTTPClient(&http.Client{Transport: seen}))
+	// A prompt starting with unknownModel is sent with a model the server does not list.
+	modelFor := func(prompt string) string {
+		if strings.HasPrefix(prompt, unknownModel) {
+			return "no-such-model"
+		}
+		return "hermes-agent"
+	}
 	chat := func(prompt string) openai.ChatCompletionNewParams {
-		return openai.ChatCompletionNewParams{Model: "hermes-agent", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
+		return openai.ChatCompletionNewParams{Model: modelFor(prompt), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
 	}
 	resp := func(prompt string) responses.ResponseNewParams {
-		return responses.ResponseNewParams{Model: "hermes-agent", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)}}
+		return responses.ResponseNewParams{Model: modelFor(prompt), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)}}
 	}
 	chatStream := func(prompt string) (string, error) {
 		s := client.Chat.Completions.NewStreaming(ctx, chat(prompt))
@@ -223,6 +243,17 @@ func TestOpenAIGoClientTurns(t *testing.T) {
 			p.model.Enqueue(modelRefusal)
 			_, err := api.stream("openai-go " + api.name + ": fail after the stream started")
 			wantFailure(t, err, 0)
+		})
+		t.Run(api.name+"/stream-refused-before-it-started", func(t *testing.T) {
+			from := len(seen.list())
+			_, err := api.stream(unknownModel + api.name)
+			var ae *openai.Error
+			if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound || ae.Code != "model_not_found" {
+				t.Fatalf("want *openai.Error 404 model_not_found, got %T %v", err, err)
+			}
+			if got := seen.list()[from:]; len(got) != 1 {
+				t.Errorf("attempts %v: a 404 is not retried", got)
+			}
 		})
 		t.Run(api.name+"/failure-before-the-stream-and-retry", func(t *testing.T) {
 			p.model.Enqueue(readNotes, modelRefusal)

@@ -6,6 +6,8 @@
 //   text    a streamed answer
 //   tool    a streamed answer while the server runs a tool (read_file) first
 //   inband  the model fails after the stream started: the client raises its own error
+//   early   a streamed request refused before the stream started (an unknown model, 404):
+//           the client raises its own error
 //   retry   no stream; the tool runs, then the model fails: the client raises its own error,
 //           and whatever it retries at its default settings never runs the tool again (the
 //           server replays its answer, marked X-Hermes-Replayed)
@@ -101,8 +103,8 @@ const tag = (client, what) => `${client}: ${what}`;
 function openaiRaw(name, OpenAI) {
   const mk = (rec) => new OpenAI({ baseURL, apiKey, ...(rec ? { fetch: rec.fetch } : {}) });
   const client = mk();
-  const streamed = async (prompt) => {
-    const stream = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompt }], stream: true });
+  const streamed = async (prompt, m = model) => {
+    const stream = await client.chat.completions.create({ model: m, messages: [{ role: 'user', content: prompt }], stream: true });
     let text = '';
     for await (const chunk of stream) {
       // The README's loop: every chunk must have choices[0].
@@ -116,6 +118,10 @@ function openaiRaw(name, OpenAI) {
     text: streamed,
     tool: streamed,
     inband: (prompt) => expectThrow('in-band error', () => streamed(prompt)),
+    early: async (prompt) => {
+      const e = await expectThrow('refused stream', () => streamed(prompt, 'no-such-model'));
+      check(e instanceof OpenAI.NotFoundError && e.code === 'model_not_found', 'a NotFoundError model_not_found', e);
+    },
     retry: async (prompt, rec) => {
       const e = await expectThrow('failed turn', () => mk(rec).chat.completions.create({ model, messages: [{ role: 'user', content: prompt }] }));
       check(e instanceof OpenAI.APIError && e.status === 409 && e.code === 'turn_failed', 'an APIError 409 turn_failed', e);
@@ -132,8 +138,8 @@ function openaiRaw(name, OpenAI) {
 function openaiResponses(name, OpenAI) {
   const mk = (rec) => new OpenAI({ baseURL, apiKey, ...(rec ? { fetch: rec.fetch } : {}) });
   const client = mk();
-  const streamed = async (prompt) => {
-    const stream = await client.responses.create({ model, input: prompt, stream: true });
+  const streamed = async (prompt, m = model) => {
+    const stream = await client.responses.create({ model: m, input: prompt, stream: true });
     let text = '';
     for await (const ev of stream) {
       if (ev.type === 'response.output_text.delta') text += ev.delta;
@@ -145,6 +151,10 @@ function openaiResponses(name, OpenAI) {
     text: streamed,
     tool: streamed,
     inband: (prompt) => expectThrow('in-band error', () => streamed(prompt)),
+    early: async (prompt) => {
+      const e = await expectThrow('refused stream', () => streamed(prompt, 'no-such-model'));
+      check(e instanceof OpenAI.NotFoundError && e.code === 'model_not_found', 'a NotFoundError model_not_found', e);
+    },
     retry: async (prompt, rec) => {
       const e = await expectThrow('failed turn', () => mk(rec).responses.create({ model, input: prompt }));
       check(e instanceof OpenAI.ConflictError && e.code === 'turn_failed', 'a ConflictError turn_failed', e);
@@ -159,9 +169,9 @@ function openaiResponses(name, OpenAI) {
 
 // The AI SDK: generateText and streamText over a provider's language model.
 function aiSDK(name, modelOf) {
-  const streamed = async (prompt) => {
+  const streamed = async (prompt, m = modelOf()) => {
     const errors = [];
-    const result = streamText({ model: modelOf(), prompt, onError: ({ error }) => errors.push(error) });
+    const result = streamText({ model: m, prompt, onError: ({ error }) => errors.push(error) });
     let text = '';
     for await (const part of result.fullStream) {
       if (part.type === 'text-delta') text += part.text;
@@ -175,6 +185,11 @@ function aiSDK(name, modelOf) {
     text: streamed,
     tool: streamed,
     inband: (prompt) => expectThrow('in-band error', () => streamed(prompt)),
+    early: async (prompt) => {
+      const e = await expectThrow('refused stream', () => streamed(prompt, modelOf(undefined, 'no-such-model')));
+      const last = e.lastError ?? e;
+      check(last.statusCode === 404 && !last.isRetryable, 'an APICallError 404, not retried', e);
+    },
     retry: async (prompt, rec) => {
       const e = await expectThrow('failed turn', () => generateText({ model: modelOf(rec.fetch), prompt }));
       const last = e.lastError ?? e;
@@ -189,12 +204,12 @@ function aiSDK(name, modelOf) {
 }
 
 function langchain(name, useResponsesApi) {
-  const mk = (rec) =>
-    new ChatOpenAI({ model, apiKey, useResponsesApi, configuration: { baseURL, ...(rec ? { fetch: rec.fetch } : {}) } });
+  const mk = (rec, m = model) =>
+    new ChatOpenAI({ model: m, apiKey, useResponsesApi, configuration: { baseURL, ...(rec ? { fetch: rec.fetch } : {}) } });
   const llm = mk();
-  const streamed = async (prompt) => {
+  const streamed = async (prompt, l = llm) => {
     let text = '';
-    for await (const chunk of await llm.stream(prompt)) {
+    for await (const chunk of await l.stream(prompt)) {
       text += typeof chunk.content === 'string' ? chunk.content : chunk.text;
     }
     return text;
@@ -204,6 +219,10 @@ function langchain(name, useResponsesApi) {
     text: streamed,
     tool: streamed,
     inband: (prompt) => expectThrow('in-band error', () => streamed(prompt)),
+    early: async (prompt) => {
+      const e = await expectThrow('refused stream', () => streamed(prompt, mk(undefined, 'no-such-model')));
+      check((e.status ?? e.response?.status) === 404, 'status 404', e);
+    },
     retry: async (prompt, rec) => {
       const e = await expectThrow('failed turn', () => mk(rec).invoke(prompt));
       check((e.status ?? e.response?.status) === 409, 'status 409', e);
@@ -221,9 +240,9 @@ const clients = [
   openaiRaw('openai@4 chat', OpenAI4),
   openaiRaw('openai@7 chat', OpenAI7),
   openaiResponses('openai@7 responses', OpenAI7),
-  aiSDK('ai openai-compatible', (f) => (f ? createOpenAICompatible({ name: 'hermes', baseURL, apiKey, fetch: f }) : compat).chatModel(model)),
-  aiSDK('ai @ai-sdk/openai chat', (f) => createOpenAI({ baseURL, apiKey, ...(f ? { fetch: f } : {}) }).chat(model)),
-  aiSDK('ai @ai-sdk/openai responses', (f) => createOpenAI({ baseURL, apiKey, ...(f ? { fetch: f } : {}) }).responses(model)),
+  aiSDK('ai openai-compatible', (f, m = model) => (f ? createOpenAICompatible({ name: 'hermes', baseURL, apiKey, fetch: f }) : compat).chatModel(m)),
+  aiSDK('ai @ai-sdk/openai chat', (f, m = model) => createOpenAI({ baseURL, apiKey, ...(f ? { fetch: f } : {}) }).chat(m)),
+  aiSDK('ai @ai-sdk/openai responses', (f, m = model) => createOpenAI({ baseURL, apiKey, ...(f ? { fetch: f } : {}) }).responses(m)),
   langchain('langchain chat', false),
   langchain('langchain responses', true),
 ];
@@ -248,6 +267,9 @@ async function main() {
     c.check(e);
     check(refused(e), tag(c.name, 'the model failure reaches the client'), e);
     console.error(`ok   ${tag(c.name, 'failure after the stream started')}`);
+
+    await c.early(`${c.name}: refused before the stream`);
+    console.error(`ok   ${tag(c.name, 'streamed request refused before the stream started')}`);
   }
   const pending = [];
   for (const c of clients) {
