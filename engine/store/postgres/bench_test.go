@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/store"
 	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
+	"github.com/hermes-go/hermes/engine/store/postgres"
 	"github.com/hermes-go/hermes/engine/store/postgres/pgtest"
 )
 
@@ -81,6 +82,15 @@ func fencedAppend(b *testing.B, s store.Store, writers int) {
 // 50 writers on 50 sessions, every row fenced and durable before it is acknowledged.
 func BenchmarkFencedAppend50Writers(b *testing.B) {
 	benchStores(b, func(b *testing.B, s store.Store) { fencedAppend(b, s, 50) })
+	// With a connection per writer, every writer's commit can share a WAL flush.
+	b.Run("postgres-pool50", func(b *testing.B) {
+		s, err := postgres.Open(context.Background(), pgtest.DB(b), postgres.Options{MaxConns: 50})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		fencedAppend(b, s, 50)
+	})
 }
 
 // One writer on one session: no concurrency to share a commit with.

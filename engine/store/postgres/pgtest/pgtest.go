@@ -8,6 +8,12 @@
 // binaries are found through HERMES_PG_BIN (a directory), then initdb on PATH, then the newest
 // /usr/lib/postgresql/*/bin. initdb refuses to run as root, so a root process runs the cluster
 // as the postgres user (or HERMES_PG_USER) and hands it the temporary directory.
+//
+// A multi-node fault harness controls a cluster of its own: Start, CreateDB for the URL it gives
+// every node, then Kill (immediate shutdown; the next start runs crash recovery) or Stop (clean)
+// and Start again, or Restart. The port stays the same across restarts, so the nodes' URLs stay
+// valid and their reconnects are what is tested. The server is a child of the test process
+// (on Linux it gets SIGINT if that process dies), so no cluster outlives the run.
 package pgtest
 
 import (
