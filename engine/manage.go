@@ -208,6 +208,9 @@ type Undone struct {
 // while it finds the turn and rewinds, so a prompt cannot start in between: a running turn is
 // ErrBusy, and a prompt arriving during the undo waits for it as for a turn.
 func (s *Session) Undo(ctx context.Context) (Undone, error) {
+	if err := s.revive(ctx); err != nil { // a handle released while idle is live again
+		return Undone{}, err
+	}
 	t, err := s.claim()
 	if err != nil {
 		return Undone{}, err
@@ -243,6 +246,9 @@ func (s *Session) Undo(ctx context.Context) (Undone, error) {
 // before a prompt (per-request instructions as a system row). It holds the turn slot while it
 // writes (ErrBusy while a turn runs). A session not yet stored is stored first.
 func (s *Session) Append(ctx context.Context, rows ...Row) error {
+	if err := s.revive(ctx); err != nil {
+		return err
+	}
 	t, err := s.claim()
 	if err != nil {
 		return err

@@ -445,3 +445,29 @@ func TestUndoHandsOverToTheLine(t *testing.T) {
 		t.Fatalf("transcript %q", got)
 	}
 }
+
+// TestManageReleasedHandle: a handle the engine released while idle still undoes (it is made
+// live again); once the session is deleted, it is refused like an unknown one.
+func TestManageReleasedHandle(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	s := h.create()
+	h.srv.Enqueue(openaitest.Text("one"))
+	h.run(s, "first")
+	if n := h.eng.ReleaseIdle(0, nil); n != 1 || !s.Released() {
+		t.Fatalf("released %d, handle released %v", n, s.Released())
+	}
+	if u, err := s.Undo(ctx); err != nil || u.Text != "first" {
+		t.Fatalf("undo through a released handle: %+v, %v", u, err)
+	}
+	if h.eng.ReleaseIdle(0, nil) != 1 {
+		t.Fatal("not released again")
+	}
+	if err := h.eng.Delete(ctx, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, engine.Row{Role: "system", Content: "x"}); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("append through the handle of a deleted session: %v", err)
+	}
+}
