@@ -142,7 +142,9 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, log: cfg.Logger, live: map[string]*Session{}, dormant: map[string]weak.Pointer[Session]{}, spawn: map[string][]string{}}, nil
 }
 
-// Store returns the engine's store (surfaces read history and KV through it).
+// Store returns the engine's store, for tests that inspect it and for the HTTP runs ledger until
+// it moves into the engine. Surfaces read and write sessions, transcripts and settings through
+// the engine's verbs (manage.go), never through the store.
 func (e *Engine) Store() store.Store { return e.cfg.Store }
 
 // DefaultModel returns the configured default "provider:model".
