@@ -274,9 +274,10 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	return nil
 }
 
-// switchModel moves sess to model m (a resolved provider:model; "" keeps the session's).
+// switchModel moves sess to model m (a resolved provider:model; "" keeps the session's). A
+// session busy with another turn keeps its model: the request is refused (409) right after.
 func switchModel(ctx context.Context, sess *engine.Session, m string) error {
-	if m == "" || sess.Record().Model == m {
+	if m == "" || sess.Record().Model == m || (sess.Status() != engine.StatusIdle && !sess.Released()) {
 		return nil
 	}
 	_, err := sess.SetModel(ctx, m)
