@@ -26,6 +26,7 @@ import (
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/httpapi"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
+	"github.com/hermes-go/hermes/transports/modelopts"
 )
 
 func init() {
@@ -52,12 +53,16 @@ func assemble(cfg *config.Config, logger *slog.Logger) (*assembled, error) {
 
 // gatewayOptions wires the gateway to the assembled engine.
 func gatewayOptions(cfg *config.Config, a *assembled, logger *slog.Logger) gateway.Options {
+	pickerCache := &modelopts.Cache{}
 	return gateway.Options{
 		Version: version,
 		// A provider's models list in config.yaml is the only fixed list session.create holds
 		// names to; otherwise the engine's model catalogue decides (it refuses only names
 		// known to belong to another provider).
 		Models: func(provider string) []string { return cfg.Providers[provider].Models },
+		ModelOptions: func(ctx context.Context, refresh bool) map[string]any {
+			return modelopts.Build(ctx, a.eng, pickerCache, serveProviders(cfg, a.eng), advertisedModels(cfg, a.eng), refresh)
+		},
 		BusyMode:    a.busy.Mode,
 		SetBusyMode: a.busy.Set,
 		CLIAllow:    []string{"version", "sessions", "config"},
@@ -210,13 +215,13 @@ func extraKeys(in []config.ExtraKey) []httpapi.NamedKey {
 
 // serveProviders describes the engine's providers for /api/model/options; a provider that is
 // not built in is a saved custom endpoint, probed for its model list.
-func serveProviders(cfg *config.Config, eng *engine.Engine, gwo gateway.Options) []httpapi.ProviderInfo {
+func serveProviders(cfg *config.Config, eng *engine.Engine) []httpapi.ProviderInfo {
 	var out []httpapi.ProviderInfo
 	for _, name := range eng.Providers() {
 		p := cfg.Providers[name]
 		out = append(out, httpapi.ProviderInfo{
 			Name: name, Type: p.Type, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers,
-			Models: gwo.Models(name), Custom: p.Type == "openai" && !config.BuiltinProvider(name),
+			Models: p.Models, Custom: p.Type == "openai" && !config.BuiltinProvider(name),
 		})
 	}
 	return out
@@ -273,10 +278,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	defer a.Close()
 	gw := gateway.New(a.eng, gatewayOptions(cfg, a, logger))
 	defer gw.Close()
-	gwo := gatewayOptions(cfg, a, logger)
 	srv, err := httpapi.New(a.eng, gw, httpapi.Options{
 		APIKey: key, Version: version, Logger: logger,
-		CORSOrigins: splitList(os.Getenv("HERMES_CORS_ORIGINS")),
+		CORSOrigins:        splitList(os.Getenv("HERMES_CORS_ORIGINS")),
 		Models:             func() []string { return advertisedModels(cfg, a.eng) },
 		ExtraKeys:          extraKeys(cfg.Server.ExtraKeys),
 		AdminKey:           cfg.Server.AdminKey,
@@ -286,7 +290,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		BrowserControl: httpapi.BrowserControl{
 			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
 		},
-		Providers: func() []httpapi.ProviderInfo { return serveProviders(cfg, a.eng, gwo) },
+		Providers: func() []httpapi.ProviderInfo { return serveProviders(cfg, a.eng) },
 		Status: func(context.Context) map[string]any {
 			return map[string]any{"mcp": map[string]any{"servers": a.mcp.Status()}}
 		},

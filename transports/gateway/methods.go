@@ -45,6 +45,7 @@ func init() {
 		"approval.respond":     approvalRespond,
 		"config.get":           configGet,
 		"config.set":           configSet,
+		"model.options":        modelOptions,
 		"commands.catalog":     commandsCatalog,
 		"command.resolve":      commandResolve,
 		"command.dispatch":     commandDispatch,

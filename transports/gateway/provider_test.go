@@ -124,3 +124,40 @@ func TestGatewayAnthropicToolTurn(t *testing.T) {
 		t.Errorf("session.usage cost_usd %v, want %v (%v)", u["cost_usd"], want, u)
 	}
 }
+
+func TestGatewayModelOptions(t *testing.T) {
+	t.Parallel()
+	tg, srv := anthropicTarget(t)
+	c := open(t, tg, false)
+	r := call(t, c, "model.options", map[string]any{"refresh": true})
+	if r["object"] != "hermes.model_options" || r["default_model"] != "anthropic:claude-sonnet-4-5" || r["refreshed"] != true {
+		t.Fatalf("model.options %v", r)
+	}
+	var sonnet map[string]any
+	for _, p := range r["providers"].([]any) {
+		row := p.(map[string]any)
+		if row["id"] != "anthropic" {
+			continue
+		}
+		if row["current"] != true {
+			t.Errorf("anthropic row not current: %v", row)
+		}
+		for _, m := range row["models"].([]any) {
+			if mm := m.(map[string]any); mm["id"] == "anthropic:claude-sonnet-4-5" {
+				sonnet = mm
+			}
+		}
+	}
+	pr, _ := sonnet["pricing"].(map[string]any)
+	caps, _ := sonnet["capabilities"].(map[string]any)
+	if sonnet["default"] != true || sonnet["context_window"] != float64(200000) || pr["input"] != float64(3) || pr["output"] != float64(15) ||
+		pr["cache_read"] != 0.3 || pr["cache_write"] != 3.75 || caps["reasoning"] != true {
+		t.Fatalf("claude-sonnet-4-5 row %v", sonnet)
+	}
+	if code, _ := callErr(t, c, "model.options", map[string]any{"refresh": "yes"}); code != jsonrpc.CodeInvalidParams && code != 4000 {
+		t.Errorf("a bad refresh: code %d", code)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Error("the model endpoint was contacted")
+	}
+}

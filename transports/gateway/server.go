@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
+	"github.com/hermes-go/hermes/transports/modelopts"
 )
 
 // Options configure a Server.
@@ -20,6 +21,9 @@ type Options struct {
 	// session.create; nil or an empty list means "accept any name" (custom endpoints,
 	// aggregators, local servers).
 	Models func(provider string) []string
+	// ModelOptions answers model.options: the picker inventory (transports/modelopts) with
+	// refresh as asked. Nil builds it from the engine's provider names, nothing probed.
+	ModelOptions func(ctx context.Context, refresh bool) map[string]any
 	// BusyMode and SetBusyMode read and change the busy-input mode (config busy).
 	BusyMode    func() string
 	SetBusyMode func(mode string) error
@@ -51,10 +55,11 @@ type Options struct {
 
 // Server is the gateway of one process, shared by all its connections.
 type Server struct {
-	eng   *engine.Engine
-	opts  Options
-	epoch string
-	log   *slog.Logger
+	eng    *engine.Engine
+	opts   Options
+	epoch  string
+	log    *slog.Logger
+	models modelopts.Cache // model.options probes, when Options.ModelOptions is nil
 
 	mu       sync.Mutex
 	sessions map[string]*live // by runtime id
