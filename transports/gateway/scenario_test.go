@@ -16,6 +16,7 @@ import (
 	"github.com/hermes-go/hermes/engine/enginetest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/gateway/gwclient"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
@@ -925,4 +926,61 @@ func TestGatewayDeletedSession(t *testing.T) {
 			t.Fatalf("resume of the kept session: %v", res)
 		}
 	})
+}
+
+// rewindGate holds the store's Rewind until released, after signalling that it was reached.
+type rewindGate struct {
+	store.Store
+	reached, release chan struct{}
+}
+
+func (g *rewindGate) Rewind(ctx context.Context, id string, f store.Fence, before uint64, extra []store.Row) (store.RewindResult, error) {
+	if g.reached != nil {
+		close(g.reached)
+		g.reached = nil
+		<-g.release
+	}
+	return g.Store.Rewind(ctx, id, f, before, extra)
+}
+
+// TestGatewayUndoHoldsTheTurn: /undo used to check that no turn ran and then rewind, so a
+// prompt from another client could start a turn in between and lose its prompt row to the
+// rewind. Now a prompt sent while the undo is writing is queued behind it and runs after.
+func TestGatewayUndoHoldsTheTurn(t *testing.T) {
+	t.Parallel()
+	g := &rewindGate{}
+	tg := newTarget(t, false, func(c *engine.Config, _ *gateway.Options) { g.Store = c.Store; c.Store = g })
+	a, b := open(t, tg, true), open(t, tg, true)
+	sid := create(t, a)
+	tg.srv.Enqueue(openaitest.Text("A1"), openaitest.Text("A2"))
+	turn(t, a, sid, "Q1")
+	call(t, b, "session.activate", map[string]any{"session_id": sid})
+
+	g.reached, g.release = make(chan struct{}), make(chan struct{})
+	reached := g.reached
+	undone := make(chan map[string]any, 1)
+	go func() {
+		var r map[string]any
+		if err := a.CallInto(tctx(t), "command.dispatch", map[string]any{"session_id": sid, "name": "undo"}, &r); err != nil {
+			t.Error(err)
+		}
+		undone <- r
+	}()
+	<-reached
+	from := len(b.Events())
+	if r := call(t, b, "prompt.submit", map[string]any{"session_id": sid, "text": "Q2"}); r["status"] != "queued" {
+		t.Fatalf("a prompt during the undo: %v; it must wait for the undo", r)
+	}
+	close(g.release)
+	if r := <-undone; r["type"] != "prefill" || r["text"] != "Q1" {
+		t.Fatalf("undo: %v", r)
+	}
+	e, _ := waitType(t, b, from, sid, "message.complete")
+	if p := payload(t, e); p["text"] != "A2" {
+		t.Fatalf("the queued turn: %v", p)
+	}
+	_, all := rowIDs(t, b, sid)
+	if len(all) != 2 || all[0]["role"] != "user" || all[0]["text"] != "Q2" {
+		t.Fatalf("transcript after the undo and the queued turn: %v", all)
+	}
 }
