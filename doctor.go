@@ -8,20 +8,23 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/homestore"
 )
 
 func init() {
-	extraCommands = append(extraCommands, command{"doctor", "check the session store for records it cannot serve; --quarantine moves them aside (--json)", runDoctor})
+	extraCommands = append(extraCommands, command{"doctor", "check the session store for records it cannot serve (--quarantine moves them aside); show the store process, its clients and leases (--json)", runDoctor})
 }
 
 // doctorReport is the --json output.
 type doctorReport struct {
-	Store       string          `json:"store"`
-	Problems    []doctorProblem `json:"problems"`
-	Quarantined int             `json:"quarantined"`
+	Store        string            `json:"store"`
+	StoreProcess *homestore.Status `json:"store_process,omitempty"` // when reached through one
+	Problems     []doctorProblem   `json:"problems"`
+	Quarantined  int               `json:"quarantined"`
 }
 
 type doctorProblem struct {
@@ -71,6 +74,13 @@ func runDoctor(ctx context.Context, args []string, io stdio) int {
 	}
 	found, err := doc.Doctor(ctx, *quarantine)
 	rep := doctorReport{Store: cfg.Store.Dir, Problems: []doctorProblem{}}
+	if hc, ok := s.(*homestore.Client); ok {
+		if status, serr := hc.Status(ctx); serr == nil {
+			rep.StoreProcess = status
+		} else {
+			err = errors.Join(err, serr)
+		}
+	}
 	remaining := 0
 	for _, p := range found {
 		rep.Problems = append(rep.Problems, doctorProblem{Kind: p.Kind, Key: strconv.Quote(p.Key), Reason: p.Reason, MovedTo: quoteIf(p.MovedTo)})
@@ -85,6 +95,9 @@ func runDoctor(ctx context.Context, args []string, io stdio) int {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
+		if sp := rep.StoreProcess; sp != nil {
+			printStoreProcess(io, cfg.Home, sp)
+		}
 		for _, p := range rep.Problems {
 			fmt.Fprintf(io.out, "%-8s %s: %s\n", p.Kind, p.Key, p.Reason)
 			if p.MovedTo != "" {
@@ -108,6 +121,27 @@ func runDoctor(ctx context.Context, args []string, io stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// printStoreProcess shows the home's store process, its clients (this doctor among them) and the
+// session leases held.
+func printStoreProcess(io stdio, home string, sp *homestore.Status) {
+	fmt.Fprintf(io.out, "store process: pid %d, up since %s, socket %s, log %s\n",
+		sp.PID, sp.Started.Local().Format(time.DateTime), homestore.SocketPath(home), homestore.LogPath(home))
+	fmt.Fprintf(io.out, "clients: %d\n", len(sp.Clients))
+	for _, c := range sp.Clients {
+		cmd := c.Command
+		if cmd == "" {
+			cmd = "?"
+		}
+		fmt.Fprintf(io.out, "  pid %-7d %-10s connected %s, %d calls, %d watches\n",
+			c.PID, cmd, c.Connected.Local().Format(time.DateTime), c.Calls, c.Watches)
+	}
+	fmt.Fprintf(io.out, "leases held: %d\n", len(sp.Leases))
+	for _, l := range sp.Leases {
+		fmt.Fprintf(io.out, "  session %s: %s, generation %d, until %s\n",
+			l.SessionID, l.Owner, l.Generation, l.Expires.Local().Format(time.DateTime))
+	}
 }
 
 func quoteIf(s string) string {

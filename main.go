@@ -30,7 +30,6 @@ import (
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store"
-	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
 	"github.com/hermes-go/hermes/engine/store/postgres"
 	"github.com/hermes-go/hermes/engine/tool"
 	"github.com/hermes-go/hermes/engine/tool/agent"
@@ -198,15 +197,7 @@ func openStore(cfg *config.Config) (store.Store, error) {
 		}
 		return st, nil
 	}
-	o := badgerstore.DefaultOptions()
-	if cfg.Store.SyncWrites != nil {
-		o.SyncWrites = *cfg.Store.SyncWrites
-	}
-	st, err := badgerstore.Open(cfg.Store.Dir, o)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return openHomeStore(cfg) // store_open.go
 }
 
 // runtimeOpts adjust how the engine is assembled for one command.

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store/homestore"
+)
+
+func init() {
+	// Command tests open badger in their own process (the escape hatch), each on a home of its
+	// own; the tests below, and engine/store/homestore's, run the store process.
+	if os.Getenv(envStoreProcess) == "" {
+		os.Setenv(envStoreProcess, "off")
+	}
+}
+
+// waitStoreProcessGone waits until no store process holds home (it exits after its idle time).
+func waitStoreProcessGone(t *testing.T, home string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		pid, held := homestore.LockHolder(home)
+		if !held {
+			return
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("store process %d still running 20s after its last client left", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOneHomeManyProcesses runs two `hermes serve`, `hermes sessions` and `hermes doctor` at
+// once on one home, through its store process: none fails for the home being held, each sees
+// what the others wrote, and the store process exits once they are gone.
+func TestOneHomeManyProcesses(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	t.Setenv(envStoreProcess, "on")
+	t.Setenv(envStoreIdle, "300ms")
+	t.Cleanup(func() { waitStoreProcessGone(t, home) })
+	model := openaitest.New(t)
+	model.Enqueue(openaitest.Text("hello ", "there"))
+
+	a := serveHome(t, home, cwd, model.URL())
+	b := serveHome(t, home, cwd, model.URL()) // used to fail: the data directory was locked
+	code, adm := a.call(t, "POST", "/v1/runs", `{"input":"hi","session_id":"shared"}`)
+	if code != 202 {
+		t.Fatalf("admission %d %v", code, adm)
+	}
+	runID := adm["run_id"].(string)
+	if ev := a.terminalEvent(t, runID); ev["event"] != "run.completed" {
+		t.Fatalf("run ended with %v:\n%s", ev, a.logs.String())
+	}
+	// The other serve process reads the run and the session the first one stored.
+	if code, run := b.call(t, "GET", "/v1/runs/"+runID, ""); code != 200 || run["status"] != "completed" {
+		t.Fatalf("run read through the second serve: %d %v", code, run)
+	}
+
+	res := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "sessions")
+	if res.code != 0 || !strings.Contains(res.stdout, "shared") {
+		t.Fatalf("hermes sessions beside two serve: code %d\nstdout %s\nstderr %s", res.code, res.stdout, res.err)
+	}
+	doc := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "doctor")
+	if doc.code != 0 {
+		t.Fatalf("hermes doctor: code %d\n%s%s", doc.code, doc.stdout, doc.err)
+	}
+	pid, held := homestore.LockHolder(home)
+	for _, want := range []string{"store process: pid " + itoa(pid), "socket " + homestore.SocketPath(home), "clients: 3", " serve ", " doctor ", "no problems found"} {
+		if !held || !strings.Contains(doc.stdout, want) {
+			t.Fatalf("hermes doctor output lacks %q:\n%s", want, doc.stdout)
+		}
+	}
+	a.term(t)
+	b.term(t)
+	waitStoreProcessGone(t, home)
+	if log, err := os.ReadFile(homestore.LogPath(home)); err != nil || !strings.Contains(string(log), "store process idle, exiting") {
+		t.Fatalf("store log (%v):\n%s", err, log)
+	}
+}
+
+// TestStoreUnreachable: when the store process cannot start, a command fails with one line that
+// names the home, the socket, the log and what to do.
+func TestStoreUnreachable(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	t.Setenv(envStoreProcess, "on")
+	// Not a store: the store process refuses the directory and exits.
+	if err := os.MkdirAll(filepath.Join(home, "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "state", "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "sessions")
+	lines := strings.Split(strings.TrimSpace(res.err), "\n")
+	if res.code == 0 || len(lines) != 1 {
+		t.Fatalf("code %d, stderr:\n%s", res.code, res.err)
+	}
+	for _, want := range []string{home, homestore.SocketPath(home), homestore.LogPath(home), "remove"} {
+		if !strings.Contains(lines[0], want) {
+			t.Fatalf("error line lacks %q: %s", want, lines[0])
+		}
+	}
+	log, _ := os.ReadFile(homestore.LogPath(home))
+	if !strings.Contains(string(log), "not a hermes store") {
+		t.Fatalf("store log does not say why:\n%s", log)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
