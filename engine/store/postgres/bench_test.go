@@ -40,7 +40,10 @@ const benchContent = "a chat message of typical length. a chat message of typica
 
 // fencedAppend has writers goroutines, each the lease holder of a session of its own, append
 // one fenced row per call. It reports acknowledged rows/s.
-func fencedAppend(b *testing.B, s store.Store, writers int) {
+func fencedAppend(b *testing.B, s store.Store, writers int) { appendRows(b, s, writers, true) }
+
+// appendRows is fencedAppend, or the same appends without a fence (no lease row to check).
+func appendRows(b *testing.B, s store.Store, writers int, fenced bool) {
 	ctx := context.Background()
 	fences := make([]store.Fence, writers)
 	for w := range writers {
@@ -52,7 +55,9 @@ func fencedAppend(b *testing.B, s store.Store, writers int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		fences[w] = store.Fence{Generation: l.Generation}
+		if fenced {
+			fences[w] = store.Fence{Generation: l.Generation}
+		}
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -91,6 +96,11 @@ func BenchmarkFencedAppend50Writers(b *testing.B) {
 		defer s.Close()
 		fencedAppend(b, s, 50)
 	})
+}
+
+// The same appends unfenced: what the lease check costs.
+func BenchmarkUnfencedAppend50Writers(b *testing.B) {
+	benchStores(b, func(b *testing.B, s store.Store) { appendRows(b, s, 50, false) })
 }
 
 // One writer on one session: no concurrency to share a commit with.
