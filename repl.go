@@ -59,9 +59,22 @@ func runRepl(ctx context.Context, args []string, io stdio) int {
 	in, tty := io.in.(*os.File)
 	out, ttyOut := io.out.(*os.File)
 	if tty && ttyOut && !*plain && isTerminal(in) && isTerminal(out) {
+		defaultWindowSize(out)
 		return r.interactive(ctx)
 	}
 	return r.lines(ctx)
+}
+
+// defaultWindowSize gives a terminal that reports no size (a pty opened without one, some CI
+// and container consoles) 80 columns and 24 rows: the line editor needs a width for completion
+// and cursor movement.
+func defaultWindowSize(f *os.File) {
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil || ws.Col != 0 {
+		return
+	}
+	ws.Col, ws.Row = 80, max(ws.Row, 24)
+	_ = unix.IoctlSetWinsize(int(f.Fd()), unix.TIOCSWINSZ, ws)
 }
 
 // repl evaluates input in one runtime whose globals are the script API.

@@ -158,3 +158,42 @@ func bytesCopy(w *screen, r *os.File) (int64, error) {
 		}
 	}
 }
+
+// TestReplNoWindowSizeLua: on a pty that reports no window size the console works as 80
+// columns (completion included); Lua locals persist, "= expr" prints, completion works after
+// ":", and a session prints as a summary.
+func TestReplNoWindowSizeLua(t *testing.T) {
+	home := t.TempDir()
+	cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + home, "TERM=xterm", "HERMES_MODEL=fake:none"}, "repl", "--lang", "lua")
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	scr := &screen{more: make(chan struct{}, 1)}
+	copied := make(chan struct{})
+	go func() { defer close(copied); _, _ = bytesCopy(scr, tty) }()
+	send := func(s string) {
+		if _, err := tty.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := scr.expect(t, 0, "lua> ")
+	send("local x = 41\r")
+	m = scr.expect(t, m, "lua> ")
+	send("= x + 1\r")
+	m = scr.expect(t, m, "42")
+	send("s = hermes.create({title = 'r'})\r")
+	m = scr.expect(t, m, "lua> ")
+	send("s:pro\t")
+	m = scr.expect(t, m, "s:prompt")
+	send("\x15s\r") // Ctrl-U clears the line
+	m = scr.expect(t, m, `Session{id: "`)
+	scr.expect(t, m, `status: "idle", model: "fake:none"}`)
+	send("\x04")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	tty.Close()
+	<-copied
+}

@@ -2,6 +2,7 @@ package stdlib
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -81,6 +82,10 @@ func Format(v any) string {
 		return "<iterator>"
 	case Object:
 		return "<object>"
+	case map[string]any:
+		if hasFuncs(x) {
+			return summary(x)
+		}
 	}
 	b, err := Marshal(v, "")
 	if err != nil {
@@ -172,4 +177,51 @@ func normalizeJSON(v any) any {
 		}
 	}
 	return v
+}
+
+func hasFuncs(m map[string]any) bool {
+	for _, v := range m {
+		switch v.(type) {
+		case Func, Callable:
+			return true
+		}
+	}
+	return false
+}
+
+// summary renders an object with methods readably: a session as Session{id, status, model}, a
+// turn as Turn{id, status}, anything else with its methods shown as <function>.
+func summary(m map[string]any) string {
+	_, prompt := m["prompt"].(Callable)
+	_, wait := m["wait"].(Callable)
+	id, _ := m["id"].(string)
+	switch {
+	case prompt && id != "":
+		status, model := "", ""
+		if info, ok := m["info"].(Callable); ok {
+			if x, err := info(context.Background()); err == nil {
+				if im, ok := x.(map[string]any); ok {
+					status, _ = im["status"].(string)
+					model, _ = im["model"].(string)
+				}
+			}
+		}
+		return fmt.Sprintf("Session{id: %q, status: %q, model: %q}", id, status, model)
+	case wait && m["status"] != nil:
+		return fmt.Sprintf("Turn{id: %q, status: %s}", id, Format(m["status"]))
+	}
+	plain := make(map[string]any, len(m))
+	for k, v := range m {
+		switch v.(type) {
+		case Func, Callable:
+			plain[k] = "<function>"
+		default:
+			plain[k] = v
+		}
+	}
+	b, err := Marshal(plain, "")
+	if err != nil {
+		return "<object>"
+	}
+	return string(b)
 }

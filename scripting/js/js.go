@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
 	"github.com/dop251/goja/parser"
 
 	"github.com/hermes-go/hermes/scripting/internal/guard"
@@ -183,8 +184,10 @@ func (v *VM) Call(ctx context.Context, fn stdlib.Callable) error {
 }
 
 // Eval evaluates REPL input in the global scope and returns its value as a Go value.
+// Top-level const and let declare with var, so a name can be declared again on a later line,
+// as in the Node console.
 func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
-	prg, err := compileScript(name, src)
+	prg, err := compileScript(name, redeclarable(src))
 	if err != nil {
 		return nil, err
 	}
@@ -572,23 +575,48 @@ func fromStack(stack []goja.StackFrame, msg string) *stdlib.ScriptError {
 	return se
 }
 
-var parseLine = regexp.MustCompile(`Line (\d+):\d+ (.*?)(?: \(and \d+ more errors\))?$`)
+var parseLine = regexp.MustCompile(`Line (\d+):(\d+) (.*?)(?: \(and \d+ more errors\))?$`)
 
 // syntaxError places a parse or compile error in the script.
 func syntaxError(name string, err error) error {
 	var list parser.ErrorList
 	if errors.As(err, &list) && len(list) > 0 {
-		return &stdlib.ScriptError{Message: "SyntaxError: " + list[0].Message, File: name, Line: list[0].Position.Line}
+		return &stdlib.ScriptError{Message: fmt.Sprintf("SyntaxError: %s (column %d)", list[0].Message, list[0].Position.Column), File: name, Line: list[0].Position.Line}
 	}
 	var ce *goja.CompilerSyntaxError
 	if errors.As(err, &ce) {
 		if ce.File != nil {
-			return &stdlib.ScriptError{Message: "SyntaxError: " + ce.Message, File: name, Line: ce.File.Position(ce.Offset).Line}
+			pos := ce.File.Position(ce.Offset)
+			return &stdlib.ScriptError{Message: fmt.Sprintf("SyntaxError: %s (column %d)", ce.Message, pos.Column), File: name, Line: pos.Line}
 		}
 		if m := parseLine.FindStringSubmatch(ce.Message); m != nil {
 			n, _ := strconv.Atoi(m[1])
-			return &stdlib.ScriptError{Message: "SyntaxError: " + m[2], File: name, Line: n}
+			return &stdlib.ScriptError{Message: fmt.Sprintf("SyntaxError: %s (column %s)", m[3], m[2]), File: name, Line: n}
 		}
 	}
 	return &stdlib.ScriptError{Message: err.Error(), File: name}
+}
+
+// redeclarable turns the const and let keywords of src's top-level declarations into var
+// (padded, so positions stay); src that does not parse is returned as is.
+func redeclarable(src string) string {
+	prg, err := goja.Parse("repl", src)
+	if err != nil {
+		return src
+	}
+	b := []byte(src)
+	base := prg.File.Base()
+	for _, st := range prg.Body {
+		d, ok := st.(*ast.LexicalDeclaration)
+		if !ok {
+			continue
+		}
+		at := int(d.Idx) - base
+		for _, kw := range []string{"const", "let"} {
+			if at >= 0 && at+len(kw) <= len(b) && string(b[at:at+len(kw)]) == kw {
+				copy(b[at:], "var"+strings.Repeat(" ", len(kw)-3))
+			}
+		}
+	}
+	return string(b)
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
 
 	"github.com/hermes-go/hermes/scripting/internal/guard"
@@ -272,6 +273,39 @@ func compile(name, src string) (*lua.FunctionProto, error) {
 	return proto, nil
 }
 
+// compileREPL compiles REPL statements with their top-level locals made globals.
+func compileREPL(name, src string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(src), name)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	for i, st := range chunk {
+		switch x := st.(type) {
+		case *ast.LocalAssignStmt:
+			as := &ast.AssignStmt{Rhs: x.Exprs}
+			for _, n := range x.Names {
+				id := &ast.IdentExpr{Value: n}
+				id.SetLine(x.Line())
+				as.Lhs = append(as.Lhs, id)
+			}
+			if len(as.Rhs) == 0 {
+				nilExpr := &ast.NilExpr{}
+				nilExpr.SetLine(x.Line())
+				as.Rhs = []ast.Expr{nilExpr}
+			}
+			as.SetLine(x.Line())
+			as.SetLastLine(x.LastLine())
+			chunk[i] = as
+		}
+	}
+	rewriteConcat(chunk)
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	return proto, nil
+}
+
 // RunFile runs a script. ctx ending interrupts it.
 func (v *VM) RunFile(ctx context.Context, name, src string) error {
 	proto, err := compile(name, src)
@@ -293,11 +327,16 @@ func (v *VM) Call(ctx context.Context, fn stdlib.Callable) error {
 	return err
 }
 
-// Eval evaluates REPL input: as an expression when it is one, else as statements.
+// Eval evaluates REPL input: as an expression when it is one (also "= expr", as in the lua
+// console), else as statements. Top-level locals become globals, so they persist to the next
+// input as they would further down one file.
 func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(src), "="); ok {
+		src = rest
+	}
 	proto, err := compile(name, "return "+src)
 	if err != nil {
-		if proto, err = compile(name, src); err != nil {
+		if proto, err = compileREPL(name, src); err != nil {
 			return nil, err
 		}
 	}
@@ -671,13 +710,19 @@ func syntaxError(name string, err error) error {
 	var pe *parse.Error
 	if errors.As(err, &pe) {
 		line := pe.Pos.Line
-		msg := pe.Message
+		msg := strings.TrimPrefix(strings.TrimPrefix(pe.Message, "syntax error"), ": ") // said once, below
+		if msg == "" {
+			msg = "unexpected symbol"
+		}
 		if pe.Token != "" && line != parse.EOF {
 			msg = fmt.Sprintf("%s near '%s'", msg, pe.Token)
 		}
 		if line == parse.EOF {
 			line = 0
 			msg += " at end of file"
+		}
+		if line != 0 && pe.Pos.Column > 0 {
+			msg = fmt.Sprintf("%s (column %d)", msg, pe.Pos.Column)
 		}
 		return &stdlib.ScriptError{Message: "syntax error: " + msg, File: name, Line: line}
 	}
