@@ -118,3 +118,18 @@ func TestAnthropicRunCost(t *testing.T) {
 		t.Errorf("run usage %v, want cost_usd %v", u, want)
 	}
 }
+
+// The HTTP model field: a provider:model the server does not list is decided by the catalogue.
+func TestAnthropicModelField(t *testing.T) {
+	t.Parallel()
+	tg, _ := anthropicTarget(t)
+	e := envelope(t, tg.do(t, "POST", "/v1/chat/completions", `{"model":"anthropic:gpt-5.5","messages":[{"role":"user","content":"hi"}]}`, nil), 404, "model_not_found")
+	if msg := e["message"].(string); !strings.Contains(msg, "belongs to provider openai") || !strings.Contains(msg, "claude-") || e["param"] != "model" {
+		t.Errorf("refusal %v", e)
+	}
+	r := tg.do(t, "POST", "/api/sessions", `{"model":"anthropic:claude-next-9"}`, nil)
+	if r.status/100 != 2 || !strings.Contains(string(r.body), `"anthropic:claude-next-9"`) {
+		t.Fatalf("own-family name not catalogued yet: %d %s", r.status, r.body)
+	}
+	envelope(t, tg.do(t, "POST", "/api/sessions", `{"model":"missing:x"}`, nil), 404, "model_not_found")
+}

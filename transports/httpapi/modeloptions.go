@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"errors"
+
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/transports/modelopts"
 )
 
@@ -38,4 +41,24 @@ func (s *Server) modelOptions(c *fiber.Ctx) error {
 		return badRequest("refresh", "invalid_value", "refresh must be 1, 0, true or false")
 	}
 	return c.JSON(modelopts.Build(s.ctx, s.eng, &s.catalog, s.providers(), s.models(), refresh))
+}
+
+// catalogueModel decides a provider:model name the server does not list: the model catalogue
+// refuses only a name known to belong to another provider (404 model_not_found whose message
+// names the owner and suggests the provider's models) and accepts any other name of a
+// configured provider. ok is false for a bare name or an unknown provider, which stay the
+// caller's to refuse.
+func (s *Server) catalogueModel(name string) (model string, ok bool, err error) {
+	if _, _, qualified := cutProvider(name); !qualified {
+		return "", false, nil
+	}
+	canon, _, rerr := s.eng.ResolveModel(name)
+	var mm *engine.ModelMismatchError
+	switch {
+	case errors.As(rerr, &mm):
+		return "", true, &apiError{Status: fiber.StatusNotFound, Message: mm.Mismatch.Error(), Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+	case rerr == nil:
+		return canon, true, nil
+	}
+	return "", false, nil
 }

@@ -65,6 +65,9 @@ func (s *Server) pickModel(name string) (string, error) {
 			return m, nil
 		}
 	}
+	if m, ok, err := s.catalogueModel(name); ok {
+		return m, err
+	}
 	return "", &apiError{Status: fiber.StatusNotFound, Message: "The model '" + name + "' does not exist (see GET /v1/models)", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 }
 
