@@ -10,6 +10,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
@@ -164,5 +165,43 @@ func TestCompressReturnsUsageWriteFailure(t *testing.T) {
 	fs.arm(only("UpdateSession", 1))
 	if _, err := s.Compress(ctxT(t), ""); !errors.Is(err, errInjected) {
 		t.Fatalf("compress: %v, want the usage write's failure", err)
+	}
+}
+
+// TestRunQueuedPromptNotSaved: a queued prompt whose user row cannot be written never starts;
+// its Follow ends with the failed outcome the turn was given instead of waiting forever.
+func TestRunQueuedPromptNotSaved(t *testing.T) {
+	t.Parallel()
+	var fs *failingStore
+	h := newHarness(t, func(c *engine.Config) {
+		fs = &failingStore{Store: c.Store}
+		c.Store = fs
+		c.Policy.Busy = policy.Defaults{BusyMode: policy.Queue}
+	})
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"first"}, FaultAt: 1, Gate: g})
+	s := h.create()
+	if _, err := s.Submit(ctxT(t), engine.Prompt{Text: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	adm, f, err := s.Run(ctxT(t), engine.Prompt{Text: "b"})
+	if err != nil || adm.Status != engine.AdmitQueued {
+		t.Fatalf("queue: %+v %v", adm, err)
+	}
+	defer f.Close()
+	fs.arm(only("AppendRows", 2)) // the first turn's answer passes, the queued prompt's row fails
+	g.Release()
+	var evs []engine.Event
+	for ev, err := range f.Events(ctxT(t)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	last := evs[len(evs)-1]
+	out, ok := last.Data.(engine.Outcome)
+	if last.Type != engine.EvMessageComplete || !ok || out.Status != engine.StatusFailed || out.ExitReason != "store_error" || out.TurnID == "" {
+		t.Fatalf("last event %s %+v, want the failed outcome of the turn that never started", last.Type, last.Data)
 	}
 }

@@ -269,7 +269,7 @@ func (f *Follow) accept(ev Event) (Event, bool) {
 		}
 		return ev, true
 	}
-	if f.t.abandoned && isClosed(f.t.done) {
+	if isClosed(f.t.done) && f.t.abandoned { // done first: abandoned is written before done is closed
 		// The turn never started (its queued prompt could not be written): no message.complete
 		// will come. End with the outcome it was given.
 		out := f.t.outcome
