@@ -77,6 +77,7 @@ func (n *notifier) close() {
 func (n *notifier) run() {
 	defer close(n.done)
 	backoff := n.every
+	var last time.Time
 	for {
 		select {
 		case <-n.wake:
@@ -84,11 +85,16 @@ func (n *notifier) run() {
 			n.flush() // a last try, so a clean shutdown leaves no change unannounced
 			return
 		}
-		// Gather for one interval, so one NOTIFY carries whatever was committed meanwhile.
-		select {
-		case <-time.After(n.every):
-		case <-n.stop:
+		// At most one round of NOTIFYs per interval: a change after a quiet spell goes out at
+		// once, changes during a busy one are gathered until the interval since the last round
+		// has passed, and go out together.
+		if d := time.Until(last.Add(n.every)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-n.stop:
+			}
 		}
+		last = time.Now()
 		if n.flush() {
 			backoff = n.every
 			continue

@@ -36,9 +36,10 @@ type Options struct {
 	// max(16, 4×CPUs)): concurrent writers share commits (group commit) only when they are on
 	// separate connections.
 	MaxConns int32
-	// NotifyEvery is how long hints are gathered before one NOTIFY carries them to other nodes
-	// (default 10ms): a notifying commit takes a database-wide lock, so hints are not sent from
-	// inside each write.
+	// NotifyEvery is the least time between two rounds of NOTIFYs carrying hints to other nodes
+	// (default 10ms): a change after a quiet spell goes at once, changes during a busy spell are
+	// gathered. A notifying commit takes a database-wide lock, so hints are not sent from inside
+	// each write.
 	NotifyEvery time.Duration
 	// Logger receives connection losses of the listening connection (default slog.Default()).
 	Logger *slog.Logger
