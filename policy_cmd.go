@@ -32,13 +32,13 @@ func init() {
 }
 
 // policyPath is the policy file in effect: the configured one (HERMES_POLICY, config policy:),
-// else $HERMES_HOME/policy.js or policy.lua; "" when there is none.
+// else $HERMES_HOME/policy.js, policy.ts or policy.lua; "" when there is none.
 func policyPath(cfg *config.Config) (string, error) {
 	if cfg.Policy != "" {
 		return cfg.Policy, nil
 	}
 	var found []string
-	for _, name := range []string{"policy.js", "policy.lua"} {
+	for _, name := range []string{"policy.js", "policy.ts", "policy.lua"} {
 		p := filepath.Join(cfg.Home, name)
 		if _, err := os.Stat(p); err == nil {
 			found = append(found, p)
@@ -50,7 +50,7 @@ func policyPath(cfg *config.Config) (string, error) {
 	case 1:
 		return found[0], nil
 	}
-	return "", fmt.Errorf("both %s and %s exist: remove one, or choose with HERMES_POLICY", found[0], found[1])
+	return "", fmt.Errorf("both %s and %s exist: remove one, or choose with HERMES_POLICY", found[0], found[len(found)-1])
 }
 
 // classifier does what the engine does before the approval hook: the tool's guard gives the

@@ -172,3 +172,29 @@ func TestRunFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestRunEphemeralAndFollowWarning: --ephemeral leaves no session in the home; a loop over
+// s.events() that reaches the stored end warns that it now waits, and the timeout ends it.
+func TestRunEphemeralAndFollowWarning(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	writeTemp(t, dir, "follow.js", `const hermes = require("hermes");
+const s = hermes.create({ model: hermes.fake_model([{ text: "hi" }]), title: "follow" });
+s.run("hello");
+for (const ev of s.events({ since: 0 })) print(ev.type);
+`)
+	r := hermes(t, dir, env, "run", "--ephemeral", "--timeout", "1s", "follow.js")
+	if r.code != 1 || !strings.Contains(r.stdout, "message.complete") || !strings.Contains(r.err, "now waits for new ones; pass {follow: false}") ||
+		!strings.Contains(r.err, "--timeout 1s reached") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	if ls := hermes(t, dir, env, "sessions", "--json"); ls.code != 0 || strings.TrimSpace(ls.stdout) != "" {
+		t.Fatalf("--ephemeral left sessions behind: %s", ls.stdout)
+	}
+	// Without --ephemeral the session is kept, and a second run with the same title works.
+	writeTemp(t, dir, "titled.lua", "local hermes = require 'hermes'\nprint(hermes.create({ title = 'nightly' }):info().title)\n")
+	first, second := hermes(t, dir, env, "run", "titled.lua"), hermes(t, dir, env, "run", "titled.lua")
+	if first.code != 0 || second.code != 0 || strings.TrimSpace(first.stdout) != "nightly" || strings.TrimSpace(second.stdout) != "nightly #2" {
+		t.Fatalf("rerun with a fixed title: %d %q, %d %q %s", first.code, first.stdout, second.code, second.stdout, second.err)
+	}
+}

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -197,5 +201,50 @@ func TestShippedScriptTests(t *testing.T) {
 	}
 	if doc.Tests < 6 || doc.Failures != 0 || doc.Errors != 0 || len(doc.Suites) != 3 {
 		t.Fatalf("%+v", doc)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for a writer goroutine and a polling reader.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// waitFor polls until out contains want (bounded by the test's deadline, not a timing check).
+func waitFor(t *testing.T, out *syncBuf, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %q in:\n%s", want, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHermesTestWatch: --watch runs the tests again when a file changes, until Ctrl-C.
+func TestHermesTestWatch(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"w_test.js": "test('a', () => {});\n"})
+	cmd := hermesCmd(t, dir, []string{"HERMES_HOME=" + t.TempDir()}, "test", "--watch")
+	var out, errb syncBuf
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFor(t, &out, "ok: 1 passed, 0 failed")
+	waitFor(t, &errb, "watching")
+	writeFiles(t, dir, map[string]string{"w_test.js": "test('a', () => {});\ntest('b', () => { throw new Error('now failing'); });\n"})
+	waitFor(t, &out, "FAILED: 1 passed, 1 failed")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit after Ctrl-C: %v (the last run failed: want 1)", err)
 	}
 }

@@ -425,6 +425,13 @@ func (v *VM) throw(err error) goja.Value {
 	if errors.As(err, &ex) { // a script error coming back through a callback: rethrow as is
 		return ex.Value()
 	}
+	if errors.Is(err, context.Canceled) { // a host call ended by the interrupt: say why
+		v.mu.Lock()
+		if cause := context.Cause(v.ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+		v.mu.Unlock()
+	}
 	o := v.rt.NewGoError(err)
 	name := "Error"
 	if stdlib.IsAssertion(err) {
