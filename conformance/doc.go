@@ -64,6 +64,7 @@
 //	behaviour_16_17_busy_refusals  16-17 rewind, /undo, compress and a model change refused with 4009 while running
 //	gateway_steer_since            18,21 session.steer and session.events.since
 //	gateway_ws_gate                19    no approval frame to a client without server_requests
+//	gateway_command_dispatch       i17.7 command.dispatch {"command": "/model …"} beside {name, arg}
 //	gateway_reconnect              20,22 an open request survives a reconnect and is answered from the new connection
 //	acp_turn                       23,26 ACP initialize, streaming prompt, permission request
 //	behaviour_24_acp_load          24    session/load in a new process replays the history (tool calls, plan) before its response

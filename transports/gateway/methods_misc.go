@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
 func configGet(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
@@ -176,12 +177,20 @@ func commandDispatch(ctx context.Context, c *client, m string, raw json.RawMessa
 		SessionID string `json:"session_id"`
 		Name      string `json:"name"`
 		Arg       string `json:"arg"`
+		Command   string `json:"command"`
 	}](m, raw)
 	if err != nil {
 		return nil, err
 	}
-	name := strings.TrimPrefix(strings.TrimSpace(p.Name), "/")
-	arg := strings.TrimSpace(p.Arg)
+	name, arg := p.Name, p.Arg
+	if p.Command != "" { // the seeds' form: {"command": "/model claude-sonnet-4"}
+		if p.Name != "" || p.Arg != "" {
+			return nil, rpcErr(jsonrpc.CodeInvalidParams, "invalid params for command.dispatch: give either command or name and arg, not both")
+		}
+		name, arg, _ = strings.Cut(strings.TrimSpace(p.Command), " ")
+	}
+	name = strings.TrimPrefix(strings.TrimSpace(name), "/")
+	arg = strings.TrimSpace(arg)
 	if _, ok := findCommand(name); !ok {
 		return nil, rpcErr(codeRewindInvalid, "unknown command /%s", name)
 	}
