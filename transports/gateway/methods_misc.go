@@ -275,7 +275,11 @@ func commandDispatch(ctx context.Context, c *client, m string, raw json.RawMessa
 		return exec(statusText(l)), nil
 	case "usage":
 		u := l.s.Record().Usage
-		return exec(fmt.Sprintf("%d input + %d output tokens (%d cached, %d reasoning), %d model calls, %d tool calls", u.InputTokens, u.OutputTokens, u.CachedTokens, u.ReasoningTokens, u.APICalls, u.ToolCalls)), nil
+		line := fmt.Sprintf("%d input + %d output tokens (%d cached, %d reasoning), %d model calls, %d tool calls", u.InputTokens, u.OutputTokens, u.CachedTokens, u.ReasoningTokens, u.APICalls, u.ToolCalls)
+		if u.CostUSD != 0 {
+			line += fmt.Sprintf(", $%.4f at list prices", u.CostUSD)
+		}
+		return exec(line), nil
 	case "interrupt":
 		if l.s.Interrupt("user") {
 			return exec("interrupted"), nil

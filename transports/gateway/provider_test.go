@@ -123,6 +123,9 @@ func TestGatewayAnthropicToolTurn(t *testing.T) {
 	if cost, _ := u["cost_usd"].(float64); cost < want-1e-9 || cost > want+1e-9 {
 		t.Errorf("session.usage cost_usd %v, want %v (%v)", u["cost_usd"], want, u)
 	}
+	if r := call(t, c, "command.dispatch", map[string]any{"session_id": sid, "name": "usage"}); !strings.HasSuffix(r["output"].(string), ", $18.0002 at list prices") {
+		t.Errorf("/usage: %v", r)
+	}
 }
 
 func TestGatewayModelOptions(t *testing.T) {
