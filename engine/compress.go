@@ -89,7 +89,8 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 	}
 	if acc.HaveUsage {
 		if _, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
-			r.Usage.Add(store.Usage{InputTokens: int64(acc.Usage.PromptTokens), OutputTokens: int64(acc.Usage.CompletionTokens), APICalls: 1})
+			r.Usage.Add(store.Usage{InputTokens: int64(acc.Usage.PromptTokens), OutputTokens: int64(acc.Usage.CompletionTokens), APICalls: 1,
+				CachedTokens: int64(acc.Usage.CachedTokens), CacheWriteTokens: int64(acc.Usage.CacheWriteTokens), CostUSD: acc.Usage.CostUSD})
 			return nil
 		}); err != nil {
 			return CompressResult{}, fmt.Errorf("compress: save usage: %w", err)
