@@ -57,6 +57,10 @@ type Store struct {
 	notify *notifier
 	listen *listener
 
+	appends   chan *appendReq // to the committers (group.go)
+	groupStop chan struct{}
+	groupWG   sync.WaitGroup
+
 	mu     sync.RWMutex // held for reading by every call; Close takes it for writing
 	closed bool
 }
@@ -104,9 +108,15 @@ func Open(ctx context.Context, connURL string, o Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres store: %s: %w", redact(connURL), mapErr(err))
 	}
+	s.appends, s.groupStop = make(chan *appendReq), make(chan struct{})
+	s.groupWG.Add(committers)
+	for range committers {
+		go s.committer()
+	}
 	s.notify = newNotifier(s, o.NotifyEvery)
 	s.listen, err = startListener(ctx, s, cfg.ConnConfig.Copy())
 	if err != nil {
+		s.stopCommitters()
 		s.notify.close()
 		pool.Close()
 		return nil, fmt.Errorf("postgres store: listen: %w", mapErr(err))
@@ -125,10 +135,16 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.listen.close()
+	s.stopCommitters() // no append is in flight: Close waited for every call
 	s.notify.close()
 	s.hub.Close()
 	s.pool.Close()
 	return nil
+}
+
+func (s *Store) stopCommitters() {
+	close(s.groupStop)
+	s.groupWG.Wait()
 }
 
 // Schema returns the schema holding the store's tables.

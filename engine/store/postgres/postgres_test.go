@@ -3,6 +3,9 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,8 +51,12 @@ func TestConcurrentStarts(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = stores[i].Close() })
 	}
-	if n := query(t, url, "SELECT count(*) FROM hermes.schema_migrations"); n != 1 {
-		t.Fatalf("%d migration rows after %d concurrent starts, want 1", n, nodes)
+	files, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := query(t, url, "SELECT count(*) FROM hermes.schema_migrations"); n != len(files) {
+		t.Fatalf("%d migration rows after %d concurrent starts, want one per file (%d)", n, nodes, len(files))
 	}
 	// All of them are usable and see one another's writes.
 	if _, err := stores[0].CreateSession(ctx, store.Session{ID: "a"}); err != nil {
@@ -343,5 +350,71 @@ func TestListenerReconnects(t *testing.T) {
 func waitPast(t time.Time) {
 	for time.Now().Before(t.Add(time.Millisecond)) {
 		time.Sleep(time.Until(t) + time.Millisecond)
+	}
+}
+
+// Appends of many sessions at once share commits (group.go): a stale holder among them is
+// refused alone, a missing session is reported alone, and everything acknowledged is stored,
+// each append's rows adjacent and in order.
+func TestGroupedAppends(t *testing.T) {
+	s := openSchema(t, pgtest.DB(t), "hermes")
+	t.Cleanup(func() { _ = s.Close() })
+	const sessions, each = 24, 30
+	fences := make([]store.Fence, sessions)
+	for i := range sessions {
+		sid := fmt.Sprintf("g%d", i)
+		if _, err := s.CreateSession(ctx, store.Session{ID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.AcquireLease(ctx, sid, "n", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fences[i] = store.Fence{Generation: l.Generation}
+		if i%4 == 3 { // a stale holder: its writes must all be refused
+			fences[i] = store.Fence{Generation: l.Generation + 1}
+		}
+	}
+	acked := make([][]string, sessions)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() {
+			sid := fmt.Sprintf("g%d", i)
+			for n := range each {
+				a, b := fmt.Sprintf("%d-a", n), fmt.Sprintf("%d-b", n)
+				_, err := s.AppendRows(ctx, sid, fences[i], []store.Row{{Role: "user", Content: a}, {Role: "assistant", Content: b}})
+				switch {
+				case i%4 == 3 && !errors.Is(err, store.ErrFenced):
+					t.Errorf("%s: stale append: %v, want ErrFenced", sid, err)
+				case i%4 != 3 && err != nil:
+					t.Errorf("%s: %v", sid, err)
+				case err == nil:
+					acked[i] = append(acked[i], a, b)
+				}
+				if _, err := s.AppendRows(ctx, "missing", store.Fence{}, []store.Row{{Role: "user"}}); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("append to a missing session: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range sessions {
+		rows, err := s.Rows(ctx, fmt.Sprintf("g%d", i), store.RowQuery{IncludeArchived: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(rows))
+		for j, r := range rows {
+			got[j] = r.Content
+			if j > 0 && r.ID <= rows[j-1].ID {
+				t.Fatalf("g%d: ids not ascending: %d after %d", i, r.ID, rows[j-1].ID)
+			}
+		}
+		if !slices.Equal(got, acked[i]) {
+			t.Fatalf("g%d: stored %q, acknowledged %q", i, got, acked[i])
+		}
+		if sess, _ := s.GetSession(ctx, fmt.Sprintf("g%d", i)); sess.RowCount != int64(len(acked[i])) {
+			t.Fatalf("g%d: row_count %d, rows %d", i, sess.RowCount, len(acked[i]))
+		}
 	}
 }

@@ -102,9 +102,8 @@ func assignIDs(rs pgx.Rows, rows []store.Row) error {
 	return nil
 }
 
-// AppendRows appends rows in one round trip: the fences, the session's counters (which locks its
-// record, so concurrent appends to one session take their ids in commit order) and the rows,
-// all in one implicit transaction.
+// AppendRows appends rows through the group commit (group.go): appends of many sessions made at
+// once share one transaction and one WAL flush.
 func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence, rows []store.Row) ([]store.Row, error) {
 	t := now()
 	prepared, err := prepareRows(sessionID, rows, t)
@@ -116,6 +115,26 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 		return nil, err
 	}
 	defer done()
+	if len(prepared) == 0 {
+		if err := s.appendAlone(ctx, sessionID, f, nil); err != nil {
+			return nil, err
+		}
+		return prepared, nil
+	}
+	r := &appendReq{ctx: ctx, sid: sessionID, f: f, rows: prepared, done: make(chan error, 1)}
+	r.cf, _ = store.FenceOf(ctx)
+	s.appends <- r // committers run until Close, which waits for this call
+	if err := <-r.done; err != nil {
+		return nil, err
+	}
+	return prepared, nil
+}
+
+// appendAlone is an append in a transaction of its own, in one round trip: the fences (raising),
+// the session's counters (which locks its record, so concurrent appends to one session take
+// their ids in commit order) and the rows. prepared get their ids.
+func (s *Store) appendAlone(ctx context.Context, sessionID string, f store.Fence, prepared []store.Row) error {
+	t := now()
 	b := &pgx.Batch{}
 	if f.Generation != 0 {
 		b.Queue("SELECT fence($1, $2)", sessionID, int64(f.Generation))
@@ -128,7 +147,7 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 			sessionID, len(prepared), t)
 		b.Queue(insertRows, insertArgs(sessionID, prepared)...)
 	}
-	err = s.sendBatch(ctx, b, func(br pgx.BatchResults) error {
+	err := s.sendBatch(ctx, b, func(br pgx.BatchResults) error {
 		if f.Generation != 0 {
 			if _, err := br.Exec(); err != nil {
 				return err
@@ -151,12 +170,12 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 		return assignIDs(rs, prepared)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(prepared) > 0 {
 		s.changed(store.Change{SessionID: sessionID})
 	}
-	return prepared, nil
+	return nil
 }
 
 const rowCols = `id, session_id, active, turn_id, role, content, reasoning, tool_calls, tool_call_id,
