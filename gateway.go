@@ -146,13 +146,6 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	logger := newLogger(io.err, slog.LevelWarn)
-	a, err := assemble(cfg, logger)
-	if err != nil {
-		return fail(io, err)
-	}
-	defer a.Close()
-	gw := gateway.New(a.eng, gatewayOptions(cfg, a, logger))
-	defer gw.Close()
 	var onFrame func(string, []byte)
 	if *transcript != "" {
 		tf, err := os.OpenFile(*transcript, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -170,7 +163,26 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	f := jsonrpc.NewLineFramer(io.in, io.out, nil, 0)
-	if err := gw.Serve(ctx, f, false, onFrame); err != nil {
+	// gateway.ready goes out before the store is opened; requests wait for it.
+	var a *assembled
+	var gw *gateway.Server
+	err = gateway.ServeLazy(ctx, f, onFrame, func(epoch string) (*gateway.Server, error) {
+		var err error
+		if a, err = assemble(cfg, logger); err != nil {
+			return nil, err
+		}
+		opts := gatewayOptions(cfg, a, logger)
+		opts.Epoch = epoch
+		gw = gateway.New(a.eng, opts)
+		return gw, nil
+	})
+	if gw != nil {
+		gw.Close()
+	}
+	if a != nil {
+		a.Close()
+	}
+	if err != nil {
 		return fail(io, err)
 	}
 	return 0

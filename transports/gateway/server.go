@@ -51,6 +51,9 @@ type Options struct {
 	// error.data.retry_after_ms.
 	MaxInFlight int
 	Logger      *slog.Logger
+	// Epoch is the replay epoch (gateway.ready.replay_epoch); empty draws one. ServeLazy
+	// hands its caller the epoch it has already announced.
+	Epoch string
 }
 
 // Server is the gateway of one process, shared by all its connections.
@@ -98,9 +101,12 @@ func New(eng *engine.Engine, opts Options) *Server {
 	if opts.OrphanGrace == 0 {
 		opts.OrphanGrace = 20 * time.Second
 	}
+	if opts.Epoch == "" {
+		opts.Epoch = randHex(8)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		eng: eng, opts: opts, epoch: randHex(8), log: opts.Logger,
+		eng: eng, opts: opts, epoch: opts.Epoch, log: opts.Logger,
 		sessions: map[string]*live{}, byStored: map[string]*live{}, locks: map[string]map[string]any{},
 		ctx: ctx, cancel: cancel,
 	}
@@ -251,16 +257,55 @@ func (g *Server) Serve(ctx context.Context, f jsonrpc.Framer, ws bool, onFrame f
 // answers only p's sessions (all of them for an admin); another principal's session is
 // reported exactly like one that does not exist. Sessions it creates belong to p.
 func (g *Server) ServeAs(ctx context.Context, p engine.Principal, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte)) error {
+	return g.serve(ctx, p, f, ws, onFrame, true)
+}
+
+func (g *Server) serve(ctx context.Context, p engine.Principal, f jsonrpc.Framer, ws bool, onFrame func(dir string, frame []byte), announce bool) error {
 	c := &client{g: g, ws: ws, who: p, atts: map[*live]*attachment{}}
 	c.conn = jsonrpc.NewConn(f, c, jsonrpc.Options{OnFrame: onFrame, OnResponse: c.onResponse, MaxInFlight: g.opts.MaxInFlight, Logger: g.log})
-	ready := map[string]any{"skin": map[string]any{"name": "default"}, "change_events": false, "replay_epoch": g.epoch}
-	if ws {
-		ready["heartbeat"] = true
-	}
-	if err := c.conn.Notify("event", eventParams{Type: "gateway.ready", SessionID: "", Payload: ready}); err != nil {
-		return err
+	if announce {
+		if err := c.conn.Notify("event", readyParams(g.epoch, ws)); err != nil {
+			return err
+		}
 	}
 	err := c.conn.Run(ctx)
 	c.leave()
 	return err
+}
+
+func readyParams(epoch string, ws bool) eventParams {
+	ready := map[string]any{"skin": map[string]any{"name": "default"}, "change_events": false, "replay_epoch": epoch}
+	if ws {
+		ready["heartbeat"] = true
+	}
+	return eventParams{Type: "gateway.ready", SessionID: "", Payload: ready}
+}
+
+// ServeLazy serves one stdio connection of the local owner while the server is still being
+// built: gateway.ready is written first, then open builds the server (opening the store and
+// the engine) with Options.Epoch set to the epoch announced, and only then are the client's
+// frames read, so a request sent meanwhile waits and is answered in order. When open fails,
+// an error event {message: "hermes could not start: …"} follows the ready frame and its error
+// is returned.
+func ServeLazy(ctx context.Context, f jsonrpc.Framer, onFrame func(dir string, frame []byte), open func(epoch string) (*Server, error)) error {
+	epoch := randHex(8)
+	write := func(params eventParams) error {
+		b, err := jsonrpc.NotificationFrame("event", params)
+		if err != nil {
+			return err
+		}
+		if onFrame != nil {
+			onFrame("out", b)
+		}
+		return f.Write(ctx, b)
+	}
+	if err := write(readyParams(epoch, false)); err != nil {
+		return err
+	}
+	g, err := open(epoch)
+	if err != nil {
+		_ = write(eventParams{Type: "error", Payload: map[string]any{"message": "hermes could not start: " + err.Error()}})
+		return err
+	}
+	return g.serve(ctx, engine.LocalOwner, f, false, onFrame, false)
 }
