@@ -20,6 +20,7 @@ import (
 // the real program in a real subprocess.
 func TestMain(m *testing.M) {
 	if os.Getenv("HERMES_TEST_AS_MAIN") == "1" {
+		startEnv(os.Stderr) // as main does
 		os.Exit(run(context.Background(), os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
 	}
 	os.Exit(m.Run())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -98,40 +97,6 @@ func runSelf(ctx context.Context, argv []string) (string, int, error) {
 		return text, ee.ExitCode(), nil
 	}
 	return text, 0, err
-}
-
-// loadDotEnv sets KEY=VALUE lines of path into the environment and returns the keys that
-// changed. A missing file changes nothing.
-func loadDotEnv(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var changed []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
-		if redact.SecretName(k) {
-			redact.Register(v)
-		}
-		if os.Getenv(k) != v {
-			os.Setenv(k, v)
-			changed = append(changed, k)
-		}
-	}
-	return changed, sc.Err()
 }
 
 func runGateway(ctx context.Context, args []string, io stdio) int {

@@ -83,6 +83,7 @@ func usage(w io.Writer) {
 
 func main() {
 	ctx := context.Background()
+	startEnv(os.Stderr)
 	os.Exit(run(ctx, os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
 }
 
