@@ -476,6 +476,7 @@ func (c *Config) Show() string {
 		p.Headers = maskValues(p.Headers)
 		masked.Providers[k] = p
 	}
+	masked.Store.URL = redact.String(c.Store.URL) // a database URL may carry its password
 	masked.Server.APIKey = mask(c.Server.APIKey)
 	masked.Server.AdminKey = mask(c.Server.AdminKey)
 	masked.Server.ExtraKeys = nil

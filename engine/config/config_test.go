@@ -236,8 +236,11 @@ func TestLoadStoreURL(t *testing.T) {
 	if c.Store.URL != "postgres://db.example/hermes" || c.Store.Dir != filepath.Join(home, "state") {
 		t.Fatalf("store from config.yaml: %+v", c.Store)
 	}
-	c, err = Load(env(map[string]string{"HERMES_HOME": home, "HERMES_STORE": "postgres://other/h"}))
-	if err != nil || c.Store.URL != "postgres://other/h" {
+	c, err = Load(env(map[string]string{"HERMES_HOME": home, "HERMES_STORE": "postgres://hermes:s3cret-pw@other/h"}))
+	if err != nil || c.Store.URL != "postgres://hermes:s3cret-pw@other/h" {
 		t.Fatalf("HERMES_STORE override: %+v, %v", c.Store, err)
+	}
+	if shown := c.Show(); strings.Contains(shown, "s3cret-pw") || !strings.Contains(shown, "@other/h") {
+		t.Fatalf("the store URL's password is shown:\n%s", shown)
 	}
 }
