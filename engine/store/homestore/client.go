@@ -285,6 +285,17 @@ func (c *Client) read(cc *clientConn) {
 			cc.nc.Close()
 			return
 		}
+		if resp.Bin {
+			body, err := readFrame(r, nil)
+			if err == nil {
+				resp.Sessions, err = decodeSessions(body)
+			}
+			if err != nil {
+				c.log.Error("undecodable session listing from the store process", "err", err)
+				cc.nc.Close()
+				return
+			}
+		}
 		c.mu.Lock()
 		if len(resp.Changes) > 0 || resp.Lost {
 			s := c.watches[resp.ID]

@@ -3,6 +3,7 @@ package homestore
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -405,15 +406,28 @@ func (c *conn) serve(ctx context.Context) {
 }
 
 func (c *conn) send(resp *response) {
+	var bin []byte
+	if len(resp.Sessions) > 0 {
+		bin = encodeSessions(make([]byte, 4, 64+100*len(resp.Sessions)), resp.Sessions)
+		resp.Sessions, resp.Bin = nil, true
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	b, err := c.fw.frame(resp)
+	if err == nil && bin != nil && len(bin)-4 > maxFrame {
+		err = fmt.Errorf("%w: a listing of %d bytes exceeds %d", store.ErrInvalidRecord, len(bin)-4, maxFrame)
+	}
 	if err != nil {
 		code, msg := encodeError(err)
 		b, err = c.fw.frame(&response{ID: resp.ID, Code: code, Msg: msg})
 		if err != nil {
 			return
 		}
+		bin = nil
+	}
+	if bin != nil {
+		binary.BigEndian.PutUint32(bin, uint32(len(bin)-4))
+		b = append(b, bin...)
 	}
 	if _, err := c.nc.Write(b); err != nil {
 		c.nc.Close() // the reader ends, and with it the connection

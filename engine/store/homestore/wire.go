@@ -94,6 +94,8 @@ type response struct {
 	Lost     bool                `json:"lost,omitempty"`
 	Status   *Status             `json:"status,omitempty"`
 	Problems []store.Problem     `json:"problems,omitempty"`
+	// Bin: Sessions follow in the next frame, in the binary form of sessions_codec.go.
+	Bin bool `json:"bin,omitempty"`
 }
 
 // ClientInfo is what a client tells the store process about itself (shown by `hermes doctor`).

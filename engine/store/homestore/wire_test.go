@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermes-go/hermes/engine/store"
 )
@@ -97,4 +100,54 @@ func BenchmarkWireAppend(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestSessionCodec: the binary listing form carries every field of store.Session, and the field
+// list fails this test when store.Session changes, so a new field cannot be dropped silently.
+func TestSessionCodec(t *testing.T) {
+	var names []string
+	st := reflect.TypeFor[store.Session]()
+	for i := range st.NumField() {
+		names = append(names, st.Field(i).Name)
+	}
+	slices.Sort(names)
+	known := slices.Clone(sessionFields)
+	slices.Sort(known)
+	if !slices.Equal(names, known) {
+		t.Fatalf("store.Session fields %v, the listing codec carries %v: update sessions_codec.go", names, known)
+	}
+	in := []store.Session{
+		{ID: "a", Title: "t\x00<&>", Source: "cli", Model: "m", Cwd: "/w", ParentID: "p", ParentKind: "branch", ForkRowID: 9,
+			CreatedAt: time.Date(1, 1, 1, 0, 0, 1, 5, time.UTC), UpdatedAt: time.Now().UTC(), EndedAt: time.Date(2300, 1, 1, 0, 0, 0, 999, time.UTC),
+			EndReason: "done", Usage: store.Usage{InputTokens: 1, OutputTokens: -2, CachedTokens: 3, ReasoningTokens: 4, APICalls: 5, ToolCalls: 6},
+			RowCount: 7, Rewinds: 8, Meta: map[string]string{"k": "v", "": ""}, Principal: "key", Version: 1 << 60},
+		{ID: "b"},
+	}
+	out, err := decodeSessions(encodeSessions(nil, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip:\n%+v\n%+v", in, out)
+	}
+	enc := encodeSessions(nil, in)
+	for n := range len(enc) {
+		if _, err := decodeSessions(enc[:n]); err == nil {
+			t.Fatalf("listing cut at %d of %d bytes decoded", n, len(enc))
+		}
+	}
+}
+
+func FuzzSessionCodec(f *testing.F) {
+	f.Add(encodeSessions(nil, []store.Session{{ID: "a", Meta: map[string]string{"k": "v"}, UpdatedAt: time.Now()}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ss, err := decodeSessions(data)
+		if err != nil {
+			return
+		}
+		again, err := decodeSessions(encodeSessions(nil, ss))
+		if err != nil || len(again) != len(ss) {
+			t.Fatalf("re-encoding a decoded listing: %d sessions, %v", len(again), err)
+		}
+	})
 }
