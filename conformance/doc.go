@@ -70,6 +70,7 @@
 //	behaviour_24_acp_load          24    session/load in a new process replays the history (tool calls, plan) before its response
 //	behaviour_25_acp_queue_cancel  25    a second prompt is queued at once; session/cancel ends the first cancelled
 //	behaviour_25_acp_queued_turn   25    the queued prompt runs next, announced by a user_message_chunk
+//	acp_terminal_exit              i17.13 a terminal command exiting non-zero is failed, live and on session/load
 //	gateway_approval               26    the gateway twin of the approval round trip
 //	behaviour_27_auth              27    /health open, 401 without or with a wrong key (remote); a short key refuses to start (cli)
 //	behaviour_28_chat_stream       28    streamed chat completion: role chunk, tool progress, finish, usage, [DONE]

@@ -722,7 +722,7 @@ func (a *agent) replay(ctx context.Context, ss *session) error {
 			}
 			delete(open, r.ToolCallID)
 			status := sdk.ToolCallStatusCompleted
-			if strings.HasPrefix(r.Content, "BLOCKED") {
+			if strings.HasPrefix(r.Content, "BLOCKED") || toolFailed(r.ToolName, false, r.Content, nil) {
 				status = sdk.ToolCallStatusFailed
 			}
 			a.update(ctx, id, sdk.UpdateToolCall(sdk.ToolCallId(r.ToolCallID), sdk.WithUpdateStatus(status),

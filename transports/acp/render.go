@@ -290,3 +290,34 @@ func (p *promptInput) saveImage(i int, img *sdk.ContentBlockImage) (string, erro
 	}
 	return f.Name(), nil
 }
+
+// toolFailed reports whether a finished call is shown failed: an error result, or a terminal
+// command that exited non-zero. The engine keeps the latter a normal result (its output and
+// code are what the model reads), and states the code in meta["exit_code"] and on the last
+// line of the content ("[exit code N]"), which is all a replayed row keeps.
+func toolFailed(name string, isError bool, content string, meta map[string]any) bool {
+	if isError {
+		return true
+	}
+	if name != "terminal" {
+		return false
+	}
+	switch c := meta["exit_code"].(type) {
+	case int:
+		return c != 0
+	case int64:
+		return c != 0
+	case float64:
+		return c != 0
+	}
+	last := strings.TrimRight(content, "\n")
+	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	if !strings.HasPrefix(last, "[") || !strings.HasSuffix(last, "]") {
+		return false
+	}
+	_, code, ok := strings.Cut(last, "exit code ")
+	code = strings.TrimRight(code, ")]")
+	return ok && code != "0" && code != ""
+}

@@ -334,7 +334,7 @@ func (t *turn) complete(ctx context.Context, d engine.ToolComplete) {
 	}
 	ts.done = true
 	status := sdk.ToolCallStatusCompleted
-	if d.Result.IsError || d.Blocked {
+	if d.Blocked || toolFailed(ts.name, d.Result.IsError, d.Result.Content, d.Result.Meta) {
 		status = sdk.ToolCallStatusFailed
 	}
 	t.a.update(ctx, t.id, sdk.UpdateToolCall(sdk.ToolCallId(d.CallID), sdk.WithUpdateStatus(status),
