@@ -206,7 +206,7 @@ func (c *Client) manage(cc *clientConn) {
 			c.read(cc)
 		}()
 		if rewatch := c.rewatchList(cc); len(rewatch) > 0 {
-			c.rewatch(cc, rewatch)
+			c.rewatch(cc, rewatch, readerDone)
 		}
 		<-readerDone
 		c.lost(cc)
@@ -253,7 +253,9 @@ func (c *Client) rewatchList(cc *clientConn) map[uint64]*store.Subscription {
 
 // rewatch registers the watches again and only then tells their watchers that hints were lost,
 // so that what a watcher re-reads cannot miss a change made after.
-func (c *Client) rewatch(cc *clientConn, subs map[uint64]*store.Subscription) {
+// A connection that fails meanwhile (readerDone) ends the round; the watches that were not yet
+// registered are marked lost anyway, and the next connection registers them all again.
+func (c *Client) rewatch(cc *clientConn, subs map[uint64]*store.Subscription, readerDone <-chan struct{}) {
 	for id, s := range subs {
 		ch := make(chan *response, 1)
 		c.mu.Lock()
@@ -261,9 +263,15 @@ func (c *Client) rewatch(cc *clientConn, subs map[uint64]*store.Subscription) {
 		c.mu.Unlock()
 		in := s.Interest()
 		if err := cc.write(&request{ID: id, Op: opWatch, Watch: &in}); err != nil {
-			return // the reader sees the broken connection; the next round retries
+			cc.nc.Close() // the reader ends; the next round retries
+			return
 		}
-		if resp := <-ch; resp == nil {
+		select {
+		case resp := <-ch:
+			if resp == nil {
+				return
+			}
+		case <-readerDone:
 			return
 		}
 		s.MarkLost()
