@@ -208,10 +208,7 @@ type Undone struct {
 // while it finds the turn and rewinds, so a prompt cannot start in between: a running turn is
 // ErrBusy, and a prompt arriving during the undo waits for it as for a turn.
 func (s *Session) Undo(ctx context.Context) (Undone, error) {
-	if err := s.revive(ctx); err != nil { // a handle released while idle is live again
-		return Undone{}, err
-	}
-	t, err := s.claim()
+	t, err := s.claim(ctx) // a handle released while idle is live again
 	if err != nil {
 		return Undone{}, err
 	}
@@ -246,10 +243,7 @@ func (s *Session) Undo(ctx context.Context) (Undone, error) {
 // before a prompt (per-request instructions as a system row). It holds the turn slot while it
 // writes (ErrBusy while a turn runs). A session not yet stored is stored first.
 func (s *Session) Append(ctx context.Context, rows ...Row) error {
-	if err := s.revive(ctx); err != nil {
-		return err
-	}
-	t, err := s.claim()
+	t, err := s.claim(ctx) // a handle released while idle is live again
 	if err != nil {
 		return err
 	}
@@ -265,8 +259,10 @@ func (s *Session) Append(ctx context.Context, rows ...Row) error {
 // nothing to steer — and a truncating submit is ErrBusy) and another edit is ErrBusy, so what
 // the edit checked still holds when it writes. The claim emits no events: to its watchers the
 // session stays idle.
-func (s *Session) claim() (*turnState, error) {
-	s.mu.Lock()
+func (s *Session) claim(ctx context.Context) (*turnState, error) {
+	if err := s.lockLive(ctx); err != nil {
+		return nil, err
+	}
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, s.closedErrLocked()

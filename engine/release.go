@@ -140,6 +140,25 @@ func (s *Session) revive(ctx context.Context) error {
 	return nil
 }
 
+// lockLive makes a released handle live again and returns with s.mu held. The session is idle
+// between the revival and the lock, so a release can slip in there: it is revived again.
+func (s *Session) lockLive(ctx context.Context) error {
+	for {
+		if err := s.revive(ctx); err != nil {
+			return err
+		}
+		s.j.touch()
+		s.mu.Lock()
+		if !s.closed || !s.released {
+			return nil
+		}
+		s.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
 // releasableLocked reports whether the session is idle and holds no memory-only state (tool
 // state a Restorer tool rebuilds from the transcript does not count), and
 // was last active at or before cutoff (monoNow). Called with s.mu held.

@@ -328,8 +328,9 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 			return adm, ticket{}, err
 		}
 	}
-	s.j.touch()
-	s.mu.Lock()
+	if err := s.lockLive(ctx); err != nil {
+		return Admission{}, ticket{}, err
+	}
 	if s.closed {
 		err := s.closedErrLocked()
 		s.mu.Unlock()
