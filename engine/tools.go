@@ -121,7 +121,7 @@ func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage
 		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: policy.Deny, Error: err.Error()}})
 		return nil, false, tool.Result{Content: "BLOCKED: the approval policy failed (" + err.Error() + "), so the call was denied. Do NOT retry.", IsError: true}
 	}
-	d = applyMode(mode, c.Name, d)
+	d = applyMode(mode, in, d)
 	s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: d.Decision, Reason: d.Reason}})
 	if len(d.Args) > 0 {
 		if !json.Valid(d.Args) {

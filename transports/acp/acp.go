@@ -568,7 +568,8 @@ func (a *agent) sendConfigOptions(ss *session) {
 // modeInfo names and describes the approval modes for the client.
 var modeInfo = map[string][2]string{
 	engine.ModeDefault:     {"Ask", "The policy decides; commands it flags and anything it asks about need your permission"},
-	engine.ModeAcceptEdits: {"Accept edits", "File edits in the workspace run without asking; commands are still asked"},
+	engine.ModeAcceptEdits: {"Accept edits", "File edits in the workspace run without asking; sensitive files and commands are still asked"},
+	engine.ModeDontAsk:     {"Don't ask", "Every file edit runs without asking, except sensitive files (.env, keys, .git, shell start-up files); commands are still asked"},
 	engine.ModeReadOnly:    {"Read only", "The agent reads and searches but cannot edit files or run commands"},
 }
 

@@ -892,7 +892,7 @@ func TestApprovalModesOverACP(t *testing.T) {
 	for _, m := range r.Modes.AvailableModes {
 		ids = append(ids, string(m.Id))
 	}
-	if r.Modes == nil || r.Modes.CurrentModeId != "default" || strings.Join(ids, ",") != "default,accept_edits,read_only" {
+	if r.Modes == nil || r.Modes.CurrentModeId != "default" || strings.Join(ids, ",") != "default,accept_edits,dont_ask,read_only" {
 		t.Fatalf("modes %+v", r.Modes)
 	}
 	if len(r.ConfigOptions) != 2 || r.ConfigOptions[1].Select.Id != "mode" || r.ConfigOptions[1].Select.CurrentValue != "default" {
