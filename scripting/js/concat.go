@@ -184,7 +184,7 @@ func applyEdits(src string, edits []edit) string {
 
 // compileScript compiles a script (hermes run, the REPL) with its concatenations counted.
 func compileScript(name, src string) (*goja.Program, error) {
-	parsed, err := goja.Parse(name, src)
+	parsed, err := goja.Parse(name, src, parseOpts...)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}

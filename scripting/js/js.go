@@ -86,6 +86,7 @@ func New(o Options) (*VM, error) {
 		o.Stderr = io.Discard
 	}
 	rt := goja.New()
+	rt.SetParserOptions(parseOpts...)
 	rt.SetMaxCallStackSize(o.MaxCallStack)
 	v := &VM{rt: rt, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]goja.Value{}, global: rt.GlobalObject(),
 		files: map[string]goja.Value{}, loading: map[string]*goja.Object{}}
@@ -202,7 +203,7 @@ func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
 
 // Incomplete reports whether src is a prefix of valid code (the REPL then asks for more).
 func Incomplete(src string) bool {
-	_, err := goja.Parse("repl", src)
+	_, err := goja.Parse("repl", src, parseOpts...)
 	if err == nil {
 		return false
 	}
@@ -607,7 +608,7 @@ func syntaxError(name string, err error) error {
 // redeclarable turns the const and let keywords of src's top-level declarations into var
 // (padded, so positions stay); src that does not parse is returned as is.
 func redeclarable(src string) string {
-	prg, err := goja.Parse("repl", src)
+	prg, err := goja.Parse("repl", src, parseOpts...)
 	if err != nil {
 		return src
 	}

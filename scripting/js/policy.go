@@ -106,11 +106,11 @@ func CompilePolicy(name, src string) (*Program, error) {
 		}
 	}
 	wrapped := wrapModule(src) + smap
-	parsed, err := goja.Parse(name, wrapped)
+	parsed, err := goja.Parse(name, wrapped, parseOpts...)
 	if err != nil {
 		// The file as written places the error better (a stray brace closes the wrapper).
 		if body, _ := rewriteExports(src); body != "" {
-			if _, rawErr := goja.Parse(name, body); rawErr != nil {
+			if _, rawErr := goja.Parse(name, body, parseOpts...); rawErr != nil {
 				err = rawErr
 			}
 		}
@@ -121,7 +121,7 @@ func CompilePolicy(name, src string) (*Program, error) {
 	}
 	// Returns are instrumented in the text (so positions stay those of the file), then
 	// concatenations in the tree of the result.
-	instrumented, err := goja.Parse(name, applyEdits(wrapped, returnEdits(parsed, wrapped)))
+	instrumented, err := goja.Parse(name, applyEdits(wrapped, returnEdits(parsed, wrapped)), parseOpts...)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
