@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 )
 
 // File names inside a home.
@@ -56,23 +55,4 @@ func dialSocket(path string) (*net.UnixConn, error) {
 		return err
 	})
 	return c, err
-}
-
-// peerUID returns the user id of the process at the other end of c.
-func peerUID(c *net.UnixConn) (uid, pid int, err error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return 0, 0, err
-	}
-	var cred *syscall.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return 0, 0, err
-	}
-	if cerr != nil {
-		return 0, 0, cerr
-	}
-	return int(cred.Uid), int(cred.Pid), nil
 }
