@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -40,4 +43,31 @@ func TestGatewayDispatchCommandForm(t *testing.T) {
 			t.Fatalf("a refused dispatch changed the model: %v", r)
 		}
 	})
+}
+
+// A rewind target sent as a string holding a number ("3") is refused 4004 like any other
+// non-integer target, and nothing is cut.
+func TestGatewayRewindNumericStringRefused(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, false, nil)
+	c := open(t, tg, true)
+	sid := create(t, c)
+	for _, a := range []string{"A1", "A2"} {
+		tg.srv.Enqueue(openaitest.Text(a))
+		turn(t, c, sid, "Q"+a[1:])
+	}
+	users, before := rowIDs(t, c, sid)
+	for _, extra := range []map[string]any{
+		{"truncate_before_row_id": strconv.Itoa(int(users[1])), "confirm_truncate": true},
+		{"truncate_before_row_id": users[1], "truncate_before_user_ordinal": "1", "confirm_truncate": true},
+	} {
+		p := map[string]any{"session_id": sid, "text": "edited"}
+		maps.Copy(p, extra)
+		if code, err := callErr(t, c, "prompt.submit", p); code != 4004 {
+			t.Fatalf("%v: code %d (%v), want 4004", extra, code, err)
+		}
+	}
+	if _, after := rowIDs(t, c, sid); len(after) != len(before) {
+		t.Fatal("a refused rewind changed the transcript")
+	}
 }

@@ -121,6 +121,11 @@ func (p *intParam) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var n json.Number
+	// json.Number also takes a string holding a number ("3"); the wire wants the number.
+	if len(b) > 0 && b[0] == '"' {
+		p.bad = string(b)
+		return nil
+	}
 	if err := json.Unmarshal(b, &n); err != nil {
 		p.bad = string(b)
 		return nil
