@@ -62,22 +62,31 @@ type Config struct {
 	Providers map[string]Provider `yaml:"providers"`
 	// FallbackModels are tried in order when a call to the session's model fails retryably
 	// (after its provider's retries) before any of its answer arrived.
-	FallbackModels []string   `yaml:"fallback_models,omitempty"`
-	MaxIterations  int        `yaml:"max_iterations"`
-	BusyInputMode  string     `yaml:"busy_input_mode"`
-	SystemPrompt   string     `yaml:"system_prompt,omitempty"`
-	Cwd            string     `yaml:"cwd,omitempty"`
-	Policy         string     `yaml:"policy,omitempty"` // policy script path
-	Approvals      Approvals  `yaml:"approvals"`
-	Delegation     Delegation `yaml:"delegation"`
-	Files          Files      `yaml:"files"`
-	Server         Server     `yaml:"server"`
-	Store          Store      `yaml:"store"`
-	Scripts        Scripts    `yaml:"scripts"`
-	MCP            MCP        `yaml:"mcp,omitempty"`
-	Tools          Tools      `yaml:"tools,omitempty"`
+	FallbackModels []string `yaml:"fallback_models,omitempty"`
+	MaxIterations  int      `yaml:"max_iterations"`
+	BusyInputMode  string   `yaml:"busy_input_mode"`
+	// Display holds the reference's display settings; display.busy_input_mode is read as
+	// busy_input_mode.
+	Display      Display    `yaml:"display,omitempty"`
+	SystemPrompt string     `yaml:"system_prompt,omitempty"`
+	Cwd          string     `yaml:"cwd,omitempty"`
+	Policy       string     `yaml:"policy,omitempty"` // policy script path
+	Approvals    Approvals  `yaml:"approvals"`
+	Delegation   Delegation `yaml:"delegation"`
+	Files        Files      `yaml:"files"`
+	Server       Server     `yaml:"server"`
+	Store        Store      `yaml:"store"`
+	Scripts      Scripts    `yaml:"scripts"`
+	MCP          MCP        `yaml:"mcp,omitempty"`
+	Tools        Tools      `yaml:"tools,omitempty"`
 	// BrowserControl is off unless enabled here or by HERMES_BROWSER_CONTROL=1.
 	BrowserControl BrowserControl `yaml:"browser_control"`
+}
+
+// Display is the reference's display section. Only busy_input_mode is read (into
+// Config.BusyInputMode); the section exists so a configuration written for the reference loads.
+type Display struct {
+	BusyInputMode string `yaml:"busy_input_mode,omitempty"`
 }
 
 // BrowserControl configures browser control on hermes serve: a browser extension registered
@@ -313,6 +322,13 @@ func Load(getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		c.Path = path
+		switch d := c.Display.BusyInputMode; {
+		case d == "" || d == c.BusyInputMode:
+		case c.BusyInputMode == "":
+			c.BusyInputMode = d
+		default:
+			return nil, fmt.Errorf("config %s: busy_input_mode %q and display.busy_input_mode %q disagree (set one)", path, c.BusyInputMode, d)
+		}
 	case errors.Is(err, os.ErrNotExist):
 	default:
 		return nil, fmt.Errorf("config %s: %w", path, err)
