@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,8 +40,8 @@ func waitStoreProcessGone(t *testing.T, home string) {
 	}
 }
 
-// TestOneHomeManyProcesses runs two `hermes serve`, `hermes sessions` and `hermes doctor` at
-// once on one home, through its store process: none fails for the home being held, each sees
+// TestOneHomeManyProcesses runs two `hermes serve`, `hermes acp`, `hermes sessions` and
+// `hermes doctor` at once on one home, through its store process: none fails for the home being held, each sees
 // what the others wrote, and the store process exits once they are gone.
 func TestOneHomeManyProcesses(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
@@ -67,6 +69,36 @@ func TestOneHomeManyProcesses(t *testing.T) {
 	res := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "sessions")
 	if res.code != 0 || !strings.Contains(res.stdout, "shared") {
 		t.Fatalf("hermes sessions beside two serve: code %d\nstdout %s\nstderr %s", res.code, res.stdout, res.err)
+	}
+	// An editor's agent process beside them: it answers and stores its new session.
+	acp := hermesCmd(t, cwd, []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k"}, "acp")
+	stdin, err := acp.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := acp.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := acp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"`+cwd+`","mcpServers":[]}}`+"\n")
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	answer := ""
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"id":2`) {
+			answer = sc.Text()
+			break
+		}
+	}
+	stdin.Close()
+	_, _ = io.Copy(io.Discard, stdout)
+	_ = acp.Wait()
+	if !strings.Contains(answer, `"sessionId"`) {
+		t.Fatalf("hermes acp beside two serve answered session/new with %q", answer)
 	}
 	doc := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "doctor")
 	if doc.code != 0 {
