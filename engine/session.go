@@ -542,7 +542,9 @@ var (
 )
 
 // Interrupt stops the running turn: in-flight tools are cancelled, open requests withdrawn,
-// the pending steer and the queued follow-up dropped. It reports whether a turn was running.
+// the queued follow-up dropped; a steer not yet delivered comes back as the interrupted
+// outcome's PendingSteer (with no turn running, a held steer is dropped). It reports whether a
+// turn was running.
 // reason "" or "user" is a user interrupt; anything else is a system issuer.
 func (s *Session) Interrupt(reason string) bool { return s.interrupt(nil, reason) }
 
@@ -566,7 +568,9 @@ func (s *Session) interrupt(only *turnState, reason string) bool {
 	if cause == errInterruptShutdown {
 		s.failLineLocked(ErrSessionClosed) // nothing starts after a shutdown interrupt
 	}
-	s.steers = nil
+	if t == nil {
+		s.steers = nil // held while idle; a running turn's finish hands them back as pending
+	}
 	hadQueue := s.queued != nil
 	s.queued = nil
 	s.mu.Unlock()

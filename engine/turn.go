@@ -127,7 +127,7 @@ func (s *Session) finish(t *turnState, out Outcome) {
 	pending := joinSteers(s.steers)
 	s.steers = nil
 	s.mu.Unlock()
-	if pending != "" && !out.Interrupted {
+	if pending != "" { // also on an interrupted turn: an acknowledged steer is never lost
 		out.PendingSteer = pending
 	}
 	delta := store.Usage{
