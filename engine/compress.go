@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,14 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 	if busy {
 		return CompressResult{}, ErrBusy
 	}
+	return s.compact(ctx, focus, false, "compressing")
+}
+
+// compact is a compression, asked for (Compress) or made by a turn (kind "compacting"). The
+// gentle form summarises the rows before the last user row and keeps that turn verbatim; the
+// hard form also summarises the last turn's own work, keeping only its user row and its
+// newest tool exchange. The summarisation request is clipped to fit the model's window.
+func (s *Session) compact(ctx context.Context, focus string, hard bool, kind string) (CompressResult, error) {
 	rows, err := s.History(ctx, store.RowQuery{})
 	if err != nil {
 		return CompressResult{}, err
@@ -44,27 +53,65 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 		}
 	}
 	res := CompressResult{Before: len(rows), After: len(rows)}
-	if len(rows) < 4 || lastUser <= 0 {
+	// keep are the indexes of rows kept verbatim after the summary; the rest is summarised.
+	var keep []int
+	switch {
+	case lastUser < 0:
+	case !hard:
+		for i := lastUser; i < len(rows); i++ {
+			keep = append(keep, i)
+		}
+	default:
+		keep = append(keep, lastUser)
+		if tail := lastExchange(rows, lastUser); tail >= 0 {
+			for i := tail; i < len(rows); i++ {
+				keep = append(keep, i)
+			}
+		}
+	}
+	summarised := 0 // rows to summarise that are not already a summary
+	for i, r := range rows {
+		if !slices.Contains(keep, i) && r.DisplayKind != "summary" {
+			summarised++
+		}
+	}
+	if lastUser < 0 || (!hard && (len(rows) < 4 || lastUser <= 0)) || summarised <= 0 {
 		res.Status, res.Reason = "aborted", "nothing to compress yet"
 		return res, nil
 	}
-	s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: "compressing", Text: "compressing"}})
-	defer s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: "status", Text: "ready"}})
+	s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: kind, Text: kind}})
+	if kind == "compressing" {
+		defer s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: "status", Text: "ready"}})
+	}
 
 	name, prov, err := s.e.ResolveModel(s.Record().Model)
 	if err != nil {
 		return CompressResult{}, err
 	}
-	msgs, err := s.loadMessages(ctx)
-	if err != nil {
-		return CompressResult{}, err
+	msgs := []model.Message{{Role: "system", Content: s.e.cfg.SystemPrompt}}
+	kept := map[int]bool{}
+	for _, i := range keep {
+		kept[i] = true
 	}
-	msgs = msgs[:1+lastUser] // system prompt + everything before the last user turn
+	for i, r := range rows {
+		if kept[i] {
+			continue
+		}
+		m, err := s.rowMessage(r)
+		if err != nil {
+			return CompressResult{}, fmt.Errorf("compress: %w", err)
+		}
+		msgs = append(msgs, m)
+	}
+	if hard { // the summarised part may end in the middle of a turn; the model needs its task
+		msgs = append(msgs, model.Message{Role: "user", Content: "(The request being worked on: " + clip(rows[lastUser].Content, 4000) + ")"})
+	}
 	prompt := compressPrompt
 	if f := strings.TrimSpace(focus); f != "" {
 		prompt += " Focus on: " + f
 	}
 	msgs = append(msgs, model.Message{Role: "user", Content: prompt})
+	msgs = fitMessages(msgs, s.e.contextWindow(name)*3/4)
 	_, m := model.ParseName(name)
 	var acc model.Accumulator
 	for c, err := range prov.Stream(ctx, model.Request{Model: m, Messages: msgs}) {
@@ -79,7 +126,8 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 		return res, nil
 	}
 	extra := []store.Row{{Role: "system", DisplayKind: "summary", Content: "Summary of the earlier conversation:\n" + summary, Time: time.Now().UTC()}}
-	for _, r := range rows[lastUser:] {
+	for _, i := range keep {
+		r := rows[i]
 		r.ID, r.Active = 0, true
 		extra = append(extra, r)
 	}
@@ -87,6 +135,10 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 	if err != nil {
 		return CompressResult{}, fmt.Errorf("compress: %w", err)
 	}
+	s.uncalibrate()
+	s.mu.Lock()
+	s.meter.compressions++
+	s.mu.Unlock()
 	if acc.HaveUsage {
 		if _, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 			r.Usage.Add(store.Usage{InputTokens: int64(acc.Usage.PromptTokens), OutputTokens: int64(acc.Usage.CompletionTokens), APICalls: 1,
@@ -101,4 +153,20 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 	}
 	s.j.append(Event{Type: EvSessionInfo, Data: s.Info()})
 	return CompressResult{Status: "compressed", Before: len(rows), After: len(rr.Appended), Removed: rr.Archived, Summary: summary}, nil
+}
+
+// lastExchange is the index of the newest assistant row after rows[user] that called tools,
+// when only its tool results follow it; -1 otherwise.
+func lastExchange(rows []store.Row, user int) int {
+	for i := len(rows) - 1; i > user; i-- {
+		switch {
+		case rows[i].Role == "tool":
+			continue
+		case rows[i].Role == "assistant" && len(rows[i].ToolCalls) > 0:
+			return i
+		default:
+			return -1
+		}
+	}
+	return -1
 }

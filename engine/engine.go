@@ -50,6 +50,20 @@ type Config struct {
 	// FallbackModels ("provider:model") are tried in order when a call fails in a way another
 	// attempt could cure before any of its answer arrived.
 	FallbackModels []string
+
+	// ContextWindow is the window, in tokens, of a model neither ContextWindows nor the
+	// catalogue knows; default DefaultContextWindow. ContextWindows sets it per
+	// "provider:model".
+	ContextWindow  int
+	ContextWindows map[string]int
+	// CompactThreshold is the fraction of the window a request may reach before the turn
+	// compacts the transcript; default DefaultCompactThreshold. Negative turns automatic
+	// compaction off (an overflowing request is still compacted and retried once).
+	CompactThreshold float64
+	// ToolOutputBudget is the most bytes of a tool result the model sees (default
+	// DefaultToolOutputBudget); ToolOutputBudgets sets it per tool name.
+	ToolOutputBudget  int
+	ToolOutputBudgets map[string]int
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.
@@ -103,6 +117,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxDelegates <= 0 {
 		cfg.MaxDelegates = 3
+	}
+	if cfg.ContextWindow <= 0 {
+		cfg.ContextWindow = DefaultContextWindow
+	}
+	if cfg.CompactThreshold == 0 {
+		cfg.CompactThreshold = DefaultCompactThreshold
+	}
+	if cfg.ToolOutputBudget <= 0 {
+		cfg.ToolOutputBudget = DefaultToolOutputBudget
 	}
 	if cfg.SystemPrompt == "" {
 		cfg.SystemPrompt = DefaultSystemPrompt

@@ -61,6 +61,7 @@ type Session struct {
 	toolState tool.State      // tools' scratch space (the todo list)
 	restored  map[string]bool // Restorer tools whose state was looked up in the transcript
 	attached  attachments     // what a surface lent this session (attach.go)
+	meter     contextMeter    // context accounting (context.go), guarded by mu
 }
 
 type queuedPrompt struct {

@@ -233,7 +233,23 @@ func (t *turnState) run() Outcome {
 			return t.fail(out, reasonStore, err)
 		}
 
+		if msgs, err = t.fitContext(name, msgs); err != nil {
+			return t.fail(out, "context_exceeded", err)
+		}
 		acc, err := t.streamModel(prov, name, msgs, true, &out)
+		if err != nil && t.ctx.Err() == nil && acc.Text.Len() == 0 && isContextOverflow(err) {
+			// The estimate was wrong: compact harder and retry once.
+			if msgs, err = t.compactHarder(name, msgs, err); err != nil {
+				return t.fail(out, "context_exceeded", err)
+			}
+			acc, err = t.streamModel(prov, name, msgs, true, &out)
+			if err != nil && t.ctx.Err() == nil && acc.Text.Len() == 0 && isContextOverflow(err) {
+				return t.fail(out, "context_exceeded", fmt.Errorf("%w: the request does not fit the model's window even after compacting the conversation: %v", ErrContextExceeded, err))
+			}
+		}
+		if err == nil && acc.HaveUsage && acc.Usage.PromptTokens > 0 {
+			s.calibrate(acc.Usage.PromptTokens+acc.Usage.CompletionTokens, len(msgs)+1)
+		}
 		if err != nil {
 			if t.ctx.Err() != nil {
 				if acc.Text.Len() > 0 {
@@ -260,9 +276,9 @@ func (t *turnState) run() Outcome {
 		pending = append(pending, assistantRow(t.id, msg))
 		results := t.runTools(msg.ToolCalls)
 		for i, c := range msg.ToolCalls {
-			tm := model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: results[i].Content}
+			tm := model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: s.e.budgetToolOutput(c.Name, c.ID, results[i].Content)}
 			msgs = append(msgs, tm)
-			pending = append(pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: tm.Content, Time: time.Now().UTC()})
+			pending = append(pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: results[i].Content, Time: time.Now().UTC()})
 		}
 		lastTool = len(msgs) - 1
 		if serr := t.noticedStoreErr(); serr != nil {
@@ -495,22 +511,35 @@ func (s *Session) loadMessages(ctx context.Context) ([]model.Message, error) {
 	msgs := make([]model.Message, 0, len(rows)+1)
 	msgs = append(msgs, model.Message{Role: "system", Content: s.e.cfg.SystemPrompt})
 	for _, r := range rows {
-		m := model.Message{Role: r.Role, Content: r.Content, Reasoning: r.Reasoning, ToolCallID: r.ToolCallID, Name: r.ToolName}
-		for _, path := range r.Attachments {
-			if u, err := dataURL(path); err == nil {
-				m.Images = append(m.Images, u)
-			} else {
-				m.Content += "\n[attachment unavailable: " + filepath.Base(path) + "]"
-			}
-		}
-		if len(r.ToolCalls) > 0 {
-			if err := json.Unmarshal(r.ToolCalls, &m.ToolCalls); err != nil {
-				return nil, fmt.Errorf("load transcript: row %d: %w", r.ID, err)
-			}
+		m, err := s.rowMessage(r)
+		if err != nil {
+			return nil, fmt.Errorf("load transcript: %w", err)
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+// rowMessage is a stored row as the model sees it: attachments inlined, a tool result within
+// its budget.
+func (s *Session) rowMessage(r store.Row) (model.Message, error) {
+	m := model.Message{Role: r.Role, Content: r.Content, Reasoning: r.Reasoning, ToolCallID: r.ToolCallID, Name: r.ToolName}
+	if r.Role == "tool" {
+		m.Content = s.e.budgetToolOutput(r.ToolName, r.ToolCallID, r.Content)
+	}
+	for _, path := range r.Attachments {
+		if u, err := dataURL(path); err == nil {
+			m.Images = append(m.Images, u)
+		} else {
+			m.Content += "\n[attachment unavailable: " + filepath.Base(path) + "]"
+		}
+	}
+	if len(r.ToolCalls) > 0 {
+		if err := json.Unmarshal(r.ToolCalls, &m.ToolCalls); err != nil {
+			return model.Message{}, fmt.Errorf("row %d: %w", r.ID, err)
+		}
+	}
+	return m, nil
 }
 
 // dataURL inlines an image file for the provider.

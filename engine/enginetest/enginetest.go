@@ -36,6 +36,8 @@ type Options struct {
 	// Configure, if set, edits the configuration before the engine is built (wrap Store,
 	// add a policy, lower a limit).
 	Configure func(*engine.Config)
+	// Server configures the fake model (a context window, a responder).
+	Server []openaitest.Option
 }
 
 // Harness is an engine under test and what it talks to.
@@ -52,7 +54,7 @@ type Harness struct {
 func New(t testing.TB, o Options) *Harness {
 	t.Helper()
 	CheckGoroutines(t)
-	srv := openaitest.New(t)
+	srv := openaitest.New(t, o.Server...)
 	var st store.Store
 	if o.Memory {
 		st = memstore.New()

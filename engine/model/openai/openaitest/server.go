@@ -143,12 +143,27 @@ type Option func(*Server)
 // invalid_api_key envelope otherwise, as OpenAI does.
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
 
+// WithContextWindow makes the server a model with a context window of tokens: it counts a
+// request's prompt as RequestTokens of its body, refuses one over the window with OpenAI's
+// context_length_exceeded error (HTTP 400, the envelope and message OpenAI sends), and reports
+// that count as the prompt tokens of a response that sets no Usage.
+func WithContextWindow(tokens int) Option { return func(s *Server) { s.window = tokens } }
+
+// WithResponder answers requests with f once the scripted queue is empty, so a test can run a
+// session of any length (f sees the request as received).
+func WithResponder(f func(Request) Response) Option { return func(s *Server) { s.responder = f } }
+
+// RequestTokens is the fake's tokenizer: a quarter of the request body's bytes, rounded up.
+func RequestTokens(body []byte) int { return (len(body) + 3) / 4 }
+
 // Server is the fake endpoint. It is safe for concurrent use.
 type Server struct {
-	srv    *httptest.Server
-	apiKey string
-	closed chan struct{}
-	once   sync.Once
+	srv       *httptest.Server
+	apiKey    string
+	window    int
+	responder func(Request) Response
+	closed    chan struct{}
+	once      sync.Once
 
 	mu       sync.Mutex
 	queue    []Response
@@ -201,12 +216,13 @@ func (s *Server) Close() {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 10<<20))
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
 		return
 	}
+	received := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.requests = append(s.requests, received)
 	s.mu.Unlock()
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
@@ -242,7 +258,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	prompt := RequestTokens(body)
+	if s.window > 0 && prompt > s.window {
+		writeError(w, http.StatusBadRequest, nil, APIError{
+			Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", s.window, prompt),
+			Type:    "invalid_request_error", Param: "messages", Code: "context_length_exceeded",
+		})
+		return
+	}
 	s.mu.Lock()
+	if len(s.queue) == 0 && s.responder != nil {
+		s.served++
+		n := s.served
+		s.mu.Unlock()
+		s.answer(w, r, s.responder(received), n, req.Model, req.StreamOptions.IncludeUsage, prompt)
+		return
+	}
 	if len(s.queue) == 0 {
 		s.mu.Unlock()
 		// x-should-retry: false so a client does not hammer an exhausted script.
@@ -256,7 +287,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.served++
 	n := s.served
 	s.mu.Unlock()
+	s.answer(w, r, resp, n, req.Model, req.StreamOptions.IncludeUsage, prompt)
+}
 
+// answer sends resp as the n-th served response to a request of prompt tokens.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, resp Response, n int, modelName string, includeUsage bool, prompt int) {
 	if resp.Status != 0 && resp.Status != http.StatusOK {
 		if resp.RawBody != "" {
 			copyHeader(w.Header(), resp.Header)
@@ -270,7 +305,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, resp.Status, resp.Header, resp.Error)
 		return
 	}
-	s.stream(w, r, resp, script{id: fmt.Sprintf("chatcmpl-%d", n), created: 1700000000 + int64(n), model: req.Model, includeUsage: req.StreamOptions.IncludeUsage})
+	if resp.Usage == nil && s.window > 0 {
+		u := DefaultUsage()
+		u.PromptTokens, u.TotalTokens = prompt, prompt+u.CompletionTokens
+		resp.Usage = &u
+	}
+	s.stream(w, r, resp, script{id: fmt.Sprintf("chatcmpl-%d", n), created: 1700000000 + int64(n), model: modelName, includeUsage: includeUsage})
 }
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response, sc script) {

@@ -1,0 +1,310 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/hermes-go/hermes/engine/model"
+)
+
+// Context accounting and budgets (README "Long sessions"):
+//
+//   - A session's context window is Config.ContextWindows["provider:model"], else the
+//     catalogue's context_window for the model, else Config.ContextWindow (default
+//     DefaultContextWindow).
+//   - The next request's size is the last call's reported usage (prompt plus completion
+//     tokens) plus an estimate of the messages added since; with no usage to start from it is
+//     the estimate of the whole request (system prompt, tool schemas, history, new prompt).
+//   - Before a model call whose estimate crosses CompactThreshold of the window, the turn
+//     compacts the transcript (status "compacting"); if the provider still answers
+//     context_length_exceeded, it compacts harder and retries the call once.
+//   - A tool result over its budget reaches the model truncated with a marker; the stored row
+//     keeps the whole output.
+const (
+	// DefaultContextWindow is the window assumed for a model neither the configuration nor the
+	// catalogue knows.
+	DefaultContextWindow = 128000
+	// DefaultCompactThreshold is the fraction of the window at which a turn compacts first,
+	// the reference's default.
+	DefaultCompactThreshold = 0.5
+	// DefaultToolOutputBudget is the most bytes of one tool result the model sees.
+	DefaultToolOutputBudget = 50000
+)
+
+// ErrContextExceeded fails a turn whose smallest possible request (system prompt, tool
+// schemas, a summary of the conversation, the prompt and the newest tool exchange) is still
+// larger than the model's context window.
+var ErrContextExceeded = errors.New("context window exceeded")
+
+// ContextInfo is a session's context use: the estimated size of its next request against the
+// model's window. The field names are the gateway's session.usage ones.
+type ContextInfo struct {
+	Used    int `json:"context_used"`
+	Max     int `json:"context_max"`
+	Percent int `json:"context_percent"`
+	// Estimated is true when Used is an estimate not anchored on a reported usage.
+	Estimated bool `json:"context_estimated"`
+	// Compressions counts the compactions (automatic and asked for) since the session opened.
+	Compressions int `json:"compressions"`
+}
+
+// contextMeter is a session's calibration: the tokens the provider reported for the request
+// (and answer) made of the first n messages of the transcript. Guarded by Session.mu.
+type contextMeter struct {
+	tokens, n    int
+	used         int // the last estimate, for Info
+	window       int
+	estimated    bool
+	compressions int
+}
+
+// contextWindow is the window of the model name ("provider:model").
+func (e *Engine) contextWindow(name string) int {
+	if w := e.cfg.ContextWindows[name]; w > 0 {
+		return w
+	}
+	prov, m := model.ParseName(name)
+	if cm, ok := e.catalog().Lookup(prov, m); ok && cm.ContextWindow > 0 {
+		return cm.ContextWindow
+	}
+	return e.cfg.ContextWindow
+}
+
+// estimateTokens is a provider-independent estimate of messages' size in tokens: a quarter
+// of their bytes plus a few tokens of framing per message, an image at a flat 800.
+func estimateTokens(msgs []model.Message) int {
+	n := 0
+	for _, m := range msgs {
+		b := len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.Name)
+		for _, c := range m.ToolCalls {
+			b += len(c.ID) + len(c.Name) + len(c.Arguments) + 32
+		}
+		n += 8 + (b+3)/4 + 800*len(m.Images)
+	}
+	return n
+}
+
+// specTokens estimates the tool schemas' share of a request.
+func specTokens(specs []model.ToolSpec) int {
+	if len(specs) == 0 {
+		return 0
+	}
+	b, _ := json.Marshal(specs)
+	return (len(b) + 3) / 4
+}
+
+// estimateNext estimates the request made of msgs (with the session's tools when tools is
+// set), from the calibration when msgs extends the calibrated transcript.
+func (s *Session) estimateNext(msgs []model.Message, tools bool) (int, bool) {
+	s.mu.Lock()
+	c := s.meter
+	s.mu.Unlock()
+	if c.n > 0 && c.n <= len(msgs) {
+		return c.tokens + estimateTokens(msgs[c.n:]), false
+	}
+	n := estimateTokens(msgs)
+	if tools {
+		n += specTokens(s.toolSpecs())
+	}
+	return n, true
+}
+
+// noteContext records the estimate of the next request for Info.
+func (s *Session) noteContext(used, window int, estimated bool) {
+	s.mu.Lock()
+	s.meter.used, s.meter.window, s.meter.estimated = used, window, estimated
+	s.mu.Unlock()
+}
+
+// calibrate anchors the estimate: the request of msgs[:n] plus its answer took tokens.
+func (s *Session) calibrate(tokens, n int) {
+	s.mu.Lock()
+	s.meter.tokens, s.meter.n = tokens, n
+	s.meter.used, s.meter.estimated = tokens, false
+	s.mu.Unlock()
+}
+
+// uncalibrate drops the anchor after the transcript was rewritten (compaction, rewind).
+func (s *Session) uncalibrate() {
+	s.mu.Lock()
+	s.meter.tokens, s.meter.n = 0, 0
+	s.mu.Unlock()
+}
+
+// Context reports the session's context use.
+func (s *Session) Context() ContextInfo {
+	s.mu.Lock()
+	c := s.meter
+	name := s.rec.Model
+	s.mu.Unlock()
+	if c.window == 0 {
+		if n, err := s.e.canonicalModel(name); err == nil {
+			name = n
+		}
+		c.window = s.e.contextWindow(name)
+	}
+	ci := ContextInfo{Used: c.used, Max: c.window, Estimated: c.estimated, Compressions: c.compressions}
+	if ci.Max > 0 {
+		ci.Percent = int(math.Round(100 * float64(ci.Used) / float64(ci.Max)))
+	}
+	return ci
+}
+
+// canonicalModel resolves a session's model name without building a provider.
+func (e *Engine) canonicalModel(name string) (string, error) {
+	n, _, err := e.ResolveModel(name)
+	return n, err
+}
+
+// isContextOverflow reports whether err is a provider refusing a request as too long for the
+// model's window: OpenAI's context_length_exceeded, and the wording other providers use.
+func isContextOverflow(err error) bool {
+	var me *model.Error
+	if !errors.As(err, &me) {
+		return false
+	}
+	if me.Code == "context_length_exceeded" || me.Code == "string_above_max_length" {
+		return true
+	}
+	msg := strings.ToLower(me.Message)
+	return strings.Contains(msg, "prompt is too long") || strings.Contains(msg, "maximum context length") ||
+		strings.Contains(msg, "context window") || strings.Contains(msg, "context length")
+}
+
+// budgetToolOutput is what the model sees of a tool result: the whole of it within the tool's
+// budget, else its head and tail around a marker saying how much was left out and how to get
+// at the rest. The stored row always keeps the whole output.
+func (e *Engine) budgetToolOutput(toolName, callID, content string) string {
+	budget := e.cfg.ToolOutputBudget
+	if b, ok := e.cfg.ToolOutputBudgets[toolName]; ok && b > 0 {
+		budget = b
+	}
+	if len(content) <= budget {
+		return content
+	}
+	head, tail := budget*2/3, budget/3
+	h, t := validPrefix(content[:head]), validSuffix(content[len(content)-tail:])
+	omitted := len(content) - len(h) - len(t)
+	return h + fmt.Sprintf("\n\n[tool output truncated: %d of %d bytes omitted here (budget %d bytes). The full output is stored with this session's transcript (tool call %s). To see the rest, re-run the command narrowed (head, tail, sed -n, grep) or redirect it to a file and read that file in ranges.]\n\n", omitted, len(content), budget, callID) + t
+}
+
+// validPrefix drops a UTF-8 sequence cut at the end of s.
+func validPrefix(s string) string {
+	for i := 0; i < 4 && len(s) > 0 && !isValidEnd(s); i++ {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// validSuffix drops UTF-8 continuation bytes at the start of s.
+func validSuffix(s string) string {
+	for i := 0; i < 4 && len(s) > 0 && s[0]&0xC0 == 0x80; i++ {
+		s = s[1:]
+	}
+	return s
+}
+
+func isValidEnd(s string) bool {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-4; i-- {
+		c := s[i]
+		switch {
+		case c < 0x80:
+			return true
+		case c&0xC0 == 0x80:
+			continue
+		default:
+			need := 2
+			if c >= 0xF0 {
+				need = 4
+			} else if c >= 0xE0 {
+				need = 3
+			}
+			return len(s)-i == need
+		}
+	}
+	return true
+}
+
+// fitMessages clips the longest contents of msgs (never the first, the system prompt, nor the
+// last) until their estimate is within budget tokens or nothing is left to clip. It is used for
+// the summarisation request, which must fit the window the conversation outgrew.
+func fitMessages(msgs []model.Message, budget int) []model.Message {
+	out := append([]model.Message(nil), msgs...)
+	for estimateTokens(out) > budget {
+		big := -1
+		for i := 1; i < len(out)-1; i++ {
+			if big < 0 || len(out[i].Content) > len(out[big].Content) {
+				big = i
+			}
+		}
+		if big < 0 || len(out[big].Content) < 256 {
+			return out
+		}
+		c := out[big].Content
+		keep := len(c) / 4
+		out[big].Content = validPrefix(c[:keep]) + fmt.Sprintf("\n[… %d bytes left out of this summary input …]\n", len(c)-2*keep) + validSuffix(c[len(c)-keep:])
+	}
+	return out
+}
+
+// fitContext runs before each model call of a turn: it estimates the request and, when it
+// crosses the compaction threshold, compacts the transcript (gently, then harder if that was
+// not enough) and reloads it. It fails only when the request is larger than the whole window
+// and nothing is left to compact.
+func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Message, error) {
+	s := t.s
+	window := s.e.contextWindow(name)
+	est, rough := s.estimateNext(msgs, true)
+	s.noteContext(est, window, rough)
+	th := s.e.cfg.CompactThreshold
+	if th < 0 || float64(est) <= th*float64(window) {
+		return msgs, nil
+	}
+	for _, hard := range []bool{false, true} {
+		res, err := s.compact(t.ctx, "", hard, "compacting")
+		if err != nil {
+			if est <= window { // carry on uncompacted; the provider has the last word
+				s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacting", Text: "compaction failed: " + clip(err.Error(), 200)}})
+				return msgs, nil
+			}
+			return msgs, fmt.Errorf("%w: compaction failed: %v", ErrContextExceeded, err)
+		}
+		if res.Status != "compressed" {
+			continue
+		}
+		if msgs, err = t.s.loadMessages(t.ctx); err != nil {
+			return msgs, err
+		}
+		est, rough = s.estimateNext(msgs, true)
+		s.noteContext(est, window, rough)
+		if float64(est) <= th*float64(window) {
+			break
+		}
+	}
+	if est > window {
+		return msgs, fmt.Errorf("%w: the smallest request this turn can make is about %d tokens, the model's window is %d", ErrContextExceeded, est, window)
+	}
+	return msgs, nil
+}
+
+// compactHarder answers a provider's context_length_exceeded: the hard compaction, then the
+// reloaded transcript for the one retry.
+func (t *turnState) compactHarder(name string, msgs []model.Message, cause error) ([]model.Message, error) {
+	s := t.s
+	res, err := s.compact(t.ctx, "", true, "compacting")
+	if err != nil {
+		return msgs, fmt.Errorf("%w: %v; compaction failed: %v", ErrContextExceeded, cause, err)
+	}
+	if res.Status != "compressed" {
+		return msgs, fmt.Errorf("%w: %v; nothing is left to compact (the prompt alone is too large)", ErrContextExceeded, cause)
+	}
+	msgs, err = t.s.loadMessages(t.ctx)
+	if err == nil {
+		est, rough := s.estimateNext(msgs, true)
+		s.noteContext(est, s.e.contextWindow(name), rough)
+	}
+	return msgs, err
+}

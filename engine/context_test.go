@@ -1,0 +1,155 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/enginetest"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// fakeWindow is the fake model's context window in its tokens (a quarter of a request body's
+// bytes); the built-in tools' schemas alone take a few thousand of them.
+const fakeWindow = 12000
+
+// summariser answers a compaction request with a short summary and anything else with a short
+// reply naming the last user message, so every request of a long session has an answer.
+func summariser(t *testing.T) func(openaitest.Request) openaitest.Response {
+	return func(r openaitest.Request) openaitest.Response {
+		var body struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Errorf("request body: %v", err)
+			return openaitest.Text("?")
+		}
+		last := body.Messages[len(body.Messages)-1]
+		text, _ := last.Content.(string)
+		if last.Role == "user" && strings.HasPrefix(text, "Summarise the conversation so far") {
+			return openaitest.Text("The user sent numbered prompts; all were acknowledged.")
+		}
+		return openaitest.Text("ack " + clipTo(text, 12))
+	}
+}
+
+func clipTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// longSession runs 40 turns of large prompts against a model with a small window and checks
+// that every turn completes, compaction happened more than once, every row ever written is
+// still in the store with its content, and a rewind to a row still active works.
+func longSession(t *testing.T, threshold float64) {
+	h := enginetest.New(t, enginetest.Options{
+		Server: []openaitest.Option{openaitest.WithContextWindow(fakeWindow), openaitest.WithResponder(summariser(t))},
+		Configure: func(c *engine.Config) {
+			c.ContextWindows = map[string]int{"openai:fake-agent": fakeWindow}
+			c.CompactThreshold = threshold
+		},
+	})
+	s := h.Create()
+	seen := map[uint64]string{}
+	compactingSeen := 0
+	for i := range 40 {
+		seq := s.LastSeq()
+		prompt := fmt.Sprintf("prompt %02d: %s", i, strings.Repeat(fmt.Sprintf("line %d of a large prompt. ", i), 250))
+		out := h.Run(s, prompt)
+		if !out.Completed {
+			t.Fatalf("turn %d: %s %s: %s", i, out.Status, out.ExitReason, out.Error)
+		}
+		evs, _ := s.EventsSince(seq)
+		for _, ev := range evs {
+			if si, ok := ev.Data.(engine.StatusInfo); ok && ev.Type == engine.EvStatus && si.Kind == "compacting" {
+				compactingSeen++
+			}
+		}
+		rows, err := h.Store.Rows(enginetest.Context(t), s.ID(), store.RowQuery{IncludeArchived: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			seen[r.ID] = r.Content
+		}
+		ci := s.Context()
+		if ci.Max != fakeWindow || ci.Used <= 0 || ci.Percent != (100*ci.Used+ci.Max/2)/ci.Max {
+			t.Fatalf("turn %d: context %+v", i, ci)
+		}
+	}
+	refused := 0
+	for _, r := range h.Server.Requests() {
+		if openaitest.RequestTokens(r.Body) > fakeWindow {
+			refused++
+		}
+	}
+	if threshold >= 0 && refused != 0 {
+		t.Fatalf("%d requests crossed the window: compaction came too late", refused)
+	}
+	if threshold < 0 && refused < 2 {
+		t.Fatalf("%d requests refused as too long: the test did not reach the window", refused)
+	}
+	ci := s.Context()
+	if ci.Compressions < 2 || compactingSeen < 2 {
+		t.Fatalf("compactions %d, compacting statuses %d: want at least 2", ci.Compressions, compactingSeen)
+	}
+	all, err := h.Store.Rows(enginetest.Context(t), s.ID(), store.RowQuery{IncludeArchived: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[uint64]string{}
+	for _, r := range all {
+		have[r.ID] = r.Content
+	}
+	for id, c := range seen {
+		if have[id] != c {
+			t.Fatalf("row %d lost or changed after compaction", id)
+		}
+	}
+	for i := range 40 {
+		want := fmt.Sprintf("prompt %02d: ", i)
+		found := false
+		for _, r := range all {
+			found = found || (r.Role == "user" && strings.HasPrefix(r.Content, want))
+		}
+		if !found {
+			t.Fatalf("the user row of turn %d is not in the store", i)
+		}
+	}
+	active, err := s.History(enginetest.Context(t), store.RowQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(active) >= len(all) || active[0].DisplayKind != "summary" {
+		t.Fatalf("active transcript %d rows of %d, first %q: want a summary heading fewer rows", len(active), len(all), active[0].DisplayKind)
+	}
+	var target uint64
+	for _, r := range active {
+		if r.Role == "user" {
+			target = r.ID
+			break
+		}
+	}
+	adm, err := s.Submit(enginetest.Context(t), engine.Prompt{Text: "again, shorter", Truncate: &engine.Truncate{BeforeRowID: target, Confirm: true}})
+	if err != nil {
+		t.Fatalf("rewind to row %d: %v", target, err)
+	}
+	out, err := s.Wait(enginetest.Context(t), adm.TurnID)
+	if err != nil || !out.Completed {
+		t.Fatalf("turn after rewind: %+v %v", out, err)
+	}
+}
+
+func TestLongSessionCompactsBeforeTheWindow(t *testing.T) { longSession(t, 0) }
+
+// With automatic compaction off, every overflow reaches the provider, which refuses it with
+// context_length_exceeded; the turn compacts harder and retries, and still completes.
+func TestLongSessionRecoversFromContextLengthExceeded(t *testing.T) { longSession(t, -1) }
