@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -69,5 +71,37 @@ func TestGatewayRewindNumericStringRefused(t *testing.T) {
 	}
 	if _, after := rowIDs(t, c, sid); len(after) != len(before) {
 		t.Fatal("a refused rewind changed the transcript")
+	}
+}
+
+// A refused model name repeats its suggestions in error.message, also when they come from a
+// provider's configured models list or are the provider names.
+func TestGatewayModelRefusalRepeatsSuggestions(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, false, func(_ *engine.Config, o *gateway.Options) {
+		o.Models = func(p string) []string {
+			if p == "openai" {
+				return []string{"house-large", "house-small"}
+			}
+			return nil
+		}
+	})
+	c := open(t, tg, false)
+	code, err := callErr(t, c, "session.create", map[string]any{"model": "openai:house-medium"})
+	data := rpcData(t, err)
+	if code != jsonrpc.CodeInvalidParams || len(data["suggestions"].([]any)) == 0 {
+		t.Fatalf("code %d data %v", code, data)
+	}
+	for _, s := range data["suggestions"].([]any) {
+		if !strings.Contains(err.Error(), s.(string)) {
+			t.Fatalf("message %q lacks suggestion %v", err, s)
+		}
+	}
+	if _, err := callErr(t, c, "session.create", map[string]any{"model": "nope:x"}); !strings.Contains(err.Error(), "openai") {
+		t.Fatalf("unknown provider: %v", err)
+	}
+	sid := create(t, c)
+	if r := call(t, c, "command.dispatch", map[string]any{"session_id": sid, "command": "/model openai:house-small"}); r["type"] != "exec" {
+		t.Fatalf("a listed name: %v", r)
 	}
 }

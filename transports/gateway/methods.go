@@ -270,6 +270,9 @@ func modelErr(m, prov, msg string, sugg []string) error {
 	if sugg == nil {
 		sugg = []string{}
 	}
+	if list := strings.Join(sugg, ", "); len(sugg) > 0 && !strings.Contains(msg, list) {
+		msg += " (try: " + list + ")" // error.message repeats the suggestions
+	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg, Data: map[string]any{"model": m, "provider": prov, "suggestions": sugg}}
 }
 
