@@ -257,6 +257,9 @@ type Prompt struct {
 	Truncate *Truncate // rewind / edit / regenerate
 	// Images are image files sent with the prompt (stored as the row's attachments).
 	Images []string
+	// Hidden stores the user row typed display_kind "hidden": the model sees it, no client
+	// renders it as a bubble (gateway-originated scaffolding).
+	Hidden bool
 	// FollowQueue (Run only): after the followed turn completes (not cancelled), follow the
 	// turn the queue starts next with the prompts that arrived meanwhile, and so on.
 	FollowQueue bool
@@ -378,6 +381,9 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 	}
 	var adm Admission
 	userRow := store.Row{Role: "user", Content: text, TurnID: t.id, Time: time.Now().UTC(), Attachments: p.Images}
+	if p.Hidden {
+		userRow.DisplayKind = "hidden"
+	}
 	var err error
 	if p.Truncate != nil {
 		adm, err = s.rewind(ctx, *p.Truncate, userRow)
