@@ -96,6 +96,9 @@ func (s *Session) lookupTool(name string) (tool.Tool, error) {
 	if t, ok := a.tools[name]; ok {
 		return t, nil
 	}
+	if name == ToolOutputName {
+		return toolOutput{s}, nil
+	}
 	return nil, err
 }
 
@@ -115,6 +118,12 @@ func (s *Session) toolSpecs() []model.ToolSpec {
 	defer a.mu.RUnlock()
 	for _, n := range a.order {
 		specs = append(specs, a.tools[n].Spec())
+	}
+	s.mu.Lock()
+	offer := s.meter.truncated
+	s.mu.Unlock()
+	if offer && !slices.ContainsFunc(specs, func(t model.ToolSpec) bool { return t.Name == ToolOutputName }) {
+		specs = append(specs, toolOutput{}.Spec())
 	}
 	return specs
 }

@@ -59,6 +59,7 @@ type contextMeter struct {
 	window       int
 	estimated    bool
 	compressions int
+	truncated    bool // a tool result was cut to its budget: read_tool_output is offered
 }
 
 // contextWindow is the window of the model name ("provider:model").
@@ -177,18 +178,21 @@ func isContextOverflow(err error) bool {
 // budgetToolOutput is what the model sees of a tool result: the whole of it within the tool's
 // budget, else its head and tail around a marker saying how much was left out and how to get
 // at the rest. The stored row always keeps the whole output.
-func (e *Engine) budgetToolOutput(toolName, callID, content string) string {
-	budget := e.cfg.ToolOutputBudget
-	if b, ok := e.cfg.ToolOutputBudgets[toolName]; ok && b > 0 {
+func (s *Session) budgetToolOutput(toolName, callID, content string) string {
+	budget := s.e.cfg.ToolOutputBudget
+	if b, ok := s.e.cfg.ToolOutputBudgets[toolName]; ok && b > 0 {
 		budget = b
 	}
 	if len(content) <= budget {
 		return content
 	}
+	s.mu.Lock()
+	s.meter.truncated = true // offer read_tool_output from now on
+	s.mu.Unlock()
 	head, tail := budget*2/3, budget/3
 	h, t := validPrefix(content[:head]), validSuffix(content[len(content)-tail:])
 	omitted := len(content) - len(h) - len(t)
-	return h + fmt.Sprintf("\n\n[tool output truncated: %d of %d bytes omitted here (budget %d bytes). The full output is stored with this session's transcript (tool call %s). To see the rest, re-run the command narrowed (head, tail, sed -n, grep) or redirect it to a file and read that file in ranges.]\n\n", omitted, len(content), budget, callID) + t
+	return h + fmt.Sprintf("\n\n[tool output truncated: %d of %d bytes omitted here (budget %d bytes). The whole output is stored; read the rest with the %s tool (call_id %q, offset %d).]\n\n", omitted, len(content), budget, ToolOutputName, callID, len(h)) + t
 }
 
 // validPrefix drops a UTF-8 sequence cut at the end of s.

@@ -1,15 +1,19 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/enginetest"
+	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 // fakeWindow is the fake model's context window in its tokens (a quarter of a request body's
@@ -153,3 +157,123 @@ func TestLongSessionCompactsBeforeTheWindow(t *testing.T) { longSession(t, 0) }
 // With automatic compaction off, every overflow reaches the provider, which refuses it with
 // context_length_exceeded; the turn compacts harder and retries, and still completes.
 func TestLongSessionRecoversFromContextLengthExceeded(t *testing.T) { longSession(t, -1) }
+
+// dumpTool returns 5 MB of numbered lines: a tool whose whole output the store keeps.
+type dumpTool struct{}
+
+func (dumpTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: "dump", Description: "prints a lot", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
+}
+
+func (dumpTool) Call(context.Context, tool.Call, *tool.Env) (tool.Result, error) {
+	return tool.Result{Content: bigOutput}, nil
+}
+
+var bigOutput = func() string {
+	var b strings.Builder
+	for i := 0; b.Len() < 5<<20; i++ {
+		fmt.Fprintf(&b, "output line %07d\n", i)
+	}
+	return b.String()
+}()
+
+var markerCallID = regexp.MustCompile(`read_tool_output tool \(call_id "([^"]+)", offset (\d+)\)`)
+
+// toolUser drives each turn: call toolName, read a range of its cut output back with
+// read_tool_output, answer; compaction requests get a summary.
+func toolUser(t *testing.T, toolName, args string, reads *[]string) func(openaitest.Request) openaitest.Response {
+	return func(r openaitest.Request) openaitest.Response {
+		var body struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+				Name    string `json:"name"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Errorf("request body: %v", err)
+			return openaitest.Text("?")
+		}
+		last := body.Messages[len(body.Messages)-1]
+		text, _ := last.Content.(string)
+		switch {
+		case last.Role == "user" && strings.HasPrefix(text, "Summarise the conversation so far"):
+			return openaitest.Text("Each prompt ran a tool with a large output and read part of it back.")
+		case last.Role == "user":
+			return openaitest.ToolCalls(openaitest.Call{Name: toolName, Args: []string{args}})
+		case last.Role == "tool" && markerCallID.MatchString(text):
+			m := markerCallID.FindStringSubmatch(text)
+			return openaitest.ToolCalls(openaitest.Call{Name: engine.ToolOutputName, Args: []string{fmt.Sprintf(`{"call_id":%q,"offset":%s,"limit":200}`, m[1], m[2])}})
+		case last.Role == "tool":
+			*reads = append(*reads, text)
+			return openaitest.Text("read it")
+		}
+		t.Errorf("unexpected last message %s", last.Role)
+		return openaitest.Text("?")
+	}
+}
+
+// toolSession runs turns that each run a tool printing 5 MB on a small window: every turn
+// completes, no request crosses the window, and the model reads the rest back from the store.
+func toolSession(t *testing.T, toolName, args string, turns int) (*enginetest.Harness, *engine.Session, []string) {
+	var reads []string
+	h := enginetest.New(t, enginetest.Options{
+		Server: []openaitest.Option{openaitest.WithContextWindow(fakeWindow), openaitest.WithResponder(toolUser(t, toolName, args, &reads))},
+		Configure: func(c *engine.Config) {
+			c.ContextWindows = map[string]int{"openai:fake-agent": fakeWindow}
+			c.ToolOutputBudget = 8000
+			c.Tools.Add(dumpTool{})
+		},
+	})
+	s := h.Create()
+	for i := range turns {
+		out := h.Run(s, fmt.Sprintf("turn %d: run it", i))
+		if !out.Completed {
+			t.Fatalf("turn %d: %s %s: %s", i, out.Status, out.ExitReason, out.Error)
+		}
+	}
+	for _, r := range h.Server.Requests() {
+		if n := openaitest.RequestTokens(r.Body); n > fakeWindow {
+			t.Fatalf("a request of %d tokens crossed the window of %d", n, fakeWindow)
+		}
+	}
+	if len(reads) != turns {
+		t.Fatalf("%d reads of the rest for %d turns", len(reads), turns)
+	}
+	if s.Context().Compressions < 2 {
+		t.Fatalf("compactions %d: want at least 2", s.Context().Compressions)
+	}
+	return h, s, reads
+}
+
+// Ten turns (50 MB stored) keep the test light; the 40-turn run is the terminal one below.
+func TestToolOutputOverBudgetIsStoredWholeAndReadable(t *testing.T) {
+	h, s, reads := toolSession(t, "dump", `{}`, 10)
+	rows, err := h.Store.Rows(enginetest.Context(t), s.ID(), store.RowQuery{IncludeArchived: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := 0
+	for _, r := range rows {
+		if r.Role == "tool" && r.ToolName == "dump" && r.Content == bigOutput {
+			whole++
+		}
+	}
+	if whole < 10 {
+		t.Fatalf("%d stored dump results hold the whole 5 MB output, want 10", whole)
+	}
+	// The marker names the offset where the head the model saw ends; the read returns the
+	// 200 bytes stored from there.
+	off := 8000 * 2 / 3
+	want := fmt.Sprintf("of %d of the output of dump", len(bigOutput))
+	head, got, ok := strings.Cut(reads[0], "]\n")
+	if !ok || !strings.Contains(head, want) || got != bigOutput[off:off+200] {
+		t.Fatalf("read_tool_output returned %q, want %q after a header saying %q", clipTo(reads[0], 300), bigOutput[off:off+200], want)
+	}
+}
+
+// The terminal keeps 50 000 bytes of the 5 MB itself (head and tail); the budget cuts that to
+// 8000 for the model.
+func TestTerminalPrintingFiveMegabytes(t *testing.T) {
+	toolSession(t, "terminal", `{"command":"head -c 5242880 /dev/zero | tr '\\0' x"}`, 40)
+}

@@ -276,7 +276,7 @@ func (t *turnState) run() Outcome {
 		pending = append(pending, assistantRow(t.id, msg))
 		results := t.runTools(msg.ToolCalls)
 		for i, c := range msg.ToolCalls {
-			tm := model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: s.e.budgetToolOutput(c.Name, c.ID, results[i].Content)}
+			tm := model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: s.budgetToolOutput(c.Name, c.ID, results[i].Content)}
 			msgs = append(msgs, tm)
 			pending = append(pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: results[i].Content, Time: time.Now().UTC()})
 		}
@@ -525,7 +525,7 @@ func (s *Session) loadMessages(ctx context.Context) ([]model.Message, error) {
 func (s *Session) rowMessage(r store.Row) (model.Message, error) {
 	m := model.Message{Role: r.Role, Content: r.Content, Reasoning: r.Reasoning, ToolCallID: r.ToolCallID, Name: r.ToolName}
 	if r.Role == "tool" {
-		m.Content = s.e.budgetToolOutput(r.ToolName, r.ToolCallID, r.Content)
+		m.Content = s.budgetToolOutput(r.ToolName, r.ToolCallID, r.Content)
 	}
 	for _, path := range r.Attachments {
 		if u, err := dataURL(path); err == nil {
