@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,7 +136,9 @@ func (s *Session) uncalibrate() {
 	s.mu.Unlock()
 }
 
-// Context reports the session's context use.
+// Context reports the session's context use: the estimate made before the last model call
+// (anchored on the usage reported since, when there was some), or, for a session that made no
+// call since it opened, an estimate of its stored transcript.
 func (s *Session) Context() ContextInfo {
 	s.mu.Lock()
 	c := s.meter
@@ -146,6 +149,10 @@ func (s *Session) Context() ContextInfo {
 			name = n
 		}
 		c.window = s.e.contextWindow(name)
+		if msgs, err := s.loadMessages(context.Background()); err == nil && s.Stored() {
+			c.used, c.estimated = estimateTokens(msgs)+specTokens(s.toolSpecs()), true
+			s.noteContext(c.used, c.window, true)
+		}
 	}
 	ci := ContextInfo{Used: c.used, Max: c.window, Estimated: c.estimated, Compressions: c.compressions}
 	if ci.Max > 0 {

@@ -68,6 +68,8 @@ assert.equal(t.wait().text, "removed");
 const out = s.run("pick one", { clarify: (q) => { assert.equal(q.question, "which?"); return "b"; } });
 assert.equal(out.status, "completed");
 assert.equal(out.text, "you picked b");
+assert.equal(s.info().context_max, 128000, "the default window: the model is not in the catalogue");
+assert.equal(s.info().context_used > 0, true);
 
 // 3. history and branch
 const rows = s.history();
@@ -108,6 +110,8 @@ assert.equal(t.wait().text, "removed")
 local out = s:run("pick one", { clarify = function(q) assert.equal(q.question, "which?") return "b" end })
 assert.equal(out.status, "completed")
 assert.equal(out.text, "you picked b")
+assert.equal(s:info().context_max, 128000, "the default window: the model is not in the catalogue")
+assert.equal(s:info().context_used > 0, true)
 
 -- 3. history and branch
 local rows = s:history()

@@ -3,6 +3,7 @@ package hermes
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/store"
@@ -21,8 +22,14 @@ func (a *API) session(s *engine.Session) stdlib.Object {
 		}
 	}
 	return stdlib.Object{
-		"id":       s.ID(),
-		"info":     stdlib.Func(func(context.Context, stdlib.Args) (any, error) { return toMap(s.Info()), nil }),
+		"id": s.ID(),
+		"info": stdlib.Func(func(context.Context, stdlib.Args) (any, error) {
+			info, _ := toMap(s.Info()).(map[string]any)
+			if ctx, ok := toMap(s.Context()).(map[string]any); ok && info != nil {
+				maps.Copy(info, ctx) // context_used, context_max, context_percent, …
+			}
+			return info, nil
+		}),
 		"snapshot": stdlib.Func(func(context.Context, stdlib.Args) (any, error) { return toMap(s.Snapshot()), nil }),
 		"requests": stdlib.Func(func(context.Context, stdlib.Args) (any, error) {
 			out := []any{}

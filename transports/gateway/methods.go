@@ -626,7 +626,11 @@ func sessionUsageM(_ context.Context, c *client, m string, raw json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	return sessionUsage(l.s.Record()), nil
+	u := sessionUsage(l.s.Record())
+	ci := l.s.Context()
+	u["context_used"], u["context_max"], u["context_percent"] = ci.Used, ci.Max, ci.Percent
+	u["context_estimated"], u["compressions"] = ci.Estimated, ci.Compressions
+	return u, nil
 }
 
 func statusText(l *live) string {

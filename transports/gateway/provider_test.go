@@ -123,6 +123,11 @@ func TestGatewayAnthropicToolTurn(t *testing.T) {
 	if cost, _ := u["cost_usd"].(float64); cost < want-1e-9 || cost > want+1e-9 {
 		t.Errorf("session.usage cost_usd %v, want %v (%v)", u["cost_usd"], want, u)
 	}
+	// Context accounting: the catalogue's window for the model, and the last call's prompt
+	// and answer as the size of the next request.
+	if u["context_max"] != 200000.0 || u["context_used"] != 2e6 || u["context_percent"] != 1000.0 || u["context_estimated"] != false {
+		t.Errorf("session.usage context fields: %v", u)
+	}
 	if r := call(t, c, "command.dispatch", map[string]any{"session_id": sid, "name": "usage"}); !strings.HasSuffix(r["output"].(string), ", $18.0002 at list prices") {
 		t.Errorf("/usage: %v", r)
 	}

@@ -110,11 +110,13 @@ func unixOrNil(t time.Time) any {
 // sessionJSON is the session resource.
 func (s *Server) sessionJSON(rec engine.Record) fiber.Map {
 	status := "stored"
+	var ctxInfo any // the live session's context use (engine.ContextInfo), null when not live
 	// Peek, not Live: reading a session (a UI polls the list) is not using it, and must not
 	// keep it from the idle sweep.
 	if sess, ok := s.eng.Peek(rec.ID); ok {
 		status = string(sess.Status())
 		rec.Title, rec.Model = sess.Record().Title, sess.Record().Model // changes not yet re-read
+		ctxInfo = sess.Context()
 	}
 	if !rec.EndedAt.IsZero() && status == "stored" {
 		status = "ended"
@@ -127,7 +129,7 @@ func (s *Server) sessionJSON(rec engine.Record) fiber.Map {
 		"id": rec.ID, "object": "hermes.session.record", "title": rec.Title, "source": rec.Source, "model": rec.Model,
 		"cwd": rec.Cwd, "parent_id": parent, "parent_kind": rec.ParentKind, "status": status,
 		"created_at": rec.CreatedAt.Unix(), "updated_at": rec.UpdatedAt.Unix(), "ended_at": unixOrNil(rec.EndedAt),
-		"end_reason": rec.EndReason, "message_count": rec.RowCount,
+		"end_reason": rec.EndReason, "message_count": rec.RowCount, "context": ctxInfo,
 		"usage": fiber.Map{
 			"input_tokens": rec.Usage.InputTokens, "output_tokens": rec.Usage.OutputTokens,
 			"total_tokens": rec.Usage.InputTokens + rec.Usage.OutputTokens, "api_calls": rec.Usage.APICalls, "tool_calls": rec.Usage.ToolCalls,

@@ -59,6 +59,11 @@ func TestSessionsCRUD(t *testing.T) {
 	if got.Session["message_count"] != float64(1) || got.Session["status"] != "idle" {
 		t.Fatalf("get %+v", got)
 	}
+	// A live session reports its context use: the stored transcript estimated, against the
+	// default window (the model is not in the catalogue).
+	if ci, _ := got.Session["context"].(map[string]any); ci == nil || ci["context_max"] != float64(128000) || ci["context_used"].(float64) <= 0 || ci["context_estimated"] != true {
+		t.Fatalf("context %+v", got.Session["context"])
+	}
 	patched := decodeAs[sessionEnv](t, tg.do(t, "PATCH", "/api/sessions/s-one", `{"title":"Renamed","model":"openai:other"}`, nil), 200)
 	if patched.Session["title"] != "Renamed" || patched.Session["model"] != "openai:other" {
 		t.Fatalf("patch %+v", patched)
