@@ -300,6 +300,10 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		Logger:                logger,
 		Catalog:               cfg.Catalog(),
 		FallbackModels:        cfg.FallbackModels,
+		ContextWindow:         cfg.Compression.ContextWindow,
+		CompactThreshold:      cfg.Compression.CompactThreshold(),
+		ToolOutputBudget:      cfg.Tools.OutputBudget,
+		ToolOutputBudgets:     cfg.Tools.OutputBudgets,
 	})
 	if err != nil {
 		polCloser.Close()

@@ -81,6 +81,30 @@ type Config struct {
 	Tools        Tools      `yaml:"tools,omitempty"`
 	// BrowserControl is off unless enabled here or by HERMES_BROWSER_CONTROL=1.
 	BrowserControl BrowserControl `yaml:"browser_control"`
+	// Compression configures automatic compaction of long sessions (the reference's section).
+	Compression Compression `yaml:"compression,omitempty"`
+}
+
+// Compression configures context accounting and automatic compaction. A model's window comes
+// from the catalogue (a provider's catalog entries set context_window per model); a model no
+// catalogue knows has ContextWindow.
+type Compression struct {
+	// Enabled turns automatic compaction before the threshold on (default) or off; a request
+	// the provider refuses as too long is compacted and retried either way.
+	Enabled *bool `yaml:"enabled,omitempty"`
+	// Threshold is the fraction of the window a request may reach before the turn compacts:
+	// above 0, at most 1; 0 means the default (0.5).
+	Threshold float64 `yaml:"threshold,omitempty"`
+	// ContextWindow is the window, in tokens, of a model no catalogue knows (default 128000).
+	ContextWindow int `yaml:"context_window,omitempty"`
+}
+
+// CompactThreshold is the engine's setting: the threshold, or -1 when automatic compaction is off.
+func (c Compression) CompactThreshold() float64 {
+	if c.Enabled != nil && !*c.Enabled {
+		return -1
+	}
+	return c.Threshold
 }
 
 // Display is the reference's display section. Only busy_input_mode is read (into
@@ -106,6 +130,11 @@ type Tools struct {
 	// pattern ending in * (AWS_*, or * for everything). A pattern never passes Hermes' keys or
 	// a provider's key variable (SecretEnv); name one exactly to pass it.
 	EnvPassthrough []string `yaml:"env_passthrough,omitempty"`
+	// OutputBudget is the most bytes of one tool result the model sees (default 50000); a
+	// longer result reaches it cut, with a marker naming the read_tool_output tool, and is
+	// stored whole. OutputBudgets sets it per tool name.
+	OutputBudget  int            `yaml:"output_budget,omitempty"`
+	OutputBudgets map[string]int `yaml:"output_budgets,omitempty"`
 }
 
 // MCP configures Model Context Protocol servers whose tools are offered to the model as
@@ -417,6 +446,20 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if c.MaxIterations == 0 {
 		c.MaxIterations = 90
+	}
+	if t := c.Compression.Threshold; t < 0 || t > 1 {
+		return nil, fmt.Errorf("compression.threshold %v: want a fraction of the context window above 0 and at most 1", t)
+	}
+	if c.Compression.ContextWindow < 0 {
+		return nil, fmt.Errorf("compression.context_window %d: want a positive number of tokens", c.Compression.ContextWindow)
+	}
+	if c.Tools.OutputBudget < 0 {
+		return nil, fmt.Errorf("tools.output_budget %d: want a positive number of bytes", c.Tools.OutputBudget)
+	}
+	for name, b := range c.Tools.OutputBudgets {
+		if b <= 0 {
+			return nil, fmt.Errorf("tools.output_budgets.%s %d: want a positive number of bytes", name, b)
+		}
 	}
 	if c.Server.Addr == "" {
 		c.Server.Addr = "127.0.0.1:8642"
