@@ -253,8 +253,12 @@ func (s *Server) openOrSeed(ctx context.Context, p engine.Principal, id, modelNa
 			meta = map[string]string{"session_key": key}
 		}
 		sess, err = s.eng.Create(ctx, engine.CreateOptions{ID: id, Model: modelName, Source: Surface, Meta: meta, Principal: p.ID, History: history})
-		if errors.Is(err, engine.ErrSessionExists) && attempt == 0 {
-			continue // created concurrently by an identical request
+		if errors.Is(err, engine.ErrSessionExists) {
+			if attempt == 0 {
+				continue // created concurrently by an identical request
+			}
+			// Not openable yet taken: a deleted session keeps its id, and is gone.
+			return nil, sessionNotFound(id)
 		}
 		if err != nil {
 			return nil, err
