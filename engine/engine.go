@@ -279,7 +279,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 		if o.Lazy {
 			err = e.checkNewID(ctx, id, o.Title)
 		} else {
-			rec, err = e.cfg.Store.CreateSession(ctx, rec)
+			rec, err = e.createRecord(ctx, rec)
 		}
 		if err == nil {
 			break
@@ -375,6 +375,18 @@ func (e *Engine) LiveSessions() []*Session {
 	return out
 }
 
+// createRecord stores a new record; a title held only by a deleted session is freed for it.
+func (e *Engine) createRecord(ctx context.Context, rec store.Session) (store.Session, error) {
+	stored, err := e.cfg.Store.CreateSession(ctx, rec)
+	if !errors.Is(err, store.ErrTitleTaken) {
+		return stored, err
+	}
+	if err := e.checkTitle(ctx, rec.ID, rec.Title); err != nil {
+		return store.Session{}, err
+	}
+	return e.cfg.Store.CreateSession(ctx, rec)
+}
+
 // checkNewID reports ErrExists when id is taken and ErrTitleTaken when title is.
 func (e *Engine) checkNewID(ctx context.Context, id, title string) error {
 	if _, err := e.cfg.Store.GetSession(ctx, id); err == nil {
@@ -395,9 +407,16 @@ func (e *Engine) checkTitle(ctx context.Context, id, title string) error {
 		return err
 	}
 	for _, s := range all {
-		if s.Title == title && s.ID != id {
-			return fmt.Errorf("%w: %q", store.ErrTitleTaken, title)
+		if s.Title != title || s.ID == id {
+			continue
 		}
+		if deleted(s) { // deleted before titles were freed on delete: free it now
+			if err := e.markDeleted(ctx, s.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		return fmt.Errorf("%w: %q", store.ErrTitleTaken, title)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -20,6 +20,10 @@ import (
 // treats it as gone: Open and Record refuse it, List leaves it out.
 const MetaDeleted = "deleted_at"
 
+// MetaDeletedTitle keeps the title a session had when it was deleted; the title itself is
+// cleared so that it is free for another session.
+const MetaDeletedTitle = "deleted_title"
+
 // ErrNothingToUndo: Undo found no user turn.
 var ErrNothingToUndo = errors.New("no user turn to undo")
 
@@ -120,7 +124,12 @@ func (e *Engine) markDeleted(ctx context.Context, id string) error {
 		if r.Meta == nil {
 			r.Meta = map[string]string{}
 		}
-		r.Meta[MetaDeleted] = now.Format(time.RFC3339)
+		if r.Meta[MetaDeleted] == "" {
+			r.Meta[MetaDeleted] = now.Format(time.RFC3339)
+		}
+		if r.Title != "" { // a deleted session is gone on every surface: its title is free again
+			r.Meta[MetaDeletedTitle], r.Title = r.Title, ""
+		}
 		if r.EndedAt.IsZero() {
 			r.EndedAt, r.EndReason = now, "deleted"
 		}
@@ -175,6 +184,15 @@ func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Sessi
 	}
 	if !parent.Stored() {
 		return nil, ErrNothingToBranch
+	}
+	if o.UptoRowID != 0 { // refused before anything is created: a refused branch leaves nothing
+		rows, err := e.cfg.Store.Rows(ctx, id, store.RowQuery{AfterID: o.UptoRowID - 1, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 || rows[0].ID != o.UptoRowID {
+			return nil, fmt.Errorf("branch %s: row id %d: %w", id, o.UptoRowID, store.ErrStaleRow)
+		}
 	}
 	prec := parent.Record()
 	title := o.Title

@@ -471,3 +471,59 @@ func TestManageReleasedHandle(t *testing.T) {
 		t.Fatalf("append through the handle of a deleted session: %v", err)
 	}
 }
+
+// A branch refused for a row id that is not in the parent leaves nothing: its id and title can
+// be used at once; a deleted session's title is free again too.
+func TestRefusedBranchLeavesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	parent, err := h.eng.Create(ctx, engine.CreateOptions{ID: "s1", Title: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.Enqueue(openaitest.Text("one"))
+	h.run(parent, "first")
+	rows := mustRows(t, parent)
+	missing := rows[len(rows)-1].ID + 1
+	_, err = h.eng.Branch(ctx, "s1", engine.BranchOptions{ID: "zz-fork", Title: "T-fork", UptoRowID: missing})
+	if !errors.Is(err, engine.ErrStaleRow) {
+		t.Fatalf("branch up to a row the parent does not have: %v", err)
+	}
+	if _, err := h.st.GetSession(ctx, "zz-fork"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused branch left a record: %v", err)
+	}
+	b, err := h.eng.Branch(ctx, "s1", engine.BranchOptions{ID: "zz-fork", Title: "T-fork", UptoRowID: rows[0].ID})
+	if err != nil {
+		t.Fatalf("branch under the refused branch's id and title: %v", err)
+	}
+	if rec := b.Record(); rec.Title != "T-fork" || rec.RowCount != 1 {
+		t.Fatalf("branch %+v", rec)
+	}
+	if err := h.eng.Delete(ctx, "zz-fork"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := h.st.GetSession(ctx, "zz-fork"); err != nil || rec.Title != "" || rec.Meta[engine.MetaDeletedTitle] != "T-fork" {
+		t.Fatalf("deleted record %+v, %v", rec, err)
+	}
+	if _, err := h.eng.Create(ctx, engine.CreateOptions{Title: "T-fork"}); err != nil {
+		t.Fatalf("create under a deleted session's title: %v", err)
+	}
+}
+
+// A session deleted while it still held its title in the store (an older store) gives it up
+// when another session asks for it.
+func TestDeletedSessionTitleIsFreed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := ctxT(t)
+	if _, err := h.st.CreateSession(ctx, store.Session{ID: "old", Title: "kept", Meta: map[string]string{engine.MetaDeleted: "2026-01-01T00:00:00Z"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Create(ctx, engine.CreateOptions{Title: "kept"}); err != nil {
+		t.Fatalf("create under a deleted session's title: %v", err)
+	}
+	if rec, err := h.st.GetSession(ctx, "old"); err != nil || rec.Meta[engine.MetaDeleted] != "2026-01-01T00:00:00Z" || rec.Meta[engine.MetaDeletedTitle] != "kept" {
+		t.Fatalf("old record %+v, %v", rec, err)
+	}
+}
