@@ -252,10 +252,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 			at.abandon()
 			return err
 		}
-		c.Set(HeaderSessionID, ct.sess.ID())
-		if ct.key != "" {
-			c.Set(HeaderSessionKey, ct.key)
-		}
+		at.session(c, ct.sess.ID(), ct.key)
 		if run, err = s.startOrCommand(c, ct.sess, ct.prompt); err != nil {
 			at.abandon()
 			return err

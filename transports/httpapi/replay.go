@@ -44,6 +44,9 @@ type answer struct {
 	created int64
 	model   string
 	rb      *respBuilder // responses: the ids of the response
+	// sessionID and sessionKey are the X-Hermes-Session-Id and -Key the reply carried; a
+	// replay carries them again.
+	sessionID, sessionKey string
 }
 
 type replayEntry struct {
@@ -67,6 +70,8 @@ type attempt struct {
 	fp   string
 	key  string       // keyed entry's map key; "" without Idempotency-Key
 	prev *replayEntry // a remembered answer to replay instead of running a turn
+	// sessionID and sessionKey are the session headers of the reply, recorded with its answer.
+	sessionID, sessionKey string
 }
 
 // begin looks the request up. With a remembered answer it returns an attempt whose prev is
@@ -140,6 +145,15 @@ func prune(m map[string]*replayEntry, ttl time.Duration, now time.Time) {
 	}
 }
 
+// session sets the session headers of the reply (c) and records them for a replay.
+func (a *attempt) session(c *fiber.Ctx, id, key string) {
+	a.sessionID, a.sessionKey = id, key
+	c.Set(HeaderSessionID, id)
+	if key != "" {
+		c.Set(HeaderSessionKey, key)
+	}
+}
+
 // abandon is called when no turn started (the request was refused): a retry may run.
 func (a *attempt) abandon() {
 	if a == nil || a.key == "" || a.prev != nil {
@@ -157,6 +171,7 @@ func (a *attempt) finish(ans answer) {
 	if a == nil || a.prev != nil {
 		return
 	}
+	ans.sessionID, ans.sessionKey = a.sessionID, a.sessionKey
 	now := time.Now()
 	a.book.mu.Lock()
 	defer a.book.mu.Unlock()
@@ -173,12 +188,15 @@ func (a *attempt) finish(ans answer) {
 	a.book.failed[a.fp] = &replayEntry{fp: a.fp, at: now, done: true, ans: ans}
 }
 
-// replayed marks a response that repeats a remembered answer and returns a finished turn to
-// render it with.
+// replayed marks a response that repeats a remembered answer, sets the session headers the
+// first reply carried, and returns a finished turn to render it with.
 func (a *attempt) replayed(c *fiber.Ctx) *turnRun {
 	c.Set("X-Hermes-Replayed", "true")
 	if a.key != "" {
 		c.Set("Idempotency-Replayed", "true")
+	}
+	if ans := a.prev.ans; ans.sessionID != "" {
+		a.session(c, ans.sessionID, ans.sessionKey)
 	}
 	return finishedRun(a.prev.ans.out)
 }

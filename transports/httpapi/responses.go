@@ -189,9 +189,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 	}
 	if at.prev != nil {
 		run := at.replayed(c)
-		rb := at.prev.ans.rb
-		c.Set(HeaderSessionID, rb.sessionID)
-		return s.respond(c, run, rb, bool(req.Stream), at)
+		return s.respond(c, run, at.prev.ans.rb, bool(req.Stream), at)
 	}
 	if conv != "" {
 		if b, err := s.eng.Setting(s.ctx, conversationKey(who(c).ID, conv)); err == nil {
@@ -211,10 +209,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		at.abandon()
 		return err
 	}
-	c.Set(HeaderSessionID, sess.ID())
-	if key != "" {
-		c.Set(HeaderSessionKey, key)
-	}
+	at.session(c, sess.ID(), key)
 	run, err := s.startOrCommand(c, sess, prompt)
 	if err != nil {
 		at.abandon()

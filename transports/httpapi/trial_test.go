@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
@@ -29,5 +30,36 @@ func TestDeletedSessionIsNotFound(t *testing.T) {
 	envelope(t, tg.do(t, "POST", "/v1/runs", `{"input":"x","session_id":"gone1"}`, nil), 404, "session_not_found")
 	if n := len(tg.fake.Requests()); n != 1 {
 		t.Fatalf("the model was asked %d times, want 1", n)
+	}
+}
+
+// A replayed chat-completions answer (the 409 turn_failed replay and the Idempotency-Key
+// replay, streamed or not) carries the session headers the first answer carried.
+func TestChatReplayKeepsSessionHeaders(t *testing.T) {
+	tg := newTarget(t, nil)
+	fail := openaitest.HTTPError(400, openaitest.APIError{Message: "bad things", Type: "invalid_request_error"})
+	key := map[string]string{"X-Hermes-Session-Key": "agent:main:webui:dm:user-7"}
+	check := func(what string, first, again resp) {
+		t.Helper()
+		sid := first.header.Get("X-Hermes-Session-Id")
+		if sid == "" || again.header.Get("X-Hermes-Replayed") != "true" || again.header.Get("X-Hermes-Session-Id") != sid ||
+			again.header.Get("X-Hermes-Session-Key") != "agent:main:webui:dm:user-7" {
+			t.Fatalf("%s: first %v\nreplay %v", what, first.header, again.header)
+		}
+	}
+	for _, stream := range []bool{false, true} {
+		body := chatBody(stream, false, "user", fmt.Sprintf("fail %v", stream))
+		tg.fake.Enqueue(fail)
+		first := tg.do(t, "POST", "/v1/chat/completions", body, key)
+		check(fmt.Sprintf("turn_failed stream=%v", stream), first, tg.do(t, "POST", "/v1/chat/completions", body, key))
+
+		tg.fake.Enqueue(openaitest.Text("once"))
+		hdr := map[string]string{"Idempotency-Key": fmt.Sprintf("k-%v", stream), "X-Hermes-Session-Key": key["X-Hermes-Session-Key"]}
+		body = chatBody(stream, false, "user", fmt.Sprintf("keyed %v", stream))
+		first = tg.do(t, "POST", "/v1/chat/completions", body, hdr)
+		check(fmt.Sprintf("idempotency stream=%v", stream), first, tg.do(t, "POST", "/v1/chat/completions", body, hdr))
+	}
+	if n := len(tg.fake.Requests()); n != 4 {
+		t.Fatalf("the model was asked %d times, want 4", n)
 	}
 }
