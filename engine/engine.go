@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"weak"
 
 	"github.com/hermes-go/hermes/engine/ids"
@@ -197,6 +198,9 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	}
 	if name == "" {
 		return "", nil, fmt.Errorf("%w: no model configured (set HERMES_MODEL=provider:model)", ErrInvalidModel)
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return "", nil, fmt.Errorf("%w: %q contains %q (a model name has no spaces or control characters)", ErrInvalidModel, name, []rune(name[i:])[0])
 	}
 	prov, m := model.ParseName(name)
 	if prov == "" {

@@ -246,3 +246,31 @@ func TestModelCatalogueChecks(t *testing.T) {
 		t.Error("no catalogue")
 	}
 }
+
+// A model name with a space or a control character is refused wherever a name is resolved:
+// it would be stored as is and printed as a line of its own.
+func TestModelNameWithSpaceOrControlRefused(t *testing.T) {
+	t.Parallel()
+	h, _ := anthropicHarness(t, -1)
+	ctx := context.Background()
+	s := h.Create()
+	before := s.Record().Model
+	for _, name := range []string{"anthropic:claude sonnet", "anthropic:claude\x00x", "openai:gpt-4.1 extra", "anthropic:claude-sonnet-4\nforged 1", "anthropic:a\tb", "openai:gpt\u00a0x", "anthropic:x\u0085y"} {
+		if _, _, err := h.Engine.ResolveModel(name); !errors.Is(err, engine.ErrInvalidModel) {
+			t.Errorf("ResolveModel(%q): %v", name, err)
+		}
+		if _, err := h.Engine.Create(ctx, engine.CreateOptions{Model: name}); !errors.Is(err, engine.ErrInvalidModel) {
+			t.Errorf("create with %q: %v", name, err)
+		}
+		if _, err := s.SetModel(ctx, name); !errors.Is(err, engine.ErrInvalidModel) {
+			t.Errorf("set model %q: %v", name, err)
+		}
+	}
+	if s.Record().Model != before {
+		t.Errorf("the session's model became %q", s.Record().Model)
+	}
+	// Surrounding spaces are trimmed, as before.
+	if m, _, err := h.Engine.ResolveModel("  openai:gpt-4.1 "); err != nil || m != "openai:gpt-4.1" {
+		t.Errorf("trimmed name: %s, %v", m, err)
+	}
+}
