@@ -25,6 +25,9 @@ type apiError struct {
 	NoRetry bool
 	// RetryAfter (seconds) is sent as Retry-After on a 429.
 	RetryAfter int
+	// ResponseID names the stored response a failed /v1/responses turn left (a GET reads it);
+	// sent as the error object's "response_id", a field OpenAI's clients ignore.
+	ResponseID string
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -53,7 +56,11 @@ func errorBody(e *apiError) fiber.Map {
 	if e.Code != "" {
 		code = e.Code
 	}
-	return fiber.Map{"error": fiber.Map{"message": e.Message, "type": e.Type, "param": param, "code": code}}
+	obj := fiber.Map{"message": e.Message, "type": e.Type, "param": param, "code": code}
+	if e.ResponseID != "" {
+		obj["response_id"] = e.ResponseID
+	}
+	return fiber.Map{"error": obj}
 }
 
 // classify maps an error from the engine (or a handler) to the status and envelope a client

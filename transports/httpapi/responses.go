@@ -253,10 +253,16 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 	return sess, switchModel(ctx, sess, modelName)
 }
 
+// HeaderResponseID carries the id of the response a /v1/responses request made, on every
+// reply: a failed turn answers with an error object, and the id is how a client reads the
+// failed response that was stored.
+const HeaderResponseID = "X-Hermes-Response-Id"
+
 // respond follows the turn and answers: the Response object, or its event stream. A turn that
 // failed is stored as a failed response and, without a stream, answered with the error
 // (turnError), so every client raises it.
 func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream bool, at *attempt) error {
+	c.Set(HeaderResponseID, rb.id)
 	if !stream {
 		s.reqs.Add(1)
 		defer s.reqs.Done()
@@ -271,7 +277,9 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 			s.saveResponse(rb, obj)
 		}
 		if obj["status"] == "failed" {
-			return writeError(c, turnError(run.out))
+			e := turnError(run.out)
+			e.ResponseID = rb.id
+			return writeError(c, e)
 		}
 		return c.JSON(obj)
 	}

@@ -1,8 +1,17 @@
 package httpapi_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 )
@@ -61,5 +70,30 @@ func TestChatReplayKeepsSessionHeaders(t *testing.T) {
 	}
 	if n := len(tg.fake.Requests()); n != 4 {
 		t.Fatalf("the model was asked %d times, want 4", n)
+	}
+}
+
+// A failed /v1/responses turn without a stream answers 409 turn_failed naming the response it
+// stored: X-Hermes-Response-Id and the error object's response_id, which the official client
+// parses as an ordinary error (the extra field kept aside); GET reads the failed response.
+func TestResponsesFailureNamesResponse(t *testing.T) {
+	tg := newTarget(t, nil)
+	tg.fake.Enqueue(openaitest.HTTPError(400, openaitest.APIError{Message: "bad things", Type: "invalid_request_error"}))
+	client := openai.NewClient(option.WithBaseURL(tg.base+"/v1/"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+	var raw *http.Response
+	_, err := client.Responses.New(context.Background(), responses.ResponseNewParams{
+		Model: "hermes-agent", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("fail please")},
+	}, option.WithResponseInto(&raw))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || apiErr.Code != "turn_failed" || !strings.Contains(apiErr.Message, "bad things") {
+		t.Fatalf("want *openai.Error 409 turn_failed, got %T %v", err, err)
+	}
+	id := raw.Header.Get("X-Hermes-Response-Id")
+	if f, ok := apiErr.JSON.ExtraFields["response_id"]; !strings.HasPrefix(id, "resp_") || !ok || f.Raw() != strconv.Quote(id) {
+		t.Fatalf("response id: header %q, error %s", id, apiErr.RawJSON())
+	}
+	got := decode(t, tg.do(t, "GET", "/v1/responses/"+id, "", nil))
+	if got["id"] != id || got["status"] != "failed" {
+		t.Fatalf("stored failed response %v", got)
 	}
 }
