@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -149,6 +150,44 @@ func longSession(t *testing.T, threshold float64) {
 	out, err := s.Wait(enginetest.Context(t), adm.TurnID)
 	if err != nil || !out.Completed {
 		t.Fatalf("turn after rewind: %+v %v", out, err)
+	}
+
+	// A rewind to an early row a compaction archived: the transcript becomes what stood before
+	// that row (turns 0–4, or a summary and the last of them), then the new prompt.
+	var early uint64
+	for _, r := range all {
+		if r.Role == "user" && strings.HasPrefix(r.Content, "prompt 05: ") {
+			early = r.ID
+			break
+		}
+	}
+	adm, err = s.Submit(enginetest.Context(t), engine.Prompt{Text: "from turn five again", Truncate: &engine.Truncate{BeforeRowID: early, Confirm: true}})
+	if err != nil {
+		t.Fatalf("rewind to archived row %d: %v", early, err)
+	}
+	if out, err := s.Wait(enginetest.Context(t), adm.TurnID); err != nil || !out.Completed {
+		t.Fatalf("turn after the rewind to an archived row: %+v %v", out, err)
+	}
+	active, err = s.History(enginetest.Context(t), store.RowQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, r := range active {
+		if r.Role == "user" {
+			users = append(users, clipTo(r.Content, 10))
+		}
+	}
+	if len(users) < 2 || users[len(users)-1] != "from turn " || users[len(users)-2] != "prompt 04:" || adm.UserRowID != active[len(active)-2].ID {
+		t.Fatalf("after the rewind to turn 5 the user rows are %q (new row %d)", users, adm.UserRowID)
+	}
+	for _, r := range active[:len(active)-2] {
+		if r.Role == "user" && r.Content >= "prompt 05" && strings.HasPrefix(r.Content, "prompt ") {
+			t.Fatalf("a later turn survived the rewind: %q", clipTo(r.Content, 20))
+		}
+	}
+	if _, err := s.Submit(enginetest.Context(t), engine.Prompt{Text: "x", Truncate: &engine.Truncate{BeforeRowID: active[0].ID, Confirm: true}}); !errors.Is(err, engine.ErrTruncateStale) && !errors.Is(err, engine.ErrTruncateEmpty) {
+		t.Fatalf("rewind to a non-user row: %v", err)
 	}
 }
 

@@ -37,7 +37,18 @@ func (s *Session) checkRewind(ctx context.Context, tr Truncate) (uint64, error) 
 			}
 		}
 		if ordinal < 0 {
-			return 0, fmt.Errorf("%w (row id %d)", ErrTruncateStale, tr.BeforeRowID)
+			// A user row a compaction archived: rewind along the lineage (lineage.go).
+			seg, ok, err := s.lineageBefore(ctx, tr.BeforeRowID)
+			if err != nil {
+				return 0, err
+			}
+			if !ok || tr.BeforeUserOrdinal != nil { // ordinals count the active transcript only
+				return 0, fmt.Errorf("%w (row id %d)", ErrTruncateStale, tr.BeforeRowID)
+			}
+			if len(seg) == 0 && !tr.ConfirmEmpty {
+				return 0, ErrTruncateEmpty
+			}
+			return tr.BeforeRowID, nil
 		}
 		if tr.BeforeUserOrdinal != nil && *tr.BeforeUserOrdinal != ordinal {
 			return 0, fmt.Errorf("%w: ordinal %d, row id target is turn %d", ErrTruncateMismatch, *tr.BeforeUserOrdinal, ordinal)
@@ -70,6 +81,12 @@ func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (A
 	target, err := s.checkRewind(ctx, tr)
 	if err != nil {
 		return Admission{}, err
+	}
+	s.uncalibrate()
+	if seg, ok, err := s.lineageBefore(ctx, target); err != nil {
+		return Admission{}, err
+	} else if ok {
+		return s.rewindLineage(ctx, seg, userRow)
 	}
 	res, err := s.e.cfg.Store.Rewind(ctx, s.id, store.Fence{}, target, []store.Row{userRow})
 	if errors.Is(err, store.ErrStaleRow) {
