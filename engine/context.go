@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Context accounting and budgets (README "Long sessions"):
@@ -318,4 +319,58 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 		s.noteContext(est, s.e.contextWindow(name), rough)
 	}
 	return msgs, err
+}
+
+// ContextCategory is one share of a session's next request.
+type ContextCategory struct {
+	ID     string `json:"id"`
+	Label  string `json:"label"`
+	Color  string `json:"color"`
+	Tokens int    `json:"tokens"`
+}
+
+// ContextBreakdown splits the estimate of a session's next request by what it is made of.
+type ContextBreakdown struct {
+	ContextInfo
+	Model      string            `json:"model"`
+	Categories []ContextCategory `json:"categories"`
+	// EstimatedTotal is the sum of the categories; Used may differ when it is anchored on a
+	// reported usage.
+	EstimatedTotal int `json:"estimated_total"`
+}
+
+// ContextBreakdown estimates the session's next request by category: system prompt, tool
+// schemas, conversation summaries, messages, tool results (as the model sees them, within
+// their budgets).
+func (s *Session) ContextBreakdown(ctx context.Context) (ContextBreakdown, error) {
+	msgs, err := s.loadMessages(ctx)
+	if err != nil {
+		return ContextBreakdown{}, err
+	}
+	rows, err := s.History(ctx, store.RowQuery{})
+	if err != nil {
+		return ContextBreakdown{}, err
+	}
+	cats := []ContextCategory{
+		{ID: "system", Label: "System prompt", Color: "#8b5cf6", Tokens: estimateTokens(msgs[:1])},
+		{ID: "tools", Label: "Tool schemas", Color: "#f59e0b", Tokens: specTokens(s.toolSpecs())},
+		{ID: "summary", Label: "Summaries", Color: "#10b981"},
+		{ID: "messages", Label: "Messages", Color: "#3b82f6"},
+		{ID: "tool_results", Label: "Tool results", Color: "#ef4444"},
+	}
+	for i, m := range msgs[1:] {
+		k := 3
+		switch {
+		case i < len(rows) && rows[i].DisplayKind == "summary":
+			k = 2
+		case m.Role == "tool":
+			k = 4
+		}
+		cats[k].Tokens += estimateTokens(msgs[1+i : 2+i])
+	}
+	b := ContextBreakdown{ContextInfo: s.Context(), Model: s.Record().Model, Categories: cats}
+	for _, c := range cats {
+		b.EstimatedTotal += c.Tokens
+	}
+	return b, nil
 }

@@ -106,6 +106,18 @@ func longSession(t *testing.T, threshold float64) {
 	if ci.Compressions < 2 || compactingSeen < 2 {
 		t.Fatalf("compactions %d, compacting statuses %d: want at least 2", ci.Compressions, compactingSeen)
 	}
+	bd, err := s.ContextBreakdown(enginetest.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID, sum := map[string]int{}, 0
+	for _, c := range bd.Categories {
+		byID[c.ID] = c.Tokens
+		sum += c.Tokens
+	}
+	if sum != bd.EstimatedTotal || byID["system"] <= 0 || byID["tools"] <= 0 || byID["summary"] <= 0 || byID["messages"] <= 0 || bd.Max != fakeWindow {
+		t.Fatalf("context breakdown %+v", bd)
+	}
 	all, err := h.Store.Rows(enginetest.Context(t), s.ID(), store.RowQuery{IncludeArchived: true})
 	if err != nil {
 		t.Fatal(err)
