@@ -106,6 +106,9 @@ func TestDeleteHidesSession(t *testing.T) {
 	if s.Status() != engine.StatusClosed {
 		t.Fatalf("the deleted session is %s, want closed", s.Status())
 	}
+	if err := s.SetTitle(ctx, "after delete"); !errors.Is(err, engine.ErrSessionClosed) {
+		t.Fatalf("title of a deleted session: %v", err)
+	}
 	if _, err := h.eng.Open(ctx, id); !errors.Is(err, engine.ErrSessionNotFound) {
 		t.Fatalf("open of a deleted session: %v", err)
 	}

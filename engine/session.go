@@ -663,6 +663,13 @@ func (s *Session) SetModel(ctx context.Context, name string) (string, error) {
 // SetTitle renames the session (titles are unique: store.ErrTitleTaken).
 func (s *Session) SetTitle(ctx context.Context, title string) error {
 	title = strings.TrimSpace(title)
+	s.mu.Lock()
+	if s.closed && !s.released { // closed or deleted: a title written now would hold it for nothing
+		err := s.closedErrLocked()
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
 	if err := s.e.checkTitle(ctx, s.id, title); err != nil { // also covers pending titles of lazy sessions
 		return err
 	}

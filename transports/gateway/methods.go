@@ -72,6 +72,15 @@ func (c *client) sess(rid string) (*live, error) {
 		return nil, rpcErr(codeNoSession, "session not found")
 	}
 	l, ok := c.g.lookup(rid)
+	if !ok {
+		if who, was := c.g.wasGone(rid); was && c.who.Sees(who) {
+			return nil, rpcErr(codeStoredNotFound, "session not found")
+		}
+	}
+	if ok && c.sees(l.s) && c.g.gone(l) {
+		// deleted over another surface: gone here too, as for session.resume
+		return nil, rpcErr(codeStoredNotFound, "session not found")
+	}
 	if !ok || !c.sees(l.s) {
 		return nil, rpcErr(codeNoSession, "session not found")
 	}

@@ -905,13 +905,45 @@ func TestGatewayDeletedSession(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, tg *target) {
 		c := open(t, tg, true)
-		var stored []string
+		var stored, rids []string
 		for _, title := range []string{"gone", "kept"} {
 			res := call(t, c, "session.create", map[string]any{"title": title, "messages": []map[string]any{{"role": "user", "content": "hello"}}})
 			stored = append(stored, res["stored_session_id"].(string))
+			rids = append(rids, res["session_id"].(string))
 		}
 		if err := tg.eng.Delete(tctx(t), stored[0]); err != nil {
 			t.Fatal(err)
+		}
+		// Its runtime id is no longer served: not listed, not activated (by a new client either),
+		// no history, no title.
+		other := open(t, tg, true)
+		for _, cl := range []*gwclient.Client{other, c} {
+			active := call(t, cl, "session.active_list", nil)["sessions"].([]any)
+			if len(active) != 1 || active[0].(map[string]any)["session_key"] != stored[1] {
+				t.Fatalf("active list after delete: %v", active)
+			}
+			for _, m := range []struct {
+				method string
+				params map[string]any
+			}{
+				{"session.activate", map[string]any{"session_id": rids[0]}},
+				{"session.history", map[string]any{"session_id": rids[0]}},
+				{"session.title", map[string]any{"session_id": rids[0], "title": "taken?"}},
+			} {
+				if code, err := callErr(t, cl, m.method, m.params); code != 4007 {
+					t.Fatalf("%s of the deleted session's runtime id: %v", m.method, err)
+				}
+			}
+		}
+		if code, err := callErr(t, c, "session.history", map[string]any{"session_id": "nosuch"}); code != 4001 {
+			t.Fatalf("history of an unknown runtime id: %v", err)
+		}
+		// Neither its title nor the one tried on it is held.
+		if res := call(t, other, "session.create", map[string]any{"title": "gone"}); res["session_id"] == "" {
+			t.Fatalf("create under the deleted session's title: %v", res)
+		}
+		if res := call(t, other, "session.create", map[string]any{"title": "taken?"}); res["session_id"] == "" {
+			t.Fatalf("create under the title tried on the deleted session: %v", res)
 		}
 		list := call(t, c, "session.list", nil)["sessions"].([]any)
 		if len(list) != 1 || list[0].(map[string]any)["id"] != stored[1] {

@@ -69,6 +69,9 @@ type Server struct {
 	byStored map[string]*live
 	order    []string                  // runtime ids in creation order
 	locks    map[string]map[string]any // clarify batch answers locked so far, by request id
+	// goneRIDs are runtime ids dropped because their session was deleted or closed elsewhere,
+	// with the session's principal: they answer "stored session not found" from then on.
+	goneRIDs map[string]string
 
 	bg     sync.WaitGroup // background prompts
 	ctx    context.Context
@@ -107,7 +110,7 @@ func New(eng *engine.Engine, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		eng: eng, opts: opts, epoch: opts.Epoch, log: opts.Logger,
-		sessions: map[string]*live{}, byStored: map[string]*live{}, locks: map[string]map[string]any{},
+		sessions: map[string]*live{}, byStored: map[string]*live{}, goneRIDs: map[string]string{}, locks: map[string]map[string]any{},
 		ctx: ctx, cancel: cancel,
 	}
 }
@@ -179,6 +182,15 @@ func (g *Server) register(s *engine.Session) *live {
 	return l
 }
 
+// wasGone reports whether rid named an entry dropped because its session was gone, and whose
+// session it was.
+func (g *Server) wasGone(rid string) (principal string, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	principal, ok = g.goneRIDs[rid]
+	return principal, ok
+}
+
 func (g *Server) lookup(rid string) (*live, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -206,14 +218,42 @@ func (g *Server) unregister(l *live) {
 	g.order = slices.DeleteFunc(g.order, func(r string) bool { return r == l.rid })
 }
 
+// liveList returns the entries in order, dropping those whose session is gone (see gone).
 func (g *Server) liveList() []*live {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]*live, 0, len(g.order))
+	all := make([]*live, 0, len(g.order))
 	for _, rid := range g.order {
-		out = append(out, g.sessions[rid])
+		all = append(all, g.sessions[rid])
 	}
-	return out
+	g.mu.Unlock()
+	return slices.DeleteFunc(all, g.gone)
+}
+
+// gone reports whether l's session was closed behind the gateway's back (deleted over another
+// surface, closed by the engine), and then drops the entry and its attachments: its runtime id
+// is no longer served. A session the engine released while idle is not gone (it comes back).
+func (g *Server) gone(l *live) bool {
+	if l.s.Status() != engine.StatusClosed || l.s.Released() {
+		return false
+	}
+	g.unregister(l)
+	g.mu.Lock()
+	g.goneRIDs[l.rid] = l.s.Record().Principal
+	g.mu.Unlock()
+	l.mu.Lock()
+	if l.reap != nil {
+		l.reap.Stop()
+		l.reap = nil
+	}
+	cs := make([]*client, 0, len(l.clients))
+	for c := range l.clients {
+		cs = append(cs, c)
+	}
+	l.mu.Unlock()
+	for _, c := range cs {
+		c.detach(l)
+	}
+	return true
 }
 
 // closeLive closes a live session for everyone attached.
