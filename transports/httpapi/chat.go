@@ -324,7 +324,7 @@ func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) er
 		"choices": []fiber.Map{{"index": 0, "message": fiber.Map{"role": "assistant", "content": o.Text, "refusal": nil}, "finish_reason": reason, "logprobs": nil}},
 		"usage":   usageJSON(o.Usage),
 	}
-	if reason != "stop" {
+	if reason != "stop" && reason != "content_filter" { // a refusal is a completed turn
 		c.Set("X-Hermes-Completed", "false")
 		c.Set("X-Hermes-Partial", strconv.FormatBool(o.Partial || !ok))
 		if o.Error != "" {

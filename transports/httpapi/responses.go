@@ -421,9 +421,13 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 		e := outcomeError(o)
 		obj := rb.object("failed", output, respUsage(o.Usage), map[string]any{"code": "server_error", "message": e.Message, "type": e.Type, "param": nil})
 		return obj
-	case reason == "length":
+	case reason == "length", reason == "content_filter":
+		why := "max_output_tokens"
+		if reason == "content_filter" { // the model refused: OpenAI's incomplete reason for it
+			why = reason
+		}
 		obj := rb.object("incomplete", output, respUsage(o.Usage), nil)
-		obj["incomplete_details"] = map[string]any{"reason": "max_output_tokens"}
+		obj["incomplete_details"] = map[string]any{"reason": why}
 		obj["output_text"] = o.Text
 		return obj
 	}

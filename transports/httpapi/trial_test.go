@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/hermes-go/hermes/engine/model/anthropic/anthropictest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 )
 
@@ -95,5 +97,43 @@ func TestResponsesFailureNamesResponse(t *testing.T) {
 	got := decode(t, tg.do(t, "GET", "/v1/responses/"+id, "", nil))
 	if got["id"] != id || got["status"] != "failed" {
 		t.Fatalf("stored failed response %v", got)
+	}
+}
+
+// An Anthropic refusal (stop_reason "refusal", which the engine records as content_filter)
+// reaches a chat-completions client as finish_reason content_filter, streamed or not, and a
+// responses client as incomplete with reason content_filter.
+func TestAnthropicRefusalIsContentFilter(t *testing.T) {
+	tg, fake := anthropicTarget(t)
+	refusal := func() {
+		fake.Enqueue(anthropictest.Response{Text: []string{"I can't ", "help with that."}, StopReason: "refusal"})
+	}
+	refusal()
+	b := decode(t, tg.do(t, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"refuse 1"}]}`, nil))
+	choice := b["choices"].([]any)[0].(map[string]any)
+	if choice["finish_reason"] != "content_filter" || choice["message"].(map[string]any)["content"] != "I can't help with that." {
+		t.Fatalf("non-streamed %v", b)
+	}
+	refusal()
+	r := tg.do(t, "POST", "/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"refuse 2"}]}`, nil)
+	var reasons []any
+	for _, ev := range parseSSE(t, r.body) {
+		var ch struct {
+			Choices []struct {
+				FinishReason any `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if ev.data == "[DONE]" || json.Unmarshal([]byte(ev.data), &ch) != nil || len(ch.Choices) == 0 || ch.Choices[0].FinishReason == nil {
+			continue
+		}
+		reasons = append(reasons, ch.Choices[0].FinishReason)
+	}
+	if len(reasons) != 1 || reasons[0] != "content_filter" {
+		t.Fatalf("streamed finish reasons %v: %s", reasons, r.body)
+	}
+	refusal()
+	resp := decode(t, tg.do(t, "POST", "/v1/responses", `{"input":"refuse 3"}`, nil))
+	if d, _ := resp["incomplete_details"].(map[string]any); resp["status"] != "incomplete" || d["reason"] != "content_filter" {
+		t.Fatalf("responses %v", resp)
 	}
 }

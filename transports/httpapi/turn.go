@@ -152,10 +152,15 @@ func (r *turnRun) close(reason string) {
 }
 
 // finish maps an outcome to a chat finish_reason. ok is false when the turn failed or was
-// interrupted: the caller reports an error instead of (or after) the partial text.
+// interrupted: the caller reports an error instead of (or after) the partial text. A turn the
+// model ended by refusing (the engine records finish_reason=content_filter, e.g. Anthropic's
+// "refusal") is content_filter.
 func finish(o engine.Outcome) (reason string, ok bool) {
 	switch {
 	case o.Status == engine.StatusCompleted && o.Completed && !o.Partial:
+		if strings.Contains(o.ExitReason, "finish_reason=content_filter") {
+			return "content_filter", true
+		}
 		return "stop", true
 	case o.Status != engine.StatusCancelled && (strings.Contains(o.ExitReason, "finish_reason=length") || strings.HasPrefix(o.ExitReason, "max_iterations_reached")):
 		return "length", true
