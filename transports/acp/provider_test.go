@@ -63,3 +63,32 @@ func TestAnthropicTurnUsageMeter(t *testing.T) {
 		t.Error("the tool output did not reach the model")
 	}
 }
+
+// A /model prompt naming another provider's model is the client's error (-32602) with the
+// refusal in its data, as session/set_config_option answers it; the session keeps its model.
+func TestPromptModelRefusalIsInvalidParams(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.New(t)
+	prov := anthropic.New(anthropic.Config{BaseURL: srv.URL(), APIKey: "k", MaxRetries: -1, Backoff: func(int) time.Duration { return 0 }})
+	eng, cwd := newEngineWith(t, nil, "queue", func(c *engine.Config) {
+		c.Providers = map[string]model.Provider{"anthropic": prov}
+		c.DefaultModel = "anthropic:claude-haiku-4-5"
+	})
+	c := connect(t, eng, cwd, acp.Options{Logger: quiet})
+	ctx := testCtx(t)
+	id := c.newSession(t, ctx)
+	_, perr := c.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock("/model anthropic:gpt-5.5")}})
+	_, serr := c.SetSessionConfigOption(ctx, sdk.SetSessionConfigOptionRequest{ValueId: &sdk.SetSessionConfigOptionValueId{SessionId: id, ConfigId: "model", Value: "anthropic:gpt-5.5"}})
+	for _, err := range []error{perr, serr} {
+		re, ok := err.(*sdk.RequestError)
+		if !ok || re.Code != -32602 || !strings.Contains(re.Error(), "gpt-5.5") {
+			t.Fatalf("refused model: %v", err)
+		}
+	}
+	if perr.Error() != serr.Error() {
+		t.Errorf("session/prompt said %q, session/set_config_option %q", perr, serr)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Error("the refused /model reached the model")
+	}
+}

@@ -59,7 +59,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		if errors.Is(err, engine.ErrEmptyPrompt) {
 			return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
 		}
-		return sdk.PromptResponse{}, errorf("%v", err)
+		return sdk.PromptResponse{}, settingError(err) // a refused /model as set_config_option's
 	}
 	defer f.Close()
 	id := s.ID()
