@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -29,9 +29,57 @@ func (b *flexBool) UnmarshalJSON(p []byte) error {
 	case "false", `"false"`, `"0"`, "null":
 		*b = false
 	default:
-		return fmt.Errorf("not a boolean: %s", p)
+		// A type error: the decoder names the field, and decodeJSON reports it like any other.
+		return &json.UnmarshalTypeError{Value: jsonKind(p), Type: reflect.TypeFor[bool]()}
 	}
 	return nil
+}
+
+// jsonKind names the JSON type of the value p, as a client knows it.
+func jsonKind(p []byte) string {
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 {
+		return "nothing"
+	}
+	switch p[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// jsonTypeName is the JSON type a Go type decodes from: what a client must send.
+func jsonTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.String:
+		return "string"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "string" // []byte is base64 text
+		}
+		return "array"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return "JSON value"
 }
 
 type chatRequest struct {
@@ -103,7 +151,16 @@ func decodeJSON(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return badRequest(te.Field, "invalid_type", "Invalid type for '"+te.Field+"': expected "+te.Type.String())
+			got := te.Value
+			if kind, _, _ := strings.Cut(got, " "); kind == "bool" { // "number -1" names the number
+				got = "boolean"
+			} else {
+				got = kind
+			}
+			if te.Field == "" {
+				return badRequest("", "invalid_type", "Invalid request body: expected "+jsonTypeName(te.Type)+", got "+got)
+			}
+			return badRequest(te.Field, "invalid_type", "Invalid type for '"+te.Field+"': expected "+jsonTypeName(te.Type)+", got "+got)
 		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {

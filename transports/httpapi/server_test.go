@@ -205,7 +205,7 @@ func TestErrorsAndHeaders(t *testing.T) {
 			{`{"model":`, "invalid_json", ""},
 			{``, "invalid_json", ""},
 			{`{"model":"openai:fake-agent","messages":"hi"}`, "invalid_type", "messages"},
-			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":"hi"}],"stream":"maybe"}`, "invalid_request", ""},
+			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":"hi"}],"stream":"maybe"}`, "invalid_type", "stream"},
 			{`{"model":42,"messages":[{"role":"user","content":"hi"}]}`, "invalid_type", "model"},
 			{`{"model":"openai:fake-agent","messages":[]}`, "missing_messages", "messages"},
 			{`{"model":"openai:fake-agent","messages":[{"role":"user","content":5}]}`, "invalid_type", "messages[0].content"},

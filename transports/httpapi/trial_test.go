@@ -137,3 +137,34 @@ func TestAnthropicRefusalIsContentFilter(t *testing.T) {
 		t.Fatalf("responses %v", resp)
 	}
 }
+
+// Every value of the wrong type is 400 invalid_type naming the field and, in the message, the
+// JSON type it must be (never a Go type), on chat completions and responses alike.
+func TestWrongTypesNameJSONTypes(t *testing.T) {
+	tg := newTarget(t, nil)
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, c := range []struct{ path, body, param, want string }{
+		{"/v1/chat/completions", `{` + msgs + `,"stream":"yes"}`, "stream", "boolean"},
+		{"/v1/chat/completions", `{` + msgs + `,"stream":{}}`, "stream", "boolean"},
+		{"/v1/chat/completions", `{"messages":"hi"}`, "messages", "array"},
+		{"/v1/chat/completions", `{"messages":{"role":"user"}}`, "messages", "array"},
+		{"/v1/chat/completions", `{` + msgs + `,"stream_options":true}`, "stream_options", "object"},
+		{"/v1/chat/completions", `{` + msgs + `,"stream":true,"stream_options":{"include_usage":"always"}}`, "stream_options.include_usage", "boolean"},
+		{"/v1/chat/completions", `{"model":42,` + msgs + `}`, "model", "string"},
+		{"/v1/chat/completions", `{` + msgs + `,"n":"2"}`, "n", "integer"},
+		{"/v1/chat/completions", `{"messages":[{"role":7,"content":"hi"}]}`, "messages.role", "string"},
+		{"/v1/responses", `{"input":"hi","stream":"yes"}`, "stream", "boolean"},
+		{"/v1/responses", `{"input":"hi","store":[]}`, "store", "boolean"},
+		{"/v1/responses", `{"input":"hi","instructions":5}`, "instructions", "string"},
+		{"/v1/responses", `{"input":"hi","model":false}`, "model", "string"},
+	} {
+		e := envelope(t, tg.do(t, "POST", c.path, c.body, nil), 400, "invalid_type")
+		msg, _ := e["message"].(string)
+		if e["param"] != c.param || !strings.Contains(msg, "expected "+c.want+",") || strings.ContainsAny(msg, "[]{}") || strings.Contains(msg, "httpapi") {
+			t.Errorf("%s %s: param %v message %q, want param %s and type %s", c.path, c.body, e["param"], msg, c.param, c.want)
+		}
+	}
+	if n := len(tg.fake.Requests()); n != 0 {
+		t.Fatalf("a refused request reached the model (%d)", n)
+	}
+}
