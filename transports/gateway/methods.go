@@ -63,6 +63,9 @@ func init() {
 		"terminal.resize":      terminalResize,
 		"clipboard.paste":      clipboardPaste,
 		"image.attach":         imageAttach,
+
+		// context accounting (engine/context.go)
+		"session.context_breakdown": sessionContextBreakdown,
 	}
 }
 

@@ -128,6 +128,15 @@ func TestGatewayAnthropicToolTurn(t *testing.T) {
 	if u["context_max"] != 200000.0 || u["context_used"] != 2e6 || u["context_percent"] != 1000.0 || u["context_estimated"] != false {
 		t.Errorf("session.usage context fields: %v", u)
 	}
+	bd := call(t, c, "session.context_breakdown", map[string]any{"session_id": sid})
+	cats, _ := bd["categories"].([]any)
+	sum := 0.0
+	for _, x := range cats {
+		sum += x.(map[string]any)["tokens"].(float64)
+	}
+	if len(cats) != 5 || sum != bd["estimated_total"] || sum <= 0 || bd["context_max"] != 200000.0 || bd["context_source"] != "usage" || bd["model"] != u["model"] {
+		t.Errorf("session.context_breakdown: %v", bd)
+	}
 	if r := call(t, c, "command.dispatch", map[string]any{"session_id": sid, "name": "usage"}); !strings.HasSuffix(r["output"].(string), ", $18.0002 at list prices") {
 		t.Errorf("/usage: %v", r)
 	}
