@@ -48,27 +48,63 @@ func (s *Server) models() []string {
 	return out
 }
 
-// pickModel accepts a listed id, or the bare model part of one ("gpt-4.1" for
-// "openai:gpt-4.1"), and returns the provider:model name the session runs. An empty name and
-// AgentModel return "": keep the session's model (the default for a new session).
+// pickModel accepts what listedModel accepts, and a provider:model name of a configured
+// provider the catalogue does not refuse (catalogueModel); it returns the provider:model
+// name the session runs. An empty name and AgentModel return "": keep the session's model (the
+// default for a new session).
 func (s *Server) pickModel(name string) (string, error) {
 	if name == "" || name == AgentModel {
 		return "", nil
 	}
-	for _, m := range s.models() {
-		if m == name {
-			return m, nil
-		}
-	}
-	for _, m := range s.models() {
-		if _, bare, ok := cutProvider(m); ok && bare == name {
-			return m, nil
-		}
+	if m, ok := s.listedModel(name); ok {
+		return m, nil
 	}
 	if m, ok, err := s.catalogueModel(name); ok {
 		return m, err
 	}
-	return "", &apiError{Status: fiber.StatusNotFound, Message: "The model '" + name + "' does not exist (see GET /v1/models)", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+	return "", modelNotFound(name)
+}
+
+func modelNotFound(name string) *apiError {
+	return &apiError{Status: fiber.StatusNotFound, Message: "The model '" + name + "' does not exist (see GET /v1/models)", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+}
+
+// listedModel returns the listed id name stands for: the id itself, the bare model part of
+// one ("gpt-4.1" for "openai:gpt-4.1"), or a catalogue alias of one, qualified or bare
+// ("claude-sonnet-4" for a listed "anthropic:claude-sonnet-4-0", as /model resolves it).
+// GET /v1/models/{id} and the model field of a request both answer with it, so they agree
+// with the listing.
+func (s *Server) listedModel(name string) (string, bool) {
+	listed := s.models()
+	if slices.Contains(listed, name) {
+		return name, true
+	}
+	var provs []string
+	for _, m := range listed {
+		p, bare, ok := cutProvider(m)
+		if !ok {
+			continue
+		}
+		if bare == name {
+			return m, true
+		}
+		if !slices.Contains(provs, p) {
+			provs = append(provs, p)
+		}
+	}
+	candidates := []string{name}
+	if _, _, qualified := cutProvider(name); !qualified {
+		candidates = candidates[:0]
+		for _, p := range provs {
+			candidates = append(candidates, p+":"+name)
+		}
+	}
+	for _, c := range candidates {
+		if canon, _, err := s.eng.ResolveModel(c); err == nil && slices.Contains(listed, canon) {
+			return canon, true
+		}
+	}
+	return "", false
 }
 
 func cutProvider(m string) (provider, bare string, ok bool) {
@@ -99,10 +135,11 @@ func (s *Server) listModels(c *fiber.Ctx) error {
 
 func (s *Server) getModel(c *fiber.Ctx) error {
 	id := c.Params("+")
-	if !slices.Contains(s.models(), id) {
-		return &apiError{Status: fiber.StatusNotFound, Message: "The model '" + id + "' does not exist", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+	m, ok := s.listedModel(id)
+	if !ok {
+		return modelNotFound(id)
 	}
-	return c.JSON(modelObject(id, s.start.Unix()))
+	return c.JSON(modelObject(m, s.start.Unix()))
 }
 
 // capabilities lists only what this server serves; clients treat absent features as false.

@@ -168,3 +168,31 @@ func TestWrongTypesNameJSONTypes(t *testing.T) {
 		t.Fatalf("a refused request reached the model (%d)", n)
 	}
 }
+
+// GET /v1/models/{id} and a request's model field accept the same names: a listed id, its bare
+// model part, and a catalogue alias of a listed model (bare or qualified, as /model takes it),
+// each standing for the listed id; an unknown bare name is 404 on both.
+func TestModelNamesAgreeWithListing(t *testing.T) {
+	tg, fake := anthropicTarget(t)
+	for name, want := range map[string]string{
+		"hermes-agent":                         "hermes-agent",
+		"anthropic:claude-haiku-4-5":           "anthropic:claude-haiku-4-5",
+		"claude-haiku-4-5":                     "anthropic:claude-haiku-4-5",
+		"claude-sonnet-4-5-20250929":           "anthropic:claude-sonnet-4-5",
+		"claude-sonnet-4.5":                    "anthropic:claude-sonnet-4-5",
+		"anthropic:claude-sonnet-4-5-20250929": "anthropic:claude-sonnet-4-5",
+	} {
+		if m := decode(t, tg.do(t, "GET", "/v1/models/"+name, "", nil)); m["id"] != want || m["object"] != "model" {
+			t.Errorf("GET /v1/models/%s: %v, want id %s", name, m, want)
+		}
+	}
+	for _, name := range []string{"claude-haiku-4-5", "claude-sonnet-4-5-20250929"} {
+		fake.Enqueue(anthropictest.Text("ok"))
+		b := decode(t, tg.do(t, "POST", "/v1/chat/completions", `{"model":"`+name+`","messages":[{"role":"user","content":"which `+name+`"}]}`, nil))
+		if want := map[string]string{"claude-haiku-4-5": "anthropic:claude-haiku-4-5", "claude-sonnet-4-5-20250929": "anthropic:claude-sonnet-4-5"}[name]; b["model"] != want {
+			t.Errorf("chat with model %s ran on %v, want %s", name, b["model"], want)
+		}
+	}
+	envelope(t, tg.do(t, "GET", "/v1/models/no-such-model", "", nil), 404, "model_not_found")
+	envelope(t, tg.do(t, "POST", "/v1/chat/completions", `{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}`, nil), 404, "model_not_found")
+}
