@@ -199,19 +199,21 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	if name == "" {
 		return "", nil, fmt.Errorf("%w: no model configured (set HERMES_MODEL=provider:model)", ErrInvalidModel)
 	}
-	if i := strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
-		return "", nil, fmt.Errorf("%w: %q contains %q (a model name has no spaces or control characters)", ErrInvalidModel, name, []rune(name[i:])[0])
-	}
 	prov, m := model.ParseName(name)
 	if prov == "" {
 		prov, _ = model.ParseName(e.cfg.DefaultModel)
 	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return "", nil, &ModelNameError{Model: name, Provider: prov,
+			Err: fmt.Errorf("%w: %q contains %q (a model name has no spaces or control characters)", ErrInvalidModel, name, []rune(name[i:])[0])}
+	}
 	if m == "" {
-		return "", nil, fmt.Errorf("%w: %q has no model part (want provider:model)", ErrInvalidModel, name)
+		return "", nil, &ModelNameError{Model: name, Provider: prov, Err: fmt.Errorf("%w: %q has no model part (want provider:model)", ErrInvalidModel, name)}
 	}
 	p, ok := e.cfg.Providers[prov]
 	if !ok {
-		return "", nil, fmt.Errorf("%w %q in model %q (configured: %s)", model.ErrUnknownProvider, prov, name, strings.Join(e.Providers(), ", "))
+		return "", nil, &ModelNameError{Model: name, Provider: prov, Suggestions: e.Providers(),
+			Err: fmt.Errorf("%w %q in model %q (configured: %s)", model.ErrUnknownProvider, prov, name, strings.Join(e.Providers(), ", "))}
 	}
 	m, err := e.checkModel(prov, m)
 	if err != nil {

@@ -22,6 +22,22 @@ func (e *ModelMismatchError) Error() string {
 
 func (e *ModelMismatchError) Is(target error) bool { return target == ErrInvalidModel }
 
+// ModelNameError refuses a model name ResolveModel cannot use for a reason other than the
+// catalogue's (ModelMismatchError): an unknown provider, a name without a model part or with a
+// space or control character. It carries the name and the provider it resolved to, and, for an
+// unknown provider, the configured providers as suggestions; errors.Is matches Err's sentinel
+// (ErrInvalidModel or model.ErrUnknownProvider).
+type ModelNameError struct {
+	Model       string
+	Provider    string
+	Suggestions []string
+	Err         error
+}
+
+func (e *ModelNameError) Error() string { return e.Err.Error() }
+
+func (e *ModelNameError) Unwrap() error { return e.Err }
+
 // Catalog returns the model catalogue the engine checks names against and prices calls with.
 func (e *Engine) Catalog() *catalog.Catalog { return e.catalog() }
 

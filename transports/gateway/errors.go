@@ -48,7 +48,13 @@ func toWire(method string, err error) error {
 		return we
 	}
 	msg := err.Error()
+	var mm *engine.ModelMismatchError
+	var mn *engine.ModelNameError
 	switch {
+	case errors.As(err, &mm): // a refused model name carries {model, provider, suggestions}
+		return modelErr(mm.Model, mm.Provider, mm.Mismatch.Error(), mm.Suggestions)
+	case errors.As(err, &mn):
+		return modelErr(mn.Model, mn.Provider, mn.Error(), mn.Suggestions)
 	case errors.Is(err, engine.ErrSessionNotFound):
 		if method == "session.resume" {
 			return rpcErr(codeStoredNotFound, "session not found")
