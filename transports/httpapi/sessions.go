@@ -125,15 +125,19 @@ func (s *Server) sessionJSON(rec engine.Record) fiber.Map {
 	if rec.ParentID != "" {
 		parent = rec.ParentID
 	}
+	usage := fiber.Map{
+		"input_tokens": rec.Usage.InputTokens, "output_tokens": rec.Usage.OutputTokens,
+		"total_tokens": rec.Usage.InputTokens + rec.Usage.OutputTokens, "api_calls": rec.Usage.APICalls, "tool_calls": rec.Usage.ToolCalls,
+	}
+	if rec.Usage.CostUSD != 0 { // priced models only (the model catalogue), as the CLI and gateway show it
+		usage["cost_usd"] = rec.Usage.CostUSD
+	}
 	return fiber.Map{
 		"id": rec.ID, "object": "hermes.session.record", "title": rec.Title, "source": rec.Source, "model": rec.Model,
 		"cwd": rec.Cwd, "parent_id": parent, "parent_kind": rec.ParentKind, "status": status,
 		"created_at": rec.CreatedAt.Unix(), "updated_at": rec.UpdatedAt.Unix(), "ended_at": unixOrNil(rec.EndedAt),
 		"end_reason": rec.EndReason, "message_count": rec.RowCount, "context": ctxInfo,
-		"usage": fiber.Map{
-			"input_tokens": rec.Usage.InputTokens, "output_tokens": rec.Usage.OutputTokens,
-			"total_tokens": rec.Usage.InputTokens + rec.Usage.OutputTokens, "api_calls": rec.Usage.APICalls, "tool_calls": rec.Usage.ToolCalls,
-		},
+		"usage": usage,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -195,4 +196,26 @@ func TestModelNamesAgreeWithListing(t *testing.T) {
 	}
 	envelope(t, tg.do(t, "GET", "/v1/models/no-such-model", "", nil), 404, "model_not_found")
 	envelope(t, tg.do(t, "POST", "/v1/chat/completions", `{"model":"no-such-model","messages":[{"role":"user","content":"x"}]}`, nil), 404, "model_not_found")
+}
+
+// A session's usage carries cost_usd at the catalogue's prices once a priced model served it
+// (claude-sonnet-4-5: $3 in, $15 out per million tokens), and none for an unpriced model.
+func TestSessionUsageCost(t *testing.T) {
+	tg, fake := anthropicTarget(t)
+	fake.Enqueue(anthropictest.Response{Text: []string{"priced"}, Usage: &anthropictest.Usage{Input: 1000, Output: 200}})
+	decode(t, tg.do(t, "POST", "/api/sessions", `{"id":"priced1"}`, nil))
+	decode(t, tg.do(t, "POST", "/api/sessions/priced1/chat", `{"input":"hi"}`, nil))
+	u := decode(t, tg.do(t, "GET", "/api/sessions/priced1", "", nil))["session"].(map[string]any)["usage"].(map[string]any)
+	if cost, _ := u["cost_usd"].(float64); u["input_tokens"] != float64(1000) || math.Abs(cost-(1000*3+200*15)/1e6) > 1e-12 {
+		t.Fatalf("usage %v", u)
+	}
+
+	plain := newTarget(t, nil)
+	plain.fake.Enqueue(openaitest.Text("unpriced"))
+	decode(t, plain.do(t, "POST", "/api/sessions", `{"id":"plain1"}`, nil))
+	decode(t, plain.do(t, "POST", "/api/sessions/plain1/chat", `{"input":"hi"}`, nil))
+	u = decode(t, plain.do(t, "GET", "/api/sessions/plain1", "", nil))["session"].(map[string]any)["usage"].(map[string]any)
+	if _, ok := u["cost_usd"]; ok || u["api_calls"] != float64(1) {
+		t.Fatalf("unpriced usage %v", u)
+	}
 }
