@@ -175,3 +175,34 @@ func TestGateHoldsUntilReleased(t *testing.T) {
 		t.Fatalf("events after release = %q", evs)
 	}
 }
+
+// A server with a context window refuses a longer request with OpenAI's 400 body and reports
+// a shorter one's size as its prompt tokens; the responder answers once the queue is empty.
+func TestContextWindowAndResponder(t *testing.T) {
+	small := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	window := openaitest.RequestTokens([]byte(small)) + 10
+	s := openaitest.New(t, openaitest.WithContextWindow(window), openaitest.WithResponder(func(r openaitest.Request) openaitest.Response {
+		return openaitest.Text("answered")
+	}))
+	big := strings.Replace(small, `"hi"`, `"`+strings.Repeat("x", 200)+`"`, 1)
+	resp, body := post(t, s.URL()+"/chat/completions", "", big)
+	want := `{"error":{"message":"This model's maximum context length is ` + itoa(window) + ` tokens. However, your messages resulted in ` + itoa(openaitest.RequestTokens([]byte(big))) + ` tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	var got, exp any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(want), &exp)
+	if resp.StatusCode != http.StatusBadRequest || !reflect.DeepEqual(got, exp) {
+		t.Fatalf("%d %s, want 400 %s", resp.StatusCode, body, want)
+	}
+	resp, body = post(t, s.URL()+"/chat/completions", "", small)
+	evs := events(t, body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(joined(evs), `"content":"answered"`) ||
+		!strings.Contains(evs[len(evs)-2], `"prompt_tokens":`+itoa(openaitest.RequestTokens([]byte(small)))) {
+		t.Fatalf("%d %q", resp.StatusCode, evs)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func joined(evs []string) string { return strings.Join(evs, "\n") }
