@@ -351,6 +351,14 @@ func rewriteNode(v reflect.Value, seen map[uintptr]bool) {
 			return
 		}
 		seen[v.Pointer()] = true
+		switch x := v.Interface().(type) {
+		case *ast.GenericForStmt:
+			x.Stmts = padLoopBody(x.Stmts)
+		case *ast.WhileStmt:
+			x.Stmts = padLoopBody(x.Stmts)
+		case *ast.RepeatStmt:
+			x.Stmts = padLoopBody(x.Stmts)
+		}
 		rewriteNode(v.Elem(), seen)
 	case reflect.Interface:
 		if !v.IsNil() {
@@ -388,6 +396,27 @@ func rewriteSlot(f reflect.Value, seen map[uintptr]bool) {
 		}
 	}
 	rewriteNode(f, seen)
+}
+
+// padLoopBody works around a gopher-lua miscompilation: its jump-to-jump optimisation
+// resolves the instructions in order, so a loop's backward jump to a body that begins with a
+// jump (break, goto, an if or loop whose first instruction is a jump) reads that jump's
+// already-resolved offset as a label id and lands elsewhere, often inside an earlier loop's
+// body: `for x in it() do break end` after another loop ran that loop again. A body that may
+// begin with a jump gets a first statement that compiles to one LOADNIL of a hidden local.
+func padLoopBody(body []ast.Stmt) []ast.Stmt {
+	if len(body) == 0 {
+		return body
+	}
+	switch body[0].(type) {
+	case *ast.BreakStmt, *ast.GotoStmt, *ast.IfStmt, *ast.DoBlockStmt, *ast.WhileStmt, *ast.RepeatStmt:
+	default:
+		return body
+	}
+	pad := &ast.LocalAssignStmt{Names: []string{"(loop)"}}
+	pad.SetLine(body[0].Line())
+	pad.SetLastLine(body[0].Line())
+	return append([]ast.Stmt{pad}, body...)
 }
 
 func flattenConcat(e ast.Expr, out *[]ast.Expr) {
