@@ -46,7 +46,8 @@ func TestDeletedSessionIsNotFound(t *testing.T) {
 }
 
 // A replayed chat-completions answer (the 409 turn_failed replay and the Idempotency-Key
-// replay, streamed or not) carries the session headers the first answer carried.
+// replay, streamed or not) carries the session headers the first answer carried; so does a
+// replayed failed /v1/responses answer, with its response id.
 func TestChatReplayKeepsSessionHeaders(t *testing.T) {
 	tg := newTarget(t, nil)
 	fail := openaitest.HTTPError(400, openaitest.APIError{Message: "bad things", Type: "invalid_request_error"})
@@ -71,8 +72,17 @@ func TestChatReplayKeepsSessionHeaders(t *testing.T) {
 		first = tg.do(t, "POST", "/v1/chat/completions", body, hdr)
 		check(fmt.Sprintf("idempotency stream=%v", stream), first, tg.do(t, "POST", "/v1/chat/completions", body, hdr))
 	}
-	if n := len(tg.fake.Requests()); n != 4 {
-		t.Fatalf("the model was asked %d times, want 4", n)
+	// The 409 replay of a failed /v1/responses turn: the same session headers and response id.
+	tg.fake.Enqueue(fail)
+	body := `{"input":"fail the response"}`
+	first := tg.do(t, "POST", "/v1/responses", body, key)
+	again := tg.do(t, "POST", "/v1/responses", body, key)
+	check("responses turn_failed", first, again)
+	if id := first.header.Get("X-Hermes-Response-Id"); id == "" || again.header.Get("X-Hermes-Response-Id") != id {
+		t.Fatalf("response id: first %q replay %q", id, again.header.Get("X-Hermes-Response-Id"))
+	}
+	if n := len(tg.fake.Requests()); n != 5 {
+		t.Fatalf("the model was asked %d times, want 5", n)
 	}
 }
 
