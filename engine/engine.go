@@ -381,9 +381,13 @@ func (e *Engine) LiveSessions() []*Session {
 	return out
 }
 
-// createRecord stores a new record; a title held only by a deleted session is freed for it.
+// createRecord stores a new record; a title held only by a deleted session is freed for it,
+// and a record discarded unfinished under its id is taken over.
 func (e *Engine) createRecord(ctx context.Context, rec store.Session) (store.Session, error) {
 	stored, err := e.cfg.Store.CreateSession(ctx, rec)
+	if errors.Is(err, store.ErrExists) {
+		return e.takeOver(ctx, rec, err)
+	}
 	if !errors.Is(err, store.ErrTitleTaken) {
 		return stored, err
 	}
@@ -393,10 +397,28 @@ func (e *Engine) createRecord(ctx context.Context, rec store.Session) (store.Ses
 	return e.cfg.Store.CreateSession(ctx, rec)
 }
 
+// takeOver rewrites a discarded record (MetaDiscarded, no rows) as rec; any other existing
+// record is refused with exists.
+func (e *Engine) takeOver(ctx context.Context, rec store.Session, exists error) (store.Session, error) {
+	old, err := e.cfg.Store.GetSession(ctx, rec.ID)
+	if err != nil || old.Meta[MetaDiscarded] == "" || old.RowCount != 0 {
+		return store.Session{}, exists
+	}
+	if err := e.checkTitle(ctx, rec.ID, rec.Title); err != nil {
+		return store.Session{}, err
+	}
+	return e.cfg.Store.UpdateSession(ctx, rec.ID, old.Version, func(r *store.Session) error {
+		*r = rec
+		return nil
+	})
+}
+
 // checkNewID reports ErrExists when id is taken and ErrTitleTaken when title is.
 func (e *Engine) checkNewID(ctx context.Context, id, title string) error {
-	if _, err := e.cfg.Store.GetSession(ctx, id); err == nil {
-		return fmt.Errorf("%w: session %q", store.ErrExists, id)
+	if old, err := e.cfg.Store.GetSession(ctx, id); err == nil {
+		if old.Meta[MetaDiscarded] == "" || old.RowCount != 0 {
+			return fmt.Errorf("%w: session %q", store.ErrExists, id)
+		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}

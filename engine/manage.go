@@ -20,6 +20,11 @@ import (
 // treats it as gone: Open and Record refuse it, List leaves it out.
 const MetaDeleted = "deleted_at"
 
+// MetaDiscarded marks a deleted record that never became a usable session (a branch whose
+// rows could not be copied, a session whose seeded history could not be written): its id is
+// free for a new session, which takes the record over.
+const MetaDiscarded = "discarded_at"
+
 // MetaDeletedTitle keeps the title a session had when it was deleted; the title itself is
 // cleared so that it is free for another session.
 const MetaDeletedTitle = "deleted_title"
@@ -118,11 +123,20 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 
 // markDeleted writes the deleted mark (and an end, if the session has none).
 func (e *Engine) markDeleted(ctx context.Context, id string) error {
+	return e.mark(ctx, id, false)
+}
+
+// mark writes the deleted mark; discarded marks too a record that never became a usable
+// session, whose id a new session may take over (see createRecord).
+func (e *Engine) mark(ctx context.Context, id string, discarded bool) error {
 	now := time.Now().UTC()
 	_, err := e.cfg.Store.UpdateSession(ctx, id, 0, func(r *store.Session) error {
 		r.Meta = maps.Clone(r.Meta)
 		if r.Meta == nil {
 			r.Meta = map[string]string{}
+		}
+		if discarded {
+			r.Meta[MetaDiscarded] = now.Format(time.RFC3339)
 		}
 		if r.Meta[MetaDeleted] == "" {
 			r.Meta[MetaDeleted] = now.Format(time.RFC3339)
@@ -144,7 +158,7 @@ func (e *Engine) markDeleted(ctx context.Context, id string) error {
 func (e *Engine) discard(ctx context.Context, s *Session, cause error) error {
 	ctx = context.WithoutCancel(ctx) // the cleanup runs even when the caller gave up
 	s.shutdown("discarded")
-	if err := e.markDeleted(ctx, s.id); err != nil {
+	if err := e.mark(ctx, s.id, true); err != nil {
 		return errors.Join(cause, fmt.Errorf("mark the incomplete session %s deleted: %w", s.id, err))
 	}
 	return cause

@@ -530,3 +530,60 @@ func TestDeletedSessionTitleIsFreed(t *testing.T) {
 		t.Fatalf("old record %+v, %v", rec, err)
 	}
 }
+
+// copyFailsOnce fails the first CopyRows.
+type copyFailsOnce struct {
+	store.Store
+	failed bool
+}
+
+func (c *copyFailsOnce) CopyRows(ctx context.Context, src, dst string, upto uint64) (int, error) {
+	if !c.failed {
+		c.failed = true
+		return 0, errCopy
+	}
+	return c.Store.CopyRows(ctx, src, dst, upto)
+}
+
+// A branch whose rows could not be copied is discarded: its id and title are free again, for
+// a branch, a new session or a lazy one; the id of a session that was really used is not.
+func TestDiscardedBranchFreesItsID(t *testing.T) {
+	t.Parallel()
+	cs := &copyFailsOnce{}
+	h := newHarness(t, func(c *engine.Config) { cs.Store = c.Store; c.Store = cs })
+	ctx := ctxT(t)
+	parent := h.create()
+	h.srv.Enqueue(openaitest.Text("one"))
+	h.run(parent, "first")
+	if _, err := h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "child", Title: "kid"}); !errors.Is(err, errCopy) {
+		t.Fatalf("branch: %v", err)
+	}
+	if rec, err := h.st.GetSession(ctx, "child"); err != nil || rec.Meta[engine.MetaDiscarded] == "" || rec.Title != "" {
+		t.Fatalf("discarded record %+v, %v", rec, err)
+	}
+	lazy, err := h.eng.Create(ctx, engine.CreateOptions{ID: "child", Lazy: true})
+	if err != nil {
+		t.Fatalf("lazy session under a discarded id: %v", err)
+	}
+	if err := lazy.Close(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.eng.Branch(ctx, parent.ID(), engine.BranchOptions{ID: "child", Title: "kid"})
+	if err != nil {
+		t.Fatalf("branch under the discarded id: %v", err)
+	}
+	rec := b.Record()
+	if rec.Title != "kid" || rec.ParentID != parent.ID() || rec.RowCount != 2 || rec.Meta[engine.MetaDiscarded] != "" || rec.Meta[engine.MetaDeleted] != "" {
+		t.Fatalf("branch %+v", rec)
+	}
+	if r, err := h.eng.Record(ctx, "child"); err != nil || r.RowCount != 2 {
+		t.Fatalf("record of the branch: %+v, %v", r, err)
+	}
+	// A session that was used and then deleted keeps its id.
+	if err := h.eng.Delete(ctx, "child"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Create(ctx, engine.CreateOptions{ID: "child"}); !errors.Is(err, engine.ErrSessionExists) {
+		t.Fatalf("create under a deleted session's id: %v", err)
+	}
+}

@@ -132,7 +132,7 @@ func (s *Session) ensureStored(ctx context.Context) error {
 	}
 	rec := s.rec
 	s.mu.Unlock()
-	stored, err := s.e.cfg.Store.CreateSession(ctx, rec)
+	stored, err := s.e.createRecord(ctx, rec)
 	if errors.Is(err, store.ErrTitleTaken) {
 		s.j.append(Event{Type: EvError, Data: ErrorInfo{Message: "title " + strconv.Quote(rec.Title) + " was taken meanwhile; session saved untitled", Code: "title"}})
 		rec.Title = ""
