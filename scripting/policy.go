@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/internal/textdist"
 	"github.com/hermes-go/hermes/scripting/internal/guard"
 	"github.com/hermes-go/hermes/scripting/js"
 	"github.com/hermes-go/hermes/scripting/lua"
@@ -239,7 +240,7 @@ func unknownHooks(file string, fns []string) error {
 		}
 		norm := func(s string) string { return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s)) }
 		for _, h := range Hooks {
-			d := editDistance(norm(f), norm(h))
+			d := textdist.Levenshtein(norm(f), norm(h))
 			if d <= 1 || (d == 2 && len(h) > 5) {
 				return fmt.Errorf("%s: %w %q: did you mean %q? (hooks: %s; a helper must not be exported under a name this close to a hook's)",
 					file, ErrUnknownHook, f, h, strings.Join(Hooks, ", "))
@@ -247,27 +248,6 @@ func unknownHooks(file string, fns []string) error {
 		}
 	}
 	return nil
-}
-
-// editDistance is the Levenshtein distance of two short names.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // policyModules are the modules a policy may require.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/internal/textdist"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -296,7 +297,7 @@ func suggest(s string, candidates []string) []string {
 	}
 	var list []scored
 	for _, c := range candidates {
-		list = append(list, scored{c, distance(strings.ToLower(s), strings.ToLower(c))})
+		list = append(list, scored{c, textdist.Levenshtein(strings.ToLower(s), strings.ToLower(c))})
 	}
 	slices.SortFunc(list, func(a, b scored) int {
 		if a.d != b.d {
@@ -309,26 +310,6 @@ func suggest(s string, candidates []string) []string {
 		out = append(out, list[i].name)
 	}
 	return out
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func sessionResume(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {

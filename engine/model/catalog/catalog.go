@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/internal/textdist"
 )
 
 //go:embed catalog.yaml
@@ -347,25 +348,9 @@ func (c *Catalog) Models(provider string) []Model {
 // so that models of the same family come first.
 func distance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
 	common := 0
 	for common < len(ra) && common < len(rb) && ra[common] == rb[common] {
 		common++
 	}
-	return prev[len(rb)] - common
+	return textdist.Levenshtein(a, b) - common
 }
