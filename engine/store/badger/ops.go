@@ -11,10 +11,6 @@ import (
 	"github.com/hermes-go/hermes/engine/store"
 )
 
-// maxUpdateRounds bounds UpdateSession's internal retries when other writes keep moving the
-// version underneath it.
-const maxUpdateRounds = 64
-
 // errVersionMoved tells UpdateSession that the record changed after fn saw it.
 var errVersionMoved = errors.New("session version moved")
 
@@ -102,29 +98,11 @@ func cloneMeta(m map[string]string) map[string]string {
 // or failing fn cannot hold up other writers. The store owns ID, CreatedAt, UpdatedAt, RowCount,
 // Rewinds and Version: changes fn makes to them are ignored, except that changing ID is an error.
 func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*store.Session) error) (store.Session, error) {
-	for round := 0; ; round++ {
-		cur, err := s.GetSession(ctx, id)
-		if err != nil {
-			return store.Session{}, err
-		}
-		if expectVersion != 0 && cur.Version != expectVersion {
-			return store.Session{}, fmt.Errorf("session %q at version %d, caller expected %d: %w",
-				id, cur.Version, expectVersion, store.ErrConflict)
-		}
-		next := cur
-		next.Meta = cloneMeta(cur.Meta)
-		if err := fn(&next); err != nil {
-			return store.Session{}, err
-		}
-		if next.ID != cur.ID {
-			return store.Session{}, fmt.Errorf("%w: update may not change the session id", store.ErrInvalidRecord)
-		}
-		if err := validateTitle(next.Title); err != nil {
-			return store.Session{}, err
-		}
+	check := func(next *store.Session) error { return validateTitle(next.Title) }
+	return store.Update(ctx, id, expectVersion, s.GetSession, fn, check, func(cur, next store.Session) (store.Session, bool, error) {
 		next.Meta = cloneMeta(next.Meta)
 		var out store.Session
-		err = s.do(ctx, func(b *batchTxn, w *writes) error {
+		err := s.do(ctx, func(b *batchTxn, w *writes) error {
 			stored, err := b.session(id)
 			if err != nil {
 				return err
@@ -150,15 +128,11 @@ func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint
 			out = rec
 			return putSession(w, rec)
 		})
-		switch {
-		case err == nil:
-			return out, nil
-		case !errors.Is(err, errVersionMoved):
-			return store.Session{}, err
-		case expectVersion != 0 || round+1 >= maxUpdateRounds:
-			return store.Session{}, fmt.Errorf("session %q changed concurrently: %w", id, store.ErrConflict)
+		if errors.Is(err, errVersionMoved) {
+			return store.Session{}, true, nil
 		}
-	}
+		return out, false, err
+	})
 }
 
 // fencedSession loads a session for an owner write and checks the write's fence.

@@ -497,45 +497,16 @@ func (c *Client) GetSession(ctx context.Context, id string) (store.Session, erro
 // only if the record is still at the version fn saw (retrying like the local stores when
 // expectVersion is 0).
 func (c *Client) UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*store.Session) error) (store.Session, error) {
-	const maxRounds = 64
-	for round := 0; ; round++ {
-		cur, err := c.GetSession(ctx, id)
-		if err != nil {
-			return store.Session{}, err
-		}
-		if expectVersion != 0 && cur.Version != expectVersion {
-			return store.Session{}, fmt.Errorf("session %q at version %d, caller expected %d: %w",
-				id, cur.Version, expectVersion, store.ErrConflict)
-		}
-		next := cur
-		next.Meta = cloneMeta(cur.Meta)
-		if err := fn(&next); err != nil {
-			return store.Session{}, err
-		}
-		if next.ID != cur.ID {
-			return store.Session{}, fmt.Errorf("%w: update may not change the session id", store.ErrInvalidRecord)
-		}
+	return store.Update(ctx, id, expectVersion, c.GetSession, fn, nil, func(cur, next store.Session) (store.Session, bool, error) {
 		resp, err := c.do(ctx, &request{Op: opUpdateCAS, Session: id, Version: cur.Version, Rec: &next}, false)
 		switch {
 		case err == nil:
-			return *resp.Session, nil
-		case !errors.Is(err, store.ErrConflict):
-			return store.Session{}, err
-		case expectVersion != 0 || round+1 >= maxRounds:
-			return store.Session{}, fmt.Errorf("session %q changed concurrently: %w", id, store.ErrConflict)
+			return *resp.Session, false, nil
+		case errors.Is(err, store.ErrConflict):
+			return store.Session{}, true, nil
 		}
-	}
-}
-
-func cloneMeta(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+		return store.Session{}, false, err
+	})
 }
 
 func (c *Client) ListSessions(ctx context.Context, o store.ListOptions) ([]store.Session, error) {

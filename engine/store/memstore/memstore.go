@@ -285,36 +285,10 @@ func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error
 // UpdateSession applies fn under compare-and-set. fn runs without the store's lock held, as in
 // the badger store, so that both behave the same when fn is slow or re-enters the store.
 func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*store.Session) error) (store.Session, error) {
-	const maxRounds = 64
-	for round := 0; ; round++ {
-		cur, err := s.GetSession(ctx, id)
-		if err != nil {
-			return store.Session{}, err
-		}
-		if expectVersion != 0 && cur.Version != expectVersion {
-			return store.Session{}, fmt.Errorf("session %q at version %d, caller expected %d: %w",
-				id, cur.Version, expectVersion, store.ErrConflict)
-		}
-		next := cloneSession(cur)
-		if err := fn(&next); err != nil {
-			return store.Session{}, err
-		}
-		if next.ID != cur.ID {
-			return store.Session{}, fmt.Errorf("%w: update may not change the session id", store.ErrInvalidRecord)
-		}
-		if err := validateTitle(next.Title); err != nil {
-			return store.Session{}, err
-		}
-		out, moved, err := s.casSession(ctx, cur.Version, cloneSession(next))
-		switch {
-		case err != nil:
-			return store.Session{}, err
-		case !moved:
-			return out, nil
-		case expectVersion != 0 || round+1 >= maxRounds:
-			return store.Session{}, fmt.Errorf("session %q changed concurrently: %w", id, store.ErrConflict)
-		}
-	}
+	check := func(next *store.Session) error { return validateTitle(next.Title) }
+	return store.Update(ctx, id, expectVersion, s.GetSession, fn, check, func(cur, next store.Session) (store.Session, bool, error) {
+		return s.casSession(ctx, cur.Version, cloneSession(next))
+	})
 }
 
 func (s *Store) casSession(ctx context.Context, seen uint64, next store.Session) (out store.Session, moved bool, err error) {

@@ -238,37 +238,9 @@ func (s *Store) getSession(ctx context.Context, id string) (store.Session, error
 func (s *Store) UpdateSession(ctx context.Context, id string, expectVersion uint64, fn func(*store.Session) error) (store.Session, error) {
 	// Each step enters the store on its own: fn may call the store, and must not do so while
 	// this call holds it (Close waiting in between would deadlock them).
-	const maxRounds = 64
-	for round := 0; ; round++ {
-		cur, err := s.GetSession(ctx, id)
-		if err != nil {
-			return store.Session{}, err
-		}
-		if expectVersion != 0 && cur.Version != expectVersion {
-			return store.Session{}, fmt.Errorf("session %q at version %d, caller expected %d: %w",
-				id, cur.Version, expectVersion, store.ErrConflict)
-		}
-		next := cur
-		next.Meta = maps.Clone(cur.Meta)
-		if err := fn(&next); err != nil {
-			return store.Session{}, err
-		}
-		if next.ID != cur.ID {
-			return store.Session{}, fmt.Errorf("%w: update may not change the session id", store.ErrInvalidRecord)
-		}
-		if err := validateSession(&next); err != nil {
-			return store.Session{}, err
-		}
-		out, moved, err := s.casSession(ctx, cur, next)
-		switch {
-		case err != nil:
-			return store.Session{}, err
-		case !moved:
-			return out, nil
-		case expectVersion != 0 || round+1 >= maxRounds:
-			return store.Session{}, fmt.Errorf("session %q changed concurrently: %w", id, store.ErrConflict)
-		}
-	}
+	return store.Update(ctx, id, expectVersion, s.GetSession, fn, validateSession, func(cur, next store.Session) (store.Session, bool, error) {
+		return s.casSession(ctx, cur, next)
+	})
 }
 
 func (s *Store) casSession(ctx context.Context, cur, next store.Session) (store.Session, bool, error) {
