@@ -144,6 +144,9 @@ func (f *Follow) NextBatch(ctx context.Context, buf []Event) ([]Event, error) {
 		}
 		clear(raw[w:])
 		buf = raw[:w]
+		if len(buf) > n { // what is kept for the next batch must not follow this batch's outcome
+			return buf, nil
+		}
 	}
 }
 
