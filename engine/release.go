@@ -34,8 +34,10 @@ import (
 // ending it: nothing is written to the store and nothing is emitted (there is no subscriber
 // to tell). Engine.Open loads it again with its transcript, title, model and usage. What is
 // lost is what only the live object held and nobody can still need: its journal (a new one
-// starts, with a new Generation), the outcomes Wait remembers for finished turns, and the
-// records of background processes that exited.
+// starts, with a new Generation) and the records of background processes that exited. The
+// outcomes Wait remembers for its last finished turns stay with the object (a few small
+// records, kept only while something holds the handle), so a Wait that follows its Submit
+// finds the outcome even when a release slipped in between.
 //
 // The checks and the removal happen under the engine lock and the session lock together, so
 // a Submit, Subscribe, Open or Live either lands before the release (and prevents it) or finds
@@ -93,10 +95,9 @@ func (e *Engine) release(s *Session, cutoff int64) bool {
 		return false
 	}
 	s.closed, s.released, s.status = true, true, StatusClosed
-	// What the transcript gives back is dropped with the journal: a held handle keeps only
-	// its record until it is used again.
+	// What the transcript gives back is dropped with the journal: a held handle keeps its
+	// record and its finished turns' outcomes until it is used again.
 	s.toolState, s.restored = tool.State{}, nil
-	s.turns, s.order = map[string]*turnState{}, nil
 	delete(e.live, s.id)
 	e.dormant[s.id] = weak.Make(s)
 	return true

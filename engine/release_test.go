@@ -412,3 +412,27 @@ func TestReleaseRestoresTodoList(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitAfterRelease: a turn that ended and whose session was released before its Wait
+// still reports its outcome through the held handle (the outcome is not lost with the
+// journal).
+func TestWaitAfterRelease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.srv.Enqueue(openaitest.Text("done"))
+	s := h.stored()
+	adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "go"})
+	if err != nil || adm.Status != engine.AdmitStarted {
+		t.Fatalf("submit: %+v %v", adm, err)
+	}
+	if err := s.WaitIdle(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := releaseAll(h.eng); n != 1 {
+		t.Fatalf("released %d, want 1", n)
+	}
+	out, err := s.Wait(ctxT(t), adm.TurnID)
+	if err != nil || out.Status != engine.StatusCompleted || out.Text != "done" {
+		t.Fatalf("wait after release: %+v %v", out, err)
+	}
+}
