@@ -56,7 +56,7 @@ func BenchmarkStreamDelta(b *testing.B) {
 // BenchmarkJournalFanOut100 measures one append delivered to 100 live subscribers, each
 // reading in its own goroutine (ns per event appended, all deliveries included).
 func BenchmarkJournalFanOut100(b *testing.B) {
-	j := newJournal("bench")
+	j := newJournal("bench", nil)
 	j.window = b.N + 1 // measure delivery, not the lag cut-off of readers slower than the writer
 	const subs = 100
 	var wg sync.WaitGroup

@@ -52,6 +52,12 @@ type Config struct {
 	// attempt could cure before any of its answer arrived.
 	FallbackModels []string
 
+	// OnEvent, when set, is called with every event appended to any session's journal, after
+	// the event is published, on the goroutine that appended it (often holding the session's
+	// lock): it must be quick, must not block and must not call back into the session.
+	// Metrics are derived from it.
+	OnEvent func(Event)
+
 	// ContextWindow is the window, in tokens, of a model neither ContextWindows nor the
 	// catalogue knows; default DefaultContextWindow. ContextWindows sets it per
 	// "provider:model".

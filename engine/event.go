@@ -197,6 +197,10 @@ type Outcome struct {
 	Usage        model.Usage `json:"usage"`
 	APICalls     int         `json:"api_calls"`
 	Model        string      `json:"model"`
+	// Duration (from the turn's start to its outcome) and Context (the session's context use
+	// as the turn ended) are for metrics; they stay off the wire.
+	Duration time.Duration `json:"-"`
+	Context  ContextInfo   `json:"-"`
 }
 
 // Outcome statuses.

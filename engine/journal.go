@@ -36,10 +36,11 @@ type journal struct {
 	// active is when the session was last used (monoNow): opened, prompted, a turn ended, a
 	// subscriber came or went. Engine.ReleaseIdle compares it with its cutoff.
 	active atomic.Int64
+	tap    func(Event) // Config.OnEvent; nil when unset
 }
 
-func newJournal(sid string) *journal {
-	j := &journal{sid: sid, window: journalWindow, gen: newID("")[:12]}
+func newJournal(sid string, tap func(Event)) *journal {
+	j := &journal{sid: sid, window: journalWindow, gen: newID("")[:12], tap: tap}
 	j.touch()
 	return j
 }
@@ -85,6 +86,9 @@ func (j *journal) append(e Event) uint64 {
 		}
 	}
 	j.mu.Unlock()
+	if j.tap != nil {
+		j.tap(e)
+	}
 	return e.Seq
 }
 

@@ -8,7 +8,7 @@ import (
 
 func TestJournalLagCutsOffSlowSubscriber(t *testing.T) {
 	t.Parallel()
-	j := newJournal("s")
+	j := newJournal("s", nil)
 	j.window = 8
 	slow := j.subscribe(0)
 	defer slow.Close()
@@ -41,7 +41,7 @@ func TestJournalLagCutsOffSlowSubscriber(t *testing.T) {
 
 func TestJournalNextWaitsAndHonoursContext(t *testing.T) {
 	t.Parallel()
-	j := newJournal("s")
+	j := newJournal("s", nil)
 	sub := j.subscribe(0)
 	defer sub.Close()
 	ctx, cancel := context.WithCancel(context.Background())

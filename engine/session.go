@@ -78,7 +78,7 @@ type steerItem struct {
 
 func newSession(e *Engine, rec store.Session) *Session {
 	return &Session{
-		e: e, id: rec.ID, j: newJournal(rec.ID), rec: rec, status: StatusIdle, stored: true,
+		e: e, id: rec.ID, j: newJournal(rec.ID, e.cfg.OnEvent), rec: rec, status: StatusIdle, stored: true,
 		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
 	}
 }

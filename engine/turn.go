@@ -126,6 +126,7 @@ func (s *Session) finish(t *turnState, out Outcome) {
 	t.finishing = true
 	pending := joinSteers(s.steers)
 	s.steers = nil
+	out.Duration, out.Context = time.Since(t.started), s.meter.info()
 	s.mu.Unlock()
 	if pending != "" { // also on an interrupted turn: an acknowledged steer is never lost
 		out.PendingSteer = pending
