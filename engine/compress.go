@@ -34,14 +34,26 @@ func (s *Session) Compress(ctx context.Context, focus string) (CompressResult, e
 	if busy {
 		return CompressResult{}, ErrBusy
 	}
-	return s.compact(ctx, focus, false, "compressing")
+	return s.compact(ctx, compaction{focus: focus, kind: "compressing"})
+}
+
+// compaction describes one compression: asked for (kind "compressing") or made by a turn
+// (kind "compacting", with the turn's id on its status events and the policy's prompt).
+type compaction struct {
+	focus  string
+	hard   bool
+	kind   string
+	turnID string
+	text   string // the status text; "" the kind
+	prompt string // the summarisation prompt; "" compressPrompt
 }
 
 // compact is a compression, asked for (Compress) or made by a turn (kind "compacting"). The
 // gentle form summarises the rows before the last user row and keeps that turn verbatim; the
 // hard form also summarises the last turn's own work, keeping only its user row and its
 // newest tool exchange. The summarisation request is clipped to fit the model's window.
-func (s *Session) compact(ctx context.Context, focus string, hard bool, kind string) (CompressResult, error) {
+func (s *Session) compact(ctx context.Context, c compaction) (CompressResult, error) {
+	focus, hard, kind := c.focus, c.hard, c.kind
 	rows, err := s.History(ctx, store.RowQuery{})
 	if err != nil {
 		return CompressResult{}, err
@@ -79,7 +91,11 @@ func (s *Session) compact(ctx context.Context, focus string, hard bool, kind str
 		res.Status, res.Reason = "aborted", "nothing to compress yet"
 		return res, nil
 	}
-	s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: kind, Text: kind}})
+	text := c.text
+	if text == "" {
+		text = kind
+	}
+	s.j.append(Event{Type: EvStatus, TurnID: c.turnID, Data: StatusInfo{Status: s.Status(), Kind: kind, Text: text}})
 	if kind == "compressing" {
 		defer s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: "status", Text: "ready"}})
 	}
@@ -107,6 +123,9 @@ func (s *Session) compact(ctx context.Context, focus string, hard bool, kind str
 		msgs = append(msgs, model.Message{Role: "user", Content: "(The request being worked on: " + clip(rows[lastUser].Content, 4000) + ")"})
 	}
 	prompt := compressPrompt
+	if c.prompt != "" {
+		prompt = c.prompt
+	}
 	if f := strings.TrimSpace(focus); f != "" {
 		prompt += " Focus on: " + f
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
@@ -31,7 +32,7 @@ const (
 	DefaultContextWindow = 128000
 	// DefaultCompactThreshold is the fraction of the window at which a turn compacts first,
 	// the reference's default.
-	DefaultCompactThreshold = 0.5
+	DefaultCompactThreshold = policy.DefaultCompactThreshold
 	// DefaultToolOutputBudget is the most bytes of one tool result the model sees.
 	DefaultToolOutputBudget = 50000
 )
@@ -156,9 +157,7 @@ func (s *Session) Context() ContextInfo {
 		}
 	}
 	ci := ContextInfo{Used: c.used, Max: c.window, Estimated: c.estimated, Compressions: c.compressions}
-	if ci.Max > 0 {
-		ci.Percent = int(math.Round(100 * float64(ci.Used) / float64(ci.Max)))
-	}
+	ci.Percent = percent(ci.Used, ci.Max)
 	return ci
 }
 
@@ -262,21 +261,23 @@ func fitMessages(msgs []model.Message, budget int) []model.Message {
 	return out
 }
 
-// fitContext runs before each model call of a turn: it estimates the request and, when it
-// crosses the compaction threshold, compacts the transcript (gently, then harder if that was
-// not enough) and reloads it. It fails only when the request is larger than the whole window
-// and nothing is left to compact.
+// fitContext runs before each model call of a turn: it estimates the request and, when the
+// compact policy says so (by default: the estimate crosses the compaction threshold), compacts
+// the transcript (gently, then harder if that was not enough) and reloads it. It fails only
+// when the request is larger than the whole window and nothing is left to compact.
 func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Message, error) {
 	s := t.s
 	window := s.e.contextWindow(name)
 	est, rough := s.estimateNext(msgs, true)
 	s.noteContext(est, window, rough)
-	th := s.e.cfg.CompactThreshold
-	if th < 0 || float64(est) <= th*float64(window) {
+	d := t.compactDecision(name, est, window, policy.CompactThreshold)
+	if !d.Compact {
 		return msgs, nil
 	}
+	before := est
 	for _, hard := range []bool{false, true} {
-		res, err := s.compact(t.ctx, "", hard, "compacting")
+		res, err := s.compact(t.ctx, compaction{hard: hard, kind: "compacting", turnID: t.id, prompt: d.Prompt,
+			text: fmt.Sprintf("compacting: context %d%% of %d tokens", percent(est, window), window)})
 		if err != nil {
 			if est <= window { // carry on uncompacted; the provider has the last word
 				s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacting", Text: "compaction failed: " + clip(err.Error(), 200)}})
@@ -292,7 +293,8 @@ func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Messa
 		}
 		est, rough = s.estimateNext(msgs, true)
 		s.noteContext(est, window, rough)
-		if float64(est) <= th*float64(window) {
+		t.compacted(before, est, window, res)
+		if !(policy.CompactInput{ContextUsed: est, ContextMax: window}).Over(d.Threshold) {
 			break
 		}
 	}
@@ -306,7 +308,14 @@ func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Messa
 // reloaded transcript for the one retry.
 func (t *turnState) compactHarder(name string, msgs []model.Message, cause error) ([]model.Message, error) {
 	s := t.s
-	res, err := s.compact(t.ctx, "", true, "compacting")
+	window := s.e.contextWindow(name)
+	est, _ := s.estimateNext(msgs, true)
+	d := t.compactDecision(name, est, window, policy.CompactOverflow)
+	if !d.Compact {
+		return msgs, fmt.Errorf("%w: %v; the compact policy declined to compact", ErrContextExceeded, cause)
+	}
+	res, err := s.compact(t.ctx, compaction{hard: true, kind: "compacting", turnID: t.id, prompt: d.Prompt,
+		text: "compacting: the provider refused the request as too long"})
 	if err != nil {
 		return msgs, fmt.Errorf("%w: %v; compaction failed: %v", ErrContextExceeded, cause, err)
 	}
@@ -315,10 +324,65 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 	}
 	msgs, err = t.s.loadMessages(t.ctx)
 	if err == nil {
-		est, rough := s.estimateNext(msgs, true)
-		s.noteContext(est, s.e.contextWindow(name), rough)
+		after, rough := s.estimateNext(msgs, true)
+		s.noteContext(after, window, rough)
+		t.compacted(est, after, window, res)
 	}
 	return msgs, err
+}
+
+// compacted announces a finished compaction of the turn: status kind "compacted", whose text
+// says how many rows were summarised and the context before and after.
+func (t *turnState) compacted(before, after, window int, res CompressResult) {
+	t.s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacted",
+		Text: fmt.Sprintf("compacted: %d rows summarised; context %d%% → %d%% of %d tokens", res.Removed, percent(before, window), percent(after, window), window)}})
+}
+
+// compactDecision asks the compact policy whether to compact now and with which prompt. A hook
+// that fails (errors, times out, returns garbage) falls back to the configured Go policy; the
+// fallback, and a decision other than the built-in one, are recorded as policy.decision events.
+func (t *turnState) compactDecision(name string, used, window int, reason string) policy.CompactDecision {
+	s := t.s
+	in := policy.CompactInput{SessionID: s.id, Model: name, ContextUsed: used, ContextMax: window,
+		Percent: percent(used, window), Threshold: s.e.cfg.CompactThreshold, Reason: reason}
+	def, _ := policy.Defaults{}.Compact(t.ctx, in)
+	hctx, cancel := context.WithTimeout(t.ctx, s.e.cfg.HookTimeout)
+	defer cancel()
+	hook, fallback := s.e.cfg.Policy.Compact, s.e.cfg.Fallback.Compact // nil: the built-in rule
+	if hook == nil {
+		hook = policy.Defaults{}
+	}
+	d, err := hook.Compact(hctx, in)
+	if err != nil {
+		fd := def
+		if fallback != nil {
+			if d, ferr := fallback.Compact(context.WithoutCancel(hctx), in); ferr == nil {
+				fd = d
+			}
+		}
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "compact", Decision: compactWord(fd.Compact), Error: err.Error()}})
+		return fd
+	}
+	if d.Compact != def.Compact || (d.Compact && d.Prompt != "") {
+		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "compact", Decision: compactWord(d.Compact),
+			Reason: fmt.Sprintf("%s: context %d%% of %d tokens, threshold %g", reason, in.Percent, window, d.Threshold)}})
+	}
+	return d
+}
+
+func compactWord(compact bool) string {
+	if compact {
+		return "compact"
+	}
+	return "keep"
+}
+
+// percent is used as a whole percentage of window.
+func percent(used, window int) int {
+	if window <= 0 {
+		return 0
+	}
+	return int(math.Round(100 * float64(used) / float64(window)))
 }
 
 // ContextCategory is one share of a session's next request.

@@ -81,6 +81,11 @@ func steerInput(in policy.SteerInput) map[string]any {
 	return map[string]any{"session_id": in.SessionID, "text": in.Text, "iteration": int64(in.Iteration), "tool": in.Tool}
 }
 
+func compactInput(in policy.CompactInput) map[string]any {
+	return map[string]any{"session_id": in.SessionID, "model": in.Model, "context_used": int64(in.ContextUsed),
+		"context_max": int64(in.ContextMax), "percent": int64(in.Percent), "threshold": in.Threshold, "reason": in.Reason}
+}
+
 func routeInput(in policy.RouteInput) map[string]any {
 	h := make(map[string]any, len(in.Headers))
 	for k, v := range in.Headers {
@@ -244,6 +249,49 @@ func routeDecision(out any, in policy.RouteInput) (policy.RouteDecision, error) 
 		if *dst, err = str(m, k); err != nil {
 			return d, err
 		}
+	}
+	return d, nil
+}
+
+// compactDecision accepts true | false, nothing (the configured rule), or {compact, threshold,
+// prompt}: without compact, the context is compared with threshold (the hook's, else the
+// configured one); an overflow compacts unless the hook says compact: false. prompt replaces
+// the summarisation prompt.
+func compactDecision(out any, in policy.CompactInput) (policy.CompactDecision, error) {
+	d := policy.CompactDecision{Threshold: in.Threshold}
+	rule := func() bool { return in.Reason == policy.CompactOverflow || in.Over(d.Threshold) }
+	switch v := out.(type) {
+	case nil:
+		d.Compact = rule()
+		return d, nil
+	case bool:
+		d.Compact = v
+		return d, nil
+	}
+	m, err := fields(out, []string{"compact", "threshold", "prompt"}, "true, false or {compact, threshold, prompt}")
+	if err != nil {
+		return d, err
+	}
+	if t, set := m["threshold"]; set && t != nil {
+		f, ok := stdlib.ToFloat(t)
+		if !ok || f <= 0 || f > 1 {
+			return d, fmt.Errorf("%w: threshold %s (want a number above 0, at most 1: a fraction of the window)", ErrBadDecision, stdlib.Format(t))
+		}
+		d.Threshold = f
+	}
+	switch c := m["compact"].(type) {
+	case nil:
+		d.Compact = rule()
+	case bool:
+		d.Compact = c
+	default:
+		return d, fmt.Errorf("%w: field \"compact\" is a %s (want a boolean)", ErrBadDecision, stdlib.TypeName(c))
+	}
+	if d.Prompt, err = str(m, "prompt"); err != nil {
+		return d, err
+	}
+	if len(d.Prompt) > 8000 {
+		return d, fmt.Errorf("%w: prompt is %d bytes (at most 8000)", ErrBadDecision, len(d.Prompt))
 	}
 	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 
@@ -161,9 +162,9 @@ func (ex *Example) parse(e any) error {
 		}
 	}
 	switch ex.Want.(type) {
-	case string, map[string]any:
+	case string, bool, map[string]any:
 	default:
-		return fmt.Errorf("examples[%d]: want must be a decision word or object, not %s", ex.Index, stdlib.TypeName(ex.Want))
+		return fmt.Errorf("examples[%d]: want must be a decision word, a boolean or an object, not %s", ex.Index, stdlib.TypeName(ex.Want))
 	}
 	return nil
 }
@@ -268,6 +269,8 @@ func (p *Policy) Check(ctx context.Context, e Example) ExampleResult {
 	switch w := e.Want.(type) {
 	case string:
 		r.Pass = r.Got[primary] == w
+	case bool:
+		r.Pass = r.Got[primary] == w
 	case map[string]any:
 		r.Pass = true
 		for k, v := range w {
@@ -320,6 +323,23 @@ func (p *Policy) Eval(ctx context.Context, hook string, in map[string]any) (got 
 			SessionID: s(in, "session_id"), Model: s(in, "model"), Cwd: s(in, "cwd")})
 		r.Err, primary = err, "session_id"
 		r.Got = map[string]any{"session_id": d.SessionID, "model": d.Model, "cwd": d.Cwd}
+	case HookCompact:
+		reason := s(in, "reason")
+		if reason == "" {
+			reason = policy.CompactThreshold
+		}
+		th := policy.DefaultCompactThreshold
+		if f, ok := stdlib.ToFloat(in["threshold"]); ok {
+			th = f
+		}
+		ci := policy.CompactInput{SessionID: s(in, "session_id"), Model: s(in, "model"), ContextUsed: num(in, "context_used"),
+			ContextMax: num(in, "context_max"), Percent: num(in, "percent"), Threshold: th, Reason: reason}
+		if ci.Percent == 0 && ci.ContextMax > 0 {
+			ci.Percent = int(math.Round(100 * float64(ci.ContextUsed) / float64(ci.ContextMax)))
+		}
+		d, err := set.Compact.Compact(ctx, ci)
+		r.Err, primary = err, "compact"
+		r.Got = map[string]any{"compact": d.Compact, "threshold": d.Threshold, "prompt": d.Prompt}
 	}
 	return r.Got, primary, r.Err
 }

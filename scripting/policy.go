@@ -2,7 +2,7 @@
 // process. A policy file is loaded once, compiled once, and run in a pool of VMs, one
 // goroutine each; every hook call has a deadline and a heap budget, enforced by interrupting
 // the VM. The package implements the engine's policy interfaces (policy.Approver,
-// BusyInputPolicy, Steerer, Router); the engine never imports it.
+// BusyInputPolicy, Steerer, Router, Compactor); the engine never imports it.
 //
 // A hook returns a typed decision, which is checked before the engine sees it. A hook that
 // throws, overruns or returns something of the wrong shape is an error that names the script's
@@ -38,10 +38,11 @@ const (
 	HookBusyInput = "busy_input"
 	HookSteer     = "steer"
 	HookRoute     = "route"
+	HookCompact   = "compact"
 )
 
 // Hooks lists every hook name.
-var Hooks = []string{HookApproval, HookBusyInput, HookSteer, HookRoute}
+var Hooks = []string{HookApproval, HookBusyInput, HookSteer, HookRoute, HookCompact}
 
 // Errors callers branch on.
 var (
@@ -120,6 +121,7 @@ var (
 	_ policy.BusyInputPolicy = (*Policy)(nil)
 	_ policy.Steerer         = (*Policy)(nil)
 	_ policy.Router          = (*Policy)(nil)
+	_ policy.Compactor       = (*Policy)(nil)
 	_ io.Closer              = (*Policy)(nil)
 )
 
@@ -274,7 +276,7 @@ func hermesPolicyModule() *stdlib.Module {
 	}
 	return &stdlib.Module{Name: "hermes", Members: stdlib.Object{
 		"allow": decision(policy.Allow), "deny": decision(policy.Deny), "ask": decision(policy.Ask),
-		"hooks": stdlib.Object{"approval": HookApproval, "busy_input": HookBusyInput, "steer": HookSteer, "route": HookRoute},
+		"hooks": stdlib.Object{"approval": HookApproval, "busy_input": HookBusyInput, "steer": HookSteer, "route": HookRoute, "compact": HookCompact},
 	}}
 }
 
@@ -347,6 +349,9 @@ func (p *Policy) Set() policy.Set {
 	if s.Route == nil {
 		s.Route = d
 	}
+	if s.Compact == nil {
+		s.Compact = d
+	}
 	if p.hooks[HookApproval] {
 		s.Approver = p
 	}
@@ -358,6 +363,9 @@ func (p *Policy) Set() policy.Set {
 	}
 	if p.hooks[HookRoute] {
 		s.Route = p
+	}
+	if p.hooks[HookCompact] {
+		s.Compact = p
 	}
 	return s
 }
@@ -377,6 +385,9 @@ func (p *Policy) Own() policy.Set {
 	}
 	if p.hooks[HookRoute] {
 		s.Route = p
+	}
+	if p.hooks[HookCompact] {
+		s.Compact = p
 	}
 	return s
 }
@@ -478,6 +489,19 @@ func (p *Policy) Route(ctx context.Context, in policy.RouteInput) (policy.RouteD
 	d, err := routeDecision(out, in)
 	if err != nil {
 		return policy.RouteDecision{}, p.badDecision(HookRoute, line, out, err)
+	}
+	return d, nil
+}
+
+// Compact runs the compact hook.
+func (p *Policy) Compact(ctx context.Context, in policy.CompactInput) (policy.CompactDecision, error) {
+	out, line, err := p.call(ctx, HookCompact, compactInput(in))
+	if err != nil {
+		return policy.CompactDecision{}, err
+	}
+	d, err := compactDecision(out, in)
+	if err != nil {
+		return policy.CompactDecision{}, p.badDecision(HookCompact, line, out, err)
 	}
 	return d, nil
 }

@@ -22,6 +22,7 @@ var (
 	_ policy.Approver        = (*Sessions)(nil)
 	_ policy.BusyInputPolicy = (*Sessions)(nil)
 	_ policy.Steerer         = (*Sessions)(nil)
+	_ policy.Compactor       = (*Sessions)(nil)
 )
 
 // NewSessions dispatches over base. parent (may be nil) names a session's parent session.
@@ -38,6 +39,9 @@ func NewSessions(base policy.Set, parent func(sessionID string) string) *Session
 	}
 	if base.Route == nil {
 		base.Route = d
+	}
+	if base.Compact == nil {
+		base.Compact = d
 	}
 	return &Sessions{base: base, parent: parent, by: map[string]policy.Set{}}
 }
@@ -59,7 +63,7 @@ func (s *Sessions) Bind(sessionID string, set policy.Set) {
 // Set is the dispatching policy to give the engine. Routing happens before there is a session,
 // so the route hook is the base policy's.
 func (s *Sessions) Set() policy.Set {
-	return policy.Set{Approver: s, Busy: s, Steer: s, Route: s.base.Route}
+	return policy.Set{Approver: s, Busy: s, Steer: s, Route: s.base.Route, Compact: s}
 }
 
 func (s *Sessions) lookup(id string) policy.Set {
@@ -101,4 +105,12 @@ func (s *Sessions) Steer(ctx context.Context, in policy.SteerInput) (policy.Stee
 		return st.Steer(ctx, in)
 	}
 	return s.base.Steer.Steer(ctx, in)
+}
+
+// Compact asks the session's compact policy.
+func (s *Sessions) Compact(ctx context.Context, in policy.CompactInput) (policy.CompactDecision, error) {
+	if c := s.lookup(in.SessionID).Compact; c != nil {
+		return c.Compact(ctx, in)
+	}
+	return s.base.Compact.Compact(ctx, in)
 }

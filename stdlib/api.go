@@ -115,6 +115,19 @@ var APITypes = []TypeDef{
 	{Name: "HTTPResponse", Doc: "What the http module returns.", Fields: []Field{
 		f("status", "number", ""), f("headers", "object", "header name → value"), f("body", "string", ""),
 	}},
+	{Name: "CompactInput", Doc: "What a policy's compact hook receives before every model call (reason threshold) and when the provider refused a request as too long (reason overflow).", Fields: []Field{
+		f("session_id", "string", ""), f("model", "string", "provider:model"),
+		f("context_used", "number", "the next request's estimate, in tokens"),
+		f("context_max", "number", "the model's context window, in tokens"),
+		f("percent", "number", "context_used as a whole percentage of context_max"),
+		f("threshold", "number", "the configured fraction of the window (compression.threshold; negative: automatic compaction off)"),
+		f("reason", "string", "threshold or overflow"),
+	}},
+	{Name: "CompactDecision", Doc: "What a compact hook returns: true or false, nothing (the configured rule), or this object.", Fields: []Field{
+		fopt("compact", "boolean", "compact now; left out, the context is compared with threshold (an overflow always compacts)"),
+		fopt("threshold", "number", "a fraction of the window (above 0, at most 1) replacing the configured one"),
+		fopt("prompt", "string", "the summarisation prompt, replacing the built-in one (at most 8000 bytes)"),
+	}},
 	{Name: "FakeReply", Doc: "One scripted reply of hermes.fake_model: text, or a tool call.", Fields: []Field{
 		fopt("text", "string", "the assistant's answer"),
 		fopt("tool", "string", "a tool to call (terminal, write_file, clarify, …)"),
@@ -199,7 +212,7 @@ var API = []APIModule{
 	}},
 	{Name: "Session", Kind: "object", Doc: "A session (hermes.create, hermes.open, s.branch). In Lua, call methods as s:prompt(…) or s.prompt(…).", Members: []Member{
 		val("id", "string", "The session id."),
-		fn("info", "object", "Status, model, title, usage."),
+		fn("info", "object", "Status, model, title, usage, and the context: context_used, context_max, context_percent, context_estimated, compressions."),
 		fn("snapshot", "object", "The session's state: status, running turn, open requests, queue."),
 		fn("requests", "Request[]", "The open requests."),
 		fn("prompt", "Turn", "Submits a prompt and returns the turn, to read its events or wait for it.", p("text", "string", "")),
@@ -227,7 +240,7 @@ var API = []APIModule{
 		fn("allow", "object", "An allow decision.", opt("reason", "string", "")),
 		fn("deny", "object", "A deny decision.", opt("reason", "string", "")),
 		fn("ask", "object", "An ask decision (a person decides).", opt("reason", "string", "")),
-		val("hooks", "object", "The hook names: approval, busy_input, steer, route."),
+		val("hooks", "object", "The hook names: approval, busy_input, steer, route, compact."),
 	}},
 }
 

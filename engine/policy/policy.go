@@ -105,6 +105,47 @@ type Steerer interface {
 	Steer(ctx context.Context, in SteerInput) (SteerDecision, error)
 }
 
+// Compaction reasons, and the default threshold (a fraction of the window, the reference's).
+const (
+	DefaultCompactThreshold = 0.5
+
+	// CompactThreshold: the next request's estimate is about to be sent (every model call).
+	CompactThreshold = "threshold"
+	// CompactOverflow: the provider refused the request as too long for the model's window.
+	CompactOverflow = "overflow"
+)
+
+// CompactInput describes a session's context before a model call (reason threshold) or after
+// the provider refused a request as too long (reason overflow).
+type CompactInput struct {
+	SessionID   string `json:"session_id"`
+	Model       string `json:"model"`
+	ContextUsed int    `json:"context_used"`
+	ContextMax  int    `json:"context_max"`
+	Percent     int    `json:"percent"`
+	// Threshold is the configured fraction of the window (negative: automatic compaction off).
+	Threshold float64 `json:"threshold"`
+	Reason    string  `json:"reason"`
+}
+
+// CompactDecision says whether to compact now, the threshold it was judged against, and the
+// summarisation prompt ("" the built-in one).
+type CompactDecision struct {
+	Compact   bool    `json:"compact"`
+	Threshold float64 `json:"threshold"`
+	Prompt    string  `json:"prompt,omitempty"`
+}
+
+// Compactor decides when a session's transcript is compacted and how it is summarised.
+type Compactor interface {
+	Compact(ctx context.Context, in CompactInput) (CompactDecision, error)
+}
+
+// Over reports whether in's context crosses threshold (never when threshold is negative).
+func (in CompactInput) Over(threshold float64) bool {
+	return threshold >= 0 && float64(in.ContextUsed) > threshold*float64(in.ContextMax)
+}
+
 // RouteInput describes a request that needs a session.
 type RouteInput struct {
 	Surface   string            `json:"surface"`
@@ -133,6 +174,7 @@ type Set struct {
 	Busy     BusyInputPolicy
 	Steer    Steerer
 	Route    Router
+	Compact  Compactor
 }
 
 // Defaults is the built-in Go policy.
@@ -146,6 +188,7 @@ var (
 	_ BusyInputPolicy = Defaults{}
 	_ Steerer         = Defaults{}
 	_ Router          = Defaults{}
+	_ Compactor       = Defaults{}
 )
 
 // Approve allows calls that match no dangerous pattern or only already-approved ones, and asks
@@ -172,6 +215,11 @@ func (Defaults) Steer(_ context.Context, in SteerInput) (SteerDecision, error) {
 // Route keeps the requested session (or creates one) with the requested model and cwd.
 func (Defaults) Route(_ context.Context, in RouteInput) (RouteDecision, error) {
 	return RouteDecision{SessionID: in.SessionID, Model: in.Model, Cwd: in.Cwd}, nil
+}
+
+// Compact compacts on an overflow, and before a request that crosses the configured threshold.
+func (Defaults) Compact(_ context.Context, in CompactInput) (CompactDecision, error) {
+	return CompactDecision{Compact: in.Reason == CompactOverflow || in.Over(in.Threshold), Threshold: in.Threshold}, nil
 }
 
 // NormalizeBusyMode maps anything unknown to interrupt, as the reference does.

@@ -42,6 +42,14 @@ function busy_input(req)
   return "queue"
 end
 
+-- A CI agent works through a big repository in long turns: it compacts a little earlier than
+-- the default (room for the next build log), into a summary that keeps what the job needs.
+local CI_SUMMARY = "Summarise the work so far for your own future reference: the task, the commands run and their results (failing tests and errors verbatim), the files changed, and what is left to do. This summary replaces the earlier messages."
+
+function compact(req)
+  return { threshold = 0.4, prompt = CI_SUMMARY }
+end
+
 examples = {
   { input = { command = "go test ./..." }, want = "allow" },
   { input = { command = "git diff --stat" }, want = "allow" },
@@ -54,4 +62,6 @@ examples = {
   { input = { tool = "write_file", args = { path = "/etc/hosts" }, cwd = "/ci/work" }, want = "deny" },
   { input = { tool = "delegate_task", args = { goal = "x" }, cwd = "/ci/work" }, want = "deny" },
   { hook = "busy_input", input = { text = "stop" }, want = "queue" },
+  { hook = "compact", input = { context_used = 45000, context_max = 100000 }, want = { compact = true, threshold = 0.4 } },
+  { hook = "compact", input = { context_used = 30000, context_max = 100000 }, want = false },
 }

@@ -86,6 +86,33 @@ interface HTTPResponse {
   body: string;
 }
 
+/** What a policy's compact hook receives before every model call (reason threshold) and when the provider refused a request as too long (reason overflow). */
+interface CompactInput {
+  session_id: string;
+  /** provider:model */
+  model: string;
+  /** the next request's estimate, in tokens */
+  context_used: number;
+  /** the model's context window, in tokens */
+  context_max: number;
+  /** context_used as a whole percentage of context_max */
+  percent: number;
+  /** the configured fraction of the window (compression.threshold; negative: automatic compaction off) */
+  threshold: number;
+  /** threshold or overflow */
+  reason: string;
+}
+
+/** What a compact hook returns: true or false, nothing (the configured rule), or this object. */
+interface CompactDecision {
+  /** compact now; left out, the context is compared with threshold (an overflow always compacts) */
+  compact?: boolean;
+  /** a fraction of the window (above 0, at most 1) replacing the configured one */
+  threshold?: number;
+  /** the summarisation prompt, replacing the built-in one (at most 8000 bytes) */
+  prompt?: string;
+}
+
 /** One scripted reply of hermes.fake_model: text, or a tool call. */
 interface FakeReply {
   /** the assistant's answer */
@@ -299,7 +326,7 @@ declare module "hermes" {
 interface Session {
   /** The session id. */
   readonly id: string;
-  /** Status, model, title, usage. */
+  /** Status, model, title, usage, and the context: context_used, context_max, context_percent, context_estimated, compressions. */
   info(): Record<string, any>;
   /** The session's state: status, running turn, open requests, queue. */
   snapshot(): Record<string, any>;

@@ -56,6 +56,22 @@
 ---@field headers table<string, any> header name → value
 ---@field body string
 
+---What a policy's compact hook receives before every model call (reason threshold) and when the provider refused a request as too long (reason overflow).
+---@class CompactInput
+---@field session_id string
+---@field model string provider:model
+---@field context_used number the next request's estimate, in tokens
+---@field context_max number the model's context window, in tokens
+---@field percent number context_used as a whole percentage of context_max
+---@field threshold number the configured fraction of the window (compression.threshold; negative: automatic compaction off)
+---@field reason string threshold or overflow
+
+---What a compact hook returns: true or false, nothing (the configured rule), or this object.
+---@class CompactDecision
+---@field compact? boolean compact now; left out, the context is compared with threshold (an overflow always compacts)
+---@field threshold? number a fraction of the window (above 0, at most 1) replacing the configured one
+---@field prompt? string the summarisation prompt, replacing the built-in one (at most 8000 bytes)
+
 ---One scripted reply of hermes.fake_model: text, or a tool call.
 ---@class FakeReply
 ---@field text? string the assistant's answer
@@ -375,7 +391,7 @@ function hermes.fake_model(replies) end
 ---@field id string The session id.
 local Session = {}
 
----Status, model, title, usage.
+---Status, model, title, usage, and the context: context_used, context_max, context_percent, context_estimated, compressions.
 ---@return table<string, any>
 function Session:info() end
 
