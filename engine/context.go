@@ -274,7 +274,6 @@ func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Messa
 	if !d.Compact {
 		return msgs, nil
 	}
-	before := est
 	for _, hard := range []bool{false, true} {
 		res, err := s.compact(t.ctx, compaction{hard: hard, kind: "compacting", turnID: t.id, prompt: d.Prompt,
 			text: fmt.Sprintf("compacting: context %d%% of %d tokens", percent(est, window), window)})
@@ -293,7 +292,7 @@ func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Messa
 		}
 		est, rough = s.estimateNext(msgs, true)
 		s.noteContext(est, window, rough)
-		t.compacted(before, est, window, res)
+		t.compacted(res)
 		if !(policy.CompactInput{ContextUsed: est, ContextMax: window}).Over(d.Threshold) {
 			break
 		}
@@ -326,16 +325,16 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 	if err == nil {
 		after, rough := s.estimateNext(msgs, true)
 		s.noteContext(after, window, rough)
-		t.compacted(est, after, window, res)
+		t.compacted(res)
 	}
 	return msgs, err
 }
 
 // compacted announces a finished compaction of the turn: status kind "compacted", whose text
-// says how many rows were summarised and the context before and after.
-func (t *turnState) compacted(before, after, window int, res CompressResult) {
+// says how many rows were summarised (the context it left is in Session.Context).
+func (t *turnState) compacted(res CompressResult) {
 	t.s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacted",
-		Text: fmt.Sprintf("compacted: %d rows summarised; context %d%% → %d%% of %d tokens", res.Removed, percent(before, window), percent(after, window), window)}})
+		Text: fmt.Sprintf("compacted: %d rows summarised", res.Removed)}})
 }
 
 // compactDecision asks the compact policy whether to compact now and with which prompt. A hook
