@@ -46,7 +46,9 @@ func (h hook) Lang() string { return language(h.impl, "", h.name) }
 
 func language(impl any, sessionID, name string) string {
 	switch h := impl.(type) {
-	case interface{ HookLang(sessionID, hook string) string }:
+	case interface {
+		HookLang(sessionID, hook string) string
+	}:
 		return h.HookLang(sessionID, name)
 	case interface{ Lang() string }:
 		return h.Lang()
