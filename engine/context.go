@@ -276,7 +276,7 @@ func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Messa
 	}
 	for _, hard := range []bool{false, true} {
 		res, err := s.compact(t.ctx, compaction{hard: hard, kind: "compacting", turnID: t.id, prompt: d.Prompt,
-			text: fmt.Sprintf("compacting: context %d%% of %d tokens", percent(est, window), window)})
+			text: "compacting the conversation to fit the context window"})
 		if err != nil {
 			if est <= window { // carry on uncompacted; the provider has the last word
 				s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacting", Text: "compaction failed: " + clip(err.Error(), 200)}})
@@ -314,7 +314,7 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 		return msgs, fmt.Errorf("%w: %v; the compact policy declined to compact", ErrContextExceeded, cause)
 	}
 	res, err := s.compact(t.ctx, compaction{hard: true, kind: "compacting", turnID: t.id, prompt: d.Prompt,
-		text: "compacting: the provider refused the request as too long"})
+		text: "compacting the conversation: the provider refused the request as too long"})
 	if err != nil {
 		return msgs, fmt.Errorf("%w: %v; compaction failed: %v", ErrContextExceeded, cause, err)
 	}
