@@ -636,6 +636,12 @@ func statusText(l *live) string {
 	}
 	fmt.Fprintf(&b, "Model: %s\nCwd: %s\nStatus: %s\n", rec.Model, rec.Cwd, snap.Info.Status)
 	fmt.Fprintf(&b, "Usage: %d in / %d out tokens, %d calls, %d tool calls\n", rec.Usage.InputTokens, rec.Usage.OutputTokens, rec.Usage.APICalls, rec.Usage.ToolCalls)
+	ci := l.s.Context()
+	fmt.Fprintf(&b, "Context: %d of %d tokens (%d%%)", ci.Used, ci.Max, ci.Percent)
+	if ci.Compressions > 0 {
+		fmt.Fprintf(&b, ", compacted %d time(s)", ci.Compressions)
+	}
+	b.WriteString("\n")
 	if snap.Queued != "" {
 		fmt.Fprintf(&b, "Queued: %s\n", trimText(snap.Queued, 80))
 	}
@@ -650,7 +656,8 @@ func sessionStatus(_ context.Context, c *client, m string, raw json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{"output": statusText(l), "status": l.s.Status()}
+	ci := l.s.Context()
+	out := map[string]any{"output": statusText(l), "status": l.s.Status(), "context_used": ci.Used, "context_max": ci.Max, "context_percent": ci.Percent}
 	if st := mcpStatus(l); st != nil {
 		out["mcp_servers"] = st
 	}
