@@ -331,10 +331,11 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 }
 
 // compacted announces a finished compaction of the turn: status kind "compacted", whose text
-// says how many rows were summarised (the context it left is in Session.Context).
+// says how many rows were archived (summarised, or copied behind the summary; the context it
+// left is in Session.Context).
 func (t *turnState) compacted(res CompressResult) {
 	t.s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacted",
-		Text: fmt.Sprintf("compacted: %d rows summarised", res.Removed)}})
+		Text: fmt.Sprintf("compacted: %d rows archived behind a summary", res.Removed)}})
 }
 
 // compactDecision asks the compact policy whether to compact now and with which prompt. A hook
