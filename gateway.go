@@ -220,6 +220,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	fs.SetOutput(io.err)
 	addr := fs.String("addr", "", "listen address (default server.addr, 127.0.0.1:8642)")
 	browserControl := fs.Bool("browser-control", false, "enable browser control (a registered browser extension carries out the agent's browser tool calls)")
+	ui := fs.Bool("ui", false, "serve the dashboard at /ui (also server.ui: true)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -232,6 +233,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	}
 	if *browserControl {
 		cfg.BrowserControl.Enabled = true
+	}
+	if *ui {
+		cfg.Server.UI = true
 	}
 	key, err := serverKey(cfg, io)
 	if err != nil {
@@ -264,6 +268,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		MaxConcurrent:      cfg.Server.MaxConcurrent,
 		SessionIdleRelease: time.Duration(cfg.Server.SessionIdleRelease),
 		Limits:             serveLimits(cfg, logger),
+		UI:                 cfg.Server.UI,
 		BrowserControl: httpapi.BrowserControl{
 			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
 		},
@@ -284,6 +289,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(io.err, "hermes serve: listening on http://%s (OpenAI-compatible API under /v1, WebSocket gateway at /api/ws)\n", ln.Addr())
+	if cfg.Server.UI {
+		fmt.Fprintf(io.err, "hermes serve: dashboard at http://%s/ui (log in with an API key)\n", ln.Addr())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -216,6 +216,8 @@ type Server struct {
 	// how much longer a client may stay silent before it is closed as dead (default 30s).
 	WSPingInterval Duration `yaml:"ws_ping_interval,omitempty"`
 	WSPongTimeout  Duration `yaml:"ws_pong_timeout,omitempty"`
+	// UI serves the dashboard at /ui (also `hermes serve --ui`); off by default.
+	UI bool `yaml:"ui,omitempty"`
 }
 
 // ExtraKey is one entry of server.extra_api_keys.

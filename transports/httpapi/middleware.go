@@ -42,6 +42,9 @@ func (s *Server) common(c *fiber.Ctx) error {
 	if origin == "" {
 		return c.Next()
 	}
+	if s.sameOrigin(c, origin) {
+		return c.Next()
+	}
 	if !s.cors["*"] && !s.cors[origin] {
 		return writeError(c, &apiError{Status: fiber.StatusForbidden, Message: "origin not allowed: " + origin, Type: "invalid_request_error", Code: "origin_not_allowed"})
 	}

@@ -15,6 +15,7 @@ func (s *Server) routes() {
 	s.app.Get("/v1/responses/:id", s.getResponse)
 	s.app.Delete("/v1/responses/:id", s.deleteResponse)
 	s.app.Post("/v1/runs", s.createRun)
+	s.app.Get("/v1/runs", s.listRuns)
 	s.app.Get("/v1/runs/:id", s.getRun)
 	s.app.Get("/v1/runs/:id/events", s.runEvents)
 	s.app.Post("/v1/runs/:id/approval", s.runApproval)
@@ -192,6 +193,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			"response":            ep("GET", "/v1/responses/{response_id}"),
 			"response_delete":     ep("DELETE", "/v1/responses/{response_id}"),
 			"runs":                ep("POST", "/v1/runs"),
+			"runs_list":           ep("GET", "/v1/runs"),
 			"run_status":          ep("GET", "/v1/runs/{run_id}"),
 			"run_events":          ep("GET", "/v1/runs/{run_id}/events"),
 			"run_approval":        ep("POST", "/v1/runs/{run_id}/approval"),

@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/dashboard"
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
@@ -66,6 +67,8 @@ type Options struct {
 	SessionIdleRelease time.Duration
 	// Limits bound connections: timeouts, connection caps, WebSocket liveness (see Limits).
 	Limits Limits
+	// UI serves the dashboard (package dashboard) at /ui; off, /ui is a 404.
+	UI bool
 }
 
 // Server is the fiber app and what it serves.
@@ -217,7 +220,8 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	s.app.Use(s.common)
 	s.app.Get("/health", s.health)
 	s.app.Get("/v1/health", s.health) // where OpenAI-style clients look, relative to their base URL
-	s.app.Get("/api/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}))
+	s.app.Get("/api/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10, Subprotocols: []string{dashboard.WSProtocol}}))
+	s.uiRoutes()
 	s.app.Use(s.auth)
 	s.app.Get("/health/detailed", s.healthDetailed)
 	s.routes()

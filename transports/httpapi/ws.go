@@ -28,6 +28,11 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	if tok == "" {
 		tok = bearer(c.Get(fiber.HeaderAuthorization))
 	}
+	if tok == "" {
+		// A browser cannot set headers on a WebSocket: the dashboard offers the key as a
+		// subprotocol, which stays out of URLs and access logs.
+		tok = wsProtocolKey(c.Get(fiber.HeaderSecWebSocketProtocol))
+	}
 	p, ok := s.principalOf(tok)
 	c.Locals("authorized", ok)
 	c.Locals(localWho, p.who)
