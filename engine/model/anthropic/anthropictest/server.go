@@ -114,6 +114,7 @@ type Request struct {
 type Server struct {
 	srv    *httptest.Server
 	apiKey string
+	models []string
 	closed chan struct{}
 	once   sync.Once
 
@@ -130,6 +131,11 @@ type Option func(*Server)
 // "Authorization: Bearer <key>" (what the v2 SDK sends), answering 401 authentication_error
 // otherwise.
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
+
+// WithModels makes the server list these model ids on GET /v1/models (the Models API's
+// shape, one page), behind the same key and anthropic-version checks as messages. Without it
+// that path is not found (404).
+func WithModels(ids ...string) Option { return func(s *Server) { s.models = ids } }
 
 // New starts a server on 127.0.0.1 and closes it when the test ends.
 func New(t testing.TB, opts ...Option) *Server {
@@ -184,6 +190,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
 
+	if s.models != nil && r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.listModels(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
 		writeError(w, http.StatusNotFound, nil, APIError{Type: "not_found_error", Message: "Not found"})
 		return
@@ -230,6 +240,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.stream(w, r, resp, n, req.Model)
+}
+
+// listModels answers GET /v1/models.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	if s.apiKey != "" && r.Header.Get("X-Api-Key") != s.apiKey && r.Header.Get("Authorization") != "Bearer "+s.apiKey {
+		writeError(w, http.StatusUnauthorized, nil, APIError{Type: "authentication_error", Message: "invalid x-api-key"})
+		return
+	}
+	if r.Header.Get("Anthropic-Version") == "" {
+		writeError(w, http.StatusBadRequest, nil, APIError{Type: "invalid_request_error", Message: "anthropic-version: header is required"})
+		return
+	}
+	data := make([]obj, len(s.models))
+	for i, id := range s.models {
+		data[i] = obj{{"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", "2025-01-01T00:00:00Z"}}
+	}
+	page := obj{{"data", data}, {"has_more", false}, {"first_id", nil}, {"last_id", nil}}
+	if len(s.models) > 0 {
+		page = obj{{"data", data}, {"has_more", false}, {"first_id", s.models[0]}, {"last_id", s.models[len(s.models)-1]}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(page)
+	w.Write(b)
 }
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response, n int, model string) {

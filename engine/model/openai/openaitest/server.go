@@ -143,6 +143,11 @@ type Option func(*Server)
 // invalid_api_key envelope otherwise, as OpenAI does.
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
 
+// WithModels makes the server list these model ids on GET /v1/models (OpenAI's list shape),
+// behind the same key check as completions. Without it that path is unknown (404), as on
+// servers that do not list their models.
+func WithModels(ids ...string) Option { return func(s *Server) { s.models = ids } }
+
 // WithContextWindow makes the server a model with a context window of tokens: it counts a
 // request's prompt as RequestTokens of its body, refuses one over the window with OpenAI's
 // context_length_exceeded error (HTTP 400, the envelope and message OpenAI sends), and reports
@@ -160,6 +165,7 @@ func RequestTokens(body []byte) int { return (len(body) + 3) / 4 }
 type Server struct {
 	srv       *httptest.Server
 	apiKey    string
+	models    []string
 	window    int
 	responder func(Request) Response
 	closed    chan struct{}
@@ -225,6 +231,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, received)
 	s.mu.Unlock()
 
+	if s.models != nil && r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.listModels(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, nil, APIError{
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path),
@@ -288,6 +298,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := s.served
 	s.mu.Unlock()
 	s.answer(w, r, resp, n, req.Model, req.StreamOptions.IncludeUsage, prompt)
+}
+
+// listModels answers GET /v1/models.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	if s.apiKey != "" && r.Header.Get("Authorization") != "Bearer "+s.apiKey {
+		writeError(w, http.StatusUnauthorized, nil, APIError{
+			Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key",
+		})
+		return
+	}
+	data := make([]obj, len(s.models))
+	for i, id := range s.models {
+		data[i] = obj{{"id", id}, {"object", "model"}, {"created", 1700000000}, {"owned_by", "openaitest"}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(obj{{"object", "list"}, {"data", data}})
+	w.Write(b)
 }
 
 // answer sends resp as the n-th served response to a request of prompt tokens.
