@@ -3,24 +3,49 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/config"
-	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store/homestore"
 )
 
 func init() {
-	extraCommands = append(extraCommands, command{"doctor", "check the session store for records it cannot serve (--quarantine moves them aside); show the store process, its clients and leases (--json)", runDoctor})
+	extraCommands = append(extraCommands, command{"doctor", "check the home, the store (--quarantine moves unreadable records aside), the model endpoints, MCP servers, the policy and the API keys; say what to do (--json)", runDoctor})
 }
 
-// doctorReport is the --json output.
+// The areas doctor checks, in the order it checks them (--check picks some).
+var doctorAreas = []string{"home", "keys", "store", "models", "mcp", "policy"}
+
+// Check statuses: fail makes doctor exit 1; warn is worth a look; ok needs nothing.
+const (
+	statusOK   = "ok"
+	statusWarn = "warn"
+	statusFail = "fail"
+)
+
+// doctorCheck is one line of the report: what was checked, how it went and what to do.
+type doctorCheck struct {
+	Area   string   `json:"area"`
+	Name   string   `json:"name"`
+	Status string   `json:"status"`
+	Detail string   `json:"detail"`
+	Fix    string   `json:"fix,omitempty"`
+	More   []string `json:"more,omitempty"` // further lines: clients, leases, failing examples
+}
+
+// doctorReport is the --json output. Store, StoreProcess, Problems and Quarantined are the
+// store check's findings, as they were before the other checks joined.
 type doctorReport struct {
+	OK           bool              `json:"ok"` // no check failed
+	Failed       int               `json:"failed"`
+	Warnings     int               `json:"warnings"`
+	Checks       []doctorCheck     `json:"checks"`
 	Store        string            `json:"store"`
 	StoreProcess *homestore.Status `json:"store_process,omitempty"` // when reached through one
 	Problems     []doctorProblem   `json:"problems"`
@@ -34,119 +59,111 @@ type doctorProblem struct {
 	MovedTo string `json:"moved_to,omitempty"`
 }
 
-// runDoctor scans the store for records it cannot serve (undecodable, or stored under a key
-// their content disagrees with). Listings already skip them; doctor names them, and with
-// --quarantine moves them under a quarantine prefix (never deleting). Exit status: 0 when the
-// store is clean or everything found was quarantined, 1 when problems remain, 2 on usage.
+// add records a check, every text in it redacted (engine/redact): a detail may quote an
+// error that quotes a key or a URL with credentials.
+func (r *doctorReport) add(c doctorCheck) {
+	c.Name, c.Detail, c.Fix = redact.String(c.Name), redact.String(c.Detail), redact.String(c.Fix)
+	for i, m := range c.More {
+		c.More[i] = redact.String(m)
+	}
+	switch c.Status {
+	case statusFail:
+		r.Failed++
+	case statusWarn:
+		r.Warnings++
+	}
+	r.Checks = append(r.Checks, c)
+}
+
+// doctorOptions are the flags every check may need.
+type doctorOptions struct {
+	quarantine bool
+	timeout    time.Duration // of one network request, MCP server start or store open
+}
+
+// runDoctor checks everything a command needs — the home, the API keys, the store, the
+// configured model endpoints, MCP servers and the policy — and says what to do about each
+// problem. Exit status: 0 when no check failed (warnings allowed), 1 when one did, 2 on usage.
 func runDoctor(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(io.err)
-	quarantine := fs.Bool("quarantine", false, "move every record found aside (under q/<time>/<key>); nothing is deleted")
+	quarantine := fs.Bool("quarantine", false, "move every unreadable store record found aside (under q/<time>/<key>); nothing is deleted")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	only := fs.String("check", strings.Join(doctorAreas, ","), "the areas to check, comma-separated")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long one endpoint request or MCP server start may take")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(io.err, "usage: hermes doctor [--quarantine] [--json]")
+	if fs.NArg() > 0 || *timeout <= 0 {
+		fmt.Fprintln(io.err, "usage: hermes doctor [--check home,keys,store,models,mcp,policy] [--timeout 10s] [--quarantine] [--json]")
 		return 2
 	}
+	areas := map[string]bool{}
+	for _, a := range strings.Split(*only, ",") {
+		a = strings.TrimSpace(a)
+		if !slices.Contains(doctorAreas, a) {
+			fmt.Fprintf(io.err, "hermes doctor: unknown check %q (want %s)\n", a, strings.Join(doctorAreas, ", "))
+			return 2
+		}
+		areas[a] = true
+	}
+	o := doctorOptions{quarantine: *quarantine, timeout: *timeout}
+	rep := &doctorReport{Checks: []doctorCheck{}, Problems: []doctorProblem{}}
 	cfg, err := config.Load(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(io.err, "hermes:", err)
-		return 1
+	if areas["home"] {
+		checkHome(rep, cfg, err)
+	} else if err != nil {
+		rep.add(configCheck(err))
 	}
-	// A checkup creates nothing: a home without a store has nothing to report.
-	if _, err := os.Stat(cfg.Store.Dir); errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(io.out, "store %s: does not exist; nothing to check\n", cfg.Store.Dir)
-		return 0
-	}
-	st, err := openStore(cfg)
-	if err != nil {
-		fmt.Fprintln(io.err, "hermes:", err)
-		return 1
-	}
-	defer st.Close()
-	var s store.Store = st
-	doc, ok := s.(store.Doctor)
-	if !ok {
-		fmt.Fprintln(io.err, "hermes: this store cannot be checked")
-		return 1
-	}
-	found, err := doc.Doctor(ctx, *quarantine)
-	rep := doctorReport{Store: cfg.Store.Dir, Problems: []doctorProblem{}}
-	if hc, ok := s.(*homestore.Client); ok {
-		if status, serr := hc.Status(ctx); serr == nil {
-			rep.StoreProcess = status
-		} else {
-			err = errors.Join(err, serr)
+	if cfg != nil {
+		checks := []struct {
+			area string
+			run  func()
+		}{
+			{"keys", func() { checkKeys(rep, cfg) }},
+			{"store", func() { checkStore(ctx, rep, cfg, o) }},
+			{"models", func() { checkModels(ctx, rep, cfg, o) }},
+			{"mcp", func() { checkMCP(ctx, rep, cfg, o) }},
+			{"policy", func() { checkPolicy(ctx, rep, cfg) }},
+		}
+		for _, c := range checks {
+			if areas[c.area] {
+				c.run()
+			}
 		}
 	}
-	remaining := 0
-	for _, p := range found {
-		rep.Problems = append(rep.Problems, doctorProblem{Kind: p.Kind, Key: strconv.Quote(p.Key), Reason: p.Reason, MovedTo: quoteIf(p.MovedTo)})
-		if p.MovedTo != "" {
-			rep.Quarantined++
-		} else {
-			remaining++
-		}
-	}
+	rep.OK = rep.Failed == 0
 	if *asJSON {
 		enc := json.NewEncoder(io.out)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
-		if sp := rep.StoreProcess; sp != nil {
-			printStoreProcess(io, cfg.Home, sp)
-		}
-		for _, p := range rep.Problems {
-			fmt.Fprintf(io.out, "%-8s %s: %s\n", p.Kind, p.Key, p.Reason)
-			if p.MovedTo != "" {
-				fmt.Fprintf(io.out, "         quarantined as %s\n", p.MovedTo)
-			}
-		}
-		switch {
-		case len(found) == 0:
-			fmt.Fprintf(io.out, "store %s: no problems found\n", rep.Store)
-		case remaining == 0:
-			fmt.Fprintf(io.out, "store %s: %d problem(s) found, all quarantined\n", rep.Store, rep.Quarantined)
-		default:
-			fmt.Fprintf(io.out, "store %s: %d problem(s) found; run `hermes doctor --quarantine` to move them aside\n", rep.Store, remaining)
-		}
+		printDoctor(io, rep)
 	}
-	if err != nil {
-		fmt.Fprintln(io.err, "hermes:", err)
-		return 1
-	}
-	if remaining > 0 {
+	if !rep.OK {
 		return 1
 	}
 	return 0
 }
 
-// printStoreProcess shows the home's store process, its clients (this doctor among them) and the
-// session leases held.
-func printStoreProcess(io stdio, home string, sp *homestore.Status) {
-	fmt.Fprintf(io.out, "store process: pid %d, up since %s, socket %s, log %s\n",
-		sp.PID, sp.Started.Local().Format(time.DateTime), homestore.SocketPath(home), homestore.LogPath(home))
-	fmt.Fprintf(io.out, "clients: %d\n", len(sp.Clients))
-	for _, c := range sp.Clients {
-		cmd := c.Command
-		if cmd == "" {
-			cmd = "?"
+// printDoctor writes one line per check, its further lines indented under it, and what to do
+// under a check that is not ok.
+func printDoctor(io stdio, rep *doctorReport) {
+	for _, c := range rep.Checks {
+		fmt.Fprintf(io.out, "%-4s  %-6s %s: %s\n", c.Status, c.Area, c.Name, c.Detail)
+		for _, m := range c.More {
+			fmt.Fprintf(io.out, "              %s\n", m)
 		}
-		fmt.Fprintf(io.out, "  pid %-7d %-10s connected %s, %d calls, %d watches\n",
-			c.PID, cmd, c.Connected.Local().Format(time.DateTime), c.Calls, c.Watches)
+		if c.Fix != "" {
+			fmt.Fprintf(io.out, "              → %s\n", c.Fix)
+		}
 	}
-	fmt.Fprintf(io.out, "leases held: %d\n", len(sp.Leases))
-	for _, l := range sp.Leases {
-		fmt.Fprintf(io.out, "  session %s: %s, generation %d, until %s\n",
-			l.SessionID, l.Owner, l.Generation, l.Expires.Local().Format(time.DateTime))
+	switch {
+	case rep.Failed > 0:
+		fmt.Fprintf(io.out, "%d check(s) failed, %d warning(s)\n", rep.Failed, rep.Warnings)
+	case rep.Warnings > 0:
+		fmt.Fprintf(io.out, "nothing failed, %d warning(s)\n", rep.Warnings)
+	default:
+		fmt.Fprintln(io.out, "everything checked is ok")
 	}
-}
-
-func quoteIf(s string) string {
-	if s == "" {
-		return ""
-	}
-	return strconv.Quote(s)
 }

@@ -42,7 +42,7 @@ func TestDoctorQuarantinesPoisonedRecords(t *testing.T) {
 	home, work := t.TempDir(), t.TempDir()
 	env := []string{"HERMES_HOME=" + home}
 	// A checkup creates nothing: on a home without a store it says so and leaves no store.
-	if r := hermes(t, work, env, "doctor"); r.code != 0 || !strings.Contains(r.stdout, "does not exist") {
+	if r := hermes(t, work, env, "doctor", "--check", "store"); r.code != 0 || !strings.Contains(r.stdout, "does not exist") {
 		t.Fatalf("doctor on a home without a store: %d\n%s%s", r.code, r.stdout, r.err)
 	}
 	if _, err := os.Stat(filepath.Join(home, "state")); !os.IsNotExist(err) {
@@ -51,7 +51,7 @@ func TestDoctorQuarantinesPoisonedRecords(t *testing.T) {
 	if r := hermes(t, work, env, "sessions"); r.code != 0 {
 		t.Fatalf("sessions on a new home: %d\n%s%s", r.code, r.stdout, r.err)
 	}
-	if r := hermes(t, work, env, "doctor"); r.code != 0 || !strings.Contains(r.stdout, "no problems found") {
+	if r := hermes(t, work, env, "doctor", "--check", "store"); r.code != 0 || !strings.Contains(r.stdout, "no problems found") {
 		t.Fatalf("doctor on a new store: %d\n%s%s", r.code, r.stdout, r.err)
 	}
 	poisonStore(t, filepath.Join(home, "state"), map[string]string{
@@ -62,7 +62,7 @@ func TestDoctorQuarantinesPoisonedRecords(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "good") {
 		t.Fatalf("sessions with a poisoned record: %d\n%s%s", r.code, r.stdout, r.err)
 	}
-	r = hermes(t, work, env, "doctor", "--json")
+	r = hermes(t, work, env, "doctor", "--check", "store", "--json")
 	var rep struct {
 		Problems []struct{ Kind, Key, Reason, MovedTo string }
 	}
@@ -72,11 +72,11 @@ func TestDoctorQuarantinesPoisonedRecords(t *testing.T) {
 	if r.code != 1 || len(rep.Problems) != 1 || rep.Problems[0].Kind != "session" || rep.Problems[0].Key != `"s/a\xffb"` {
 		t.Fatalf("doctor: %d %+v\n%s", r.code, rep, r.err)
 	}
-	r = hermes(t, work, env, "doctor", "--quarantine")
+	r = hermes(t, work, env, "doctor", "--check", "store", "--quarantine")
 	if r.code != 0 || !strings.Contains(r.stdout, "quarantined as") {
 		t.Fatalf("doctor --quarantine: %d\n%s%s", r.code, r.stdout, r.err)
 	}
-	if r := hermes(t, work, env, "doctor"); r.code != 0 || !strings.Contains(r.stdout, "no problems found") {
+	if r := hermes(t, work, env, "doctor", "--check", "store"); r.code != 0 || !strings.Contains(r.stdout, "no problems found") {
 		t.Fatalf("doctor after quarantine: %d\n%s%s", r.code, r.stdout, r.err)
 	}
 	if r := hermes(t, work, env, "doctor", "extra"); r.code != 2 {

@@ -236,12 +236,23 @@ type exampleJSON struct {
 	Error  string         `json:"error,omitempty"`
 }
 
+// policyExamples loads a policy file (o.SkipExamples set: a failing example is a result, not
+// a load error) and checks its examples: hermes policy test and hermes doctor.
+func policyExamples(ctx context.Context, o scripting.Options, file string) ([]scripting.ExampleResult, error) {
+	p, err := scripting.Open(file, o)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	return p.RunExamples(ctx), nil
+}
+
 func policyTestOnce(ctx context.Context, o scripting.Options, files []string, verbose, jsonOut bool, io stdio) int {
 	enc := json.NewEncoder(io.out)
 	enc.SetEscapeHTML(false)
 	passed, failed := 0, 0
 	for _, file := range files {
-		p, err := scripting.Open(file, o)
+		results, err := policyExamples(ctx, o, file)
 		if err != nil {
 			failed++
 			if jsonOut {
@@ -253,7 +264,6 @@ func policyTestOnce(ctx context.Context, o scripting.Options, files []string, ve
 			}
 			continue
 		}
-		results := p.RunExamples(ctx)
 		if len(results) == 0 {
 			fmt.Fprintf(io.err, "%s: loads, but has no examples to check\n", file)
 		}
@@ -282,7 +292,6 @@ func policyTestOnce(ctx context.Context, o scripting.Options, files []string, ve
 				fmt.Fprintln(io.out, r.String())
 			}
 		}
-		p.Close()
 	}
 	if jsonOut {
 		_ = enc.Encode(map[string]any{"type": "summary", "passed": passed, "failed": failed, "ok": failed == 0})
