@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/store/memstore"
 )
@@ -43,7 +45,7 @@ func BenchmarkStreamDelta(b *testing.B) {
 		b.Fatal(err)
 	}
 	s.mu.Lock()
-	t := s.newTurnLocked("bench", "bench")
+	t := s.newTurnLocked("bench", "bench", trace.SpanContext{})
 	s.mu.Unlock()
 	var out Outcome
 	b.ReportAllocs()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"weak"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hermes-go/hermes/engine/ids"
 	"github.com/hermes-go/hermes/engine/model"
@@ -71,6 +74,13 @@ type Config struct {
 	// DefaultToolOutputBudget); ToolOutputBudgets sets it per tool name.
 	ToolOutputBudget  int
 	ToolOutputBudgets map[string]int
+
+	// TracerProvider makes the spans of turns, model calls, tool calls and policy hooks
+	// (trace.go); nil means the global one, a no-op unless an SDK provider was installed.
+	TracerProvider trace.TracerProvider
+	// TraceContent records prompts, answers and tool arguments and results (redacted) on the
+	// spans; off by default.
+	TraceContent bool
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.
@@ -80,8 +90,9 @@ A message wrapped in [OUT-OF-BAND USER MESSAGE — a direct message from the use
 
 // Engine owns the store, providers, tools, policy and live sessions.
 type Engine struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	mu   sync.Mutex
 	live map[string]*Session
@@ -169,7 +180,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Fallback.Route == nil {
 		cfg.Fallback.Route = d
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger, live: map[string]*Session{}, dormant: map[string]weak.Pointer[Session]{}, spawn: map[string][]string{}}, nil
+	return &Engine{cfg: cfg, log: cfg.Logger, tracer: newTracer(cfg.TracerProvider), live: map[string]*Session{}, dormant: map[string]weak.Pointer[Session]{}, spawn: map[string][]string{}}, nil
 }
 
 // Store returns the engine's store, for tests that inspect it and for the HTTP runs ledger until
@@ -486,15 +497,18 @@ func (e *Engine) nextLineageTitle(ctx context.Context, title string) string {
 
 // Route asks the route policy which session a request lands in and opens or creates it.
 func (e *Engine) Route(ctx context.Context, in policy.RouteInput) (*Session, error) {
-	hctx, cancel := context.WithTimeout(ctx, e.cfg.HookTimeout)
+	pctx, span := e.policySpan(ctx, "route", in.SessionID, e.cfg.Policy.Route)
+	hctx, cancel := context.WithTimeout(pctx, e.cfg.HookTimeout)
 	d, err := e.cfg.Policy.Route.Route(hctx, in)
 	cancel()
+	herr := err
 	if err != nil {
-		e.log.Warn("route hook failed; using the default", "err", err)
+		e.log.WarnContext(ctx, "route hook failed; using the default", "err", err)
 		if d, err = e.cfg.Fallback.Route.Route(ctx, in); err != nil {
 			d, _ = policy.Defaults{}.Route(ctx, in)
 		}
 	}
+	endPolicySpan(span, cmp.Or(d.SessionID, "new"), herr)
 	if d.SessionID != "" {
 		s, err := e.Open(ctx, d.SessionID)
 		if err == nil || !errors.Is(err, ErrSessionNotFound) {

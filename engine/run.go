@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrQueueDropped ends a Follow whose prompt was queued behind a running turn and then
@@ -315,15 +317,16 @@ func isClosed(c chan struct{}) bool {
 // inLine is a prompt waiting in the session's line (Prompt.InLine).
 type inLine struct {
 	text, origin string
-	ready        chan struct{} // closed once t or err is set
-	t            *turnState    // the turn claimed for it
+	parent       trace.SpanContext // the waiting request's span: the turn's parent
+	ready        chan struct{}     // closed once t or err is set
+	t            *turnState        // the turn claimed for it
 	err          error
 }
 
 // waitInLine queues the prompt behind the running turn and waits until a turn is claimed for
 // it (handOverLocked). Called with s.mu held; returns with it released.
 func (s *Session) waitInLine(ctx context.Context, text, origin string) (*turnState, error) {
-	w := &inLine{text: text, origin: origin, ready: make(chan struct{})}
+	w := &inLine{text: text, origin: origin, parent: trace.SpanContextFromContext(ctx), ready: make(chan struct{})}
 	s.line = append(s.line, w)
 	s.mu.Unlock()
 	select {
@@ -353,7 +356,7 @@ func (s *Session) handOverLocked() bool {
 	}
 	w := s.line[0]
 	s.line = s.line[1:]
-	w.t = s.newTurnLocked(w.text, w.origin) // not t.next: FollowQueue does not follow it
+	w.t = s.newTurnLocked(w.text, w.origin, w.parent) // not t.next: FollowQueue does not follow it
 	close(w.ready)
 	return true
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/tool"
@@ -67,8 +69,9 @@ type Session struct {
 type queuedPrompt struct {
 	text   string
 	origin string
-	count  int        // prompts merged into text
-	turn   *turnState // the turn the slot was drained into (guarded by Session.mu)
+	count  int               // prompts merged into text
+	turn   *turnState        // the turn the slot was drained into (guarded by Session.mu)
+	parent trace.SpanContext // the first queued prompt's request span: the turn's parent
 }
 
 type steerItem struct {
@@ -371,7 +374,7 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 		}
 	}
 	if t == nil {
-		t = s.newTurnLocked(text, p.Origin)
+		t = s.newTurnLocked(text, p.Origin, trace.SpanContextFromContext(ctx))
 		s.mu.Unlock()
 	}
 
@@ -432,6 +435,9 @@ func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admiss
 			return s.admit(ctx, Prompt{Text: text, Origin: p.Origin})
 		}
 		s.enqueueLocked(text, p.Origin)
+		if !s.queued.parent.IsValid() {
+			s.queued.parent = trace.SpanContextFromContext(ctx)
+		}
 		cur, q := s.turn, s.queued
 		n := q.count
 		s.mu.Unlock()
@@ -446,7 +452,8 @@ func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admiss
 }
 
 func (s *Session) busyDecision(ctx context.Context, in policy.BusyInput) policy.BusyDecision {
-	hctx, cancel := context.WithTimeout(ctx, s.e.cfg.HookTimeout)
+	pctx, span := s.e.policySpan(ctx, "busy_input", s.id, s.e.cfg.Policy.Busy)
+	hctx, cancel := context.WithTimeout(pctx, s.e.cfg.HookTimeout)
 	defer cancel()
 	d, err := s.e.cfg.Policy.Busy.BusyInput(hctx, in)
 	if err == nil {
@@ -456,6 +463,7 @@ func (s *Session) busyDecision(ctx context.Context, in policy.BusyInput) policy.
 			err = fmt.Errorf("unknown busy-input mode %q", d.Mode)
 		}
 	}
+	defer func() { endPolicySpan(span, d.Mode, err) }()
 	if err != nil {
 		var ferr error
 		if d, ferr = s.e.cfg.Fallback.Busy.BusyInput(ctx, in); ferr != nil || policy.NormalizeBusyMode(d.Mode) != d.Mode {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,12 +62,14 @@ func (t *turnState) runTool(c model.ToolCall) tool.Result {
 	}
 	s.j.append(Event{Type: EvToolStart, TurnID: t.id, Data: ToolStart{CallID: c.ID, Name: c.Name, Args: args}})
 	start := time.Now()
-	res, blocked := t.callTool(c, args)
+	ctx, span := t.toolSpan(c)
+	res, blocked := t.callTool(ctx, c, args)
+	t.endToolSpan(ctx, span, c, res, blocked)
 	s.j.append(Event{Type: EvToolComplete, TurnID: t.id, Data: ToolComplete{CallID: c.ID, Name: c.Name, Args: args, Result: res, Duration: time.Since(start), Blocked: blocked}})
 	return res
 }
 
-func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.Result, blocked bool) {
+func (t *turnState) callTool(ctx context.Context, c model.ToolCall, args json.RawMessage) (res tool.Result, blocked bool) {
 	s := t.s
 	tl, err := s.lookupTool(c.Name)
 	if err != nil {
@@ -86,11 +89,11 @@ func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.R
 	if v.Blocked {
 		return tool.Result{Content: "BLOCKED (hardline): " + v.Reason + ". This command is never allowed; do not retry or rephrase it.", IsError: true, Meta: map[string]any{"hardline": true, "command": v.Command}}, true
 	}
-	args, ok, res := t.approve(c, tl, args, v)
+	args, ok, res := t.approve(ctx, c, tl, args, v)
 	if !ok {
 		return res, true
 	}
-	res, err = tl.Call(t.ctx, tool.Call{ID: c.ID, Name: c.Name, Args: args}, env)
+	res, err = tl.Call(ctx, tool.Call{ID: c.ID, Name: c.Name, Args: args}, env)
 	if err != nil {
 		if t.ctx.Err() != nil {
 			return tool.Result{Content: "Interrupted: " + err.Error(), IsError: true}, false
@@ -102,7 +105,7 @@ func (t *turnState) callTool(c model.ToolCall, args json.RawMessage) (res tool.R
 
 // approve runs the approval policy and, when it says ask, the approval request. It returns the
 // (possibly rewritten) arguments and whether the call may run; when not, res says why.
-func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage, v tool.Verdict) (json.RawMessage, bool, tool.Result) {
+func (t *turnState) approve(ctx context.Context, c model.ToolCall, tl tool.Tool, args json.RawMessage, v tool.Verdict) (json.RawMessage, bool, tool.Result) {
 	s := t.s
 	approved := s.approvedPatterns()
 	// A sub-agent answers to its delegating session's client, whose mode governs it too.
@@ -111,17 +114,20 @@ func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage
 	if len(v.Patterns) > 0 {
 		in.Pattern = v.Patterns[0]
 	}
-	hctx, cancel := context.WithTimeout(t.ctx, s.e.cfg.HookTimeout)
+	pctx, span := s.e.policySpan(ctx, "approval", s.id, s.e.cfg.Policy.Approver)
+	hctx, cancel := context.WithTimeout(pctx, s.e.cfg.HookTimeout)
 	d, err := s.e.cfg.Policy.Approver.Approve(hctx, in)
 	cancel()
 	if err == nil && d.Decision != policy.Allow && d.Decision != policy.Deny && d.Decision != policy.Ask {
 		err = fmt.Errorf("unknown approval decision %q", d.Decision)
 	}
 	if err != nil { // fail closed
+		endPolicySpan(span, policy.Deny, err)
 		s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: policy.Deny, Error: err.Error()}})
 		return nil, false, tool.Result{Content: "BLOCKED: the approval policy failed (" + err.Error() + "), so the call was denied. Do NOT retry.", IsError: true}
 	}
 	d = applyMode(mode, in, d)
+	endPolicySpan(span, d.Decision, nil)
 	s.j.append(Event{Type: EvPolicyDecision, TurnID: t.id, Data: PolicyDecision{Hook: "approval", CallID: c.ID, Decision: d.Decision, Reason: d.Reason}})
 	if len(d.Args) > 0 {
 		if !json.Valid(d.Args) {
@@ -153,7 +159,7 @@ func (t *turnState) approve(c model.ToolCall, tl tool.Tool, args json.RawMessage
 		"pattern_key": in.Pattern, "pattern_keys": v.Patterns, "description": desc, "allow_permanent": len(v.Patterns) > 0,
 	}
 	host := s.requestHost()
-	ans, err := host.ask(t.ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
+	ans, err := host.ask(ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
 	choice, _ := ans["choice"].(string)
 	switch {
 	case errors.Is(err, ErrRequestTimeout):
@@ -237,14 +243,18 @@ func (s *Session) toolEnv(t *turnState, c model.ToolCall) *tool.Env {
 
 // steerDecision asks the steer hook; failures fall back to delivering unchanged.
 func (s *Session) steerDecision(t *turnState, text, toolName string) policy.SteerDecision {
-	hctx, cancel := context.WithTimeout(t.ctx, s.e.cfg.HookTimeout)
+	pctx, span := s.e.policySpan(t.ctx, "steer", s.id, s.e.cfg.Policy.Steer)
+	hctx, cancel := context.WithTimeout(pctx, s.e.cfg.HookTimeout)
 	defer cancel()
 	d, err := s.e.cfg.Policy.Steer.Steer(hctx, policy.SteerInput{SessionID: s.id, Text: text, Iteration: t.iteration, Tool: toolName})
 	if err == nil && d.Action != policy.Deliver && d.Action != policy.Hold && d.Action != policy.Drop {
 		err = fmt.Errorf("unknown steer action %q", d.Action)
 	}
+	var fd policy.SteerDecision
+	defer func() { endPolicySpan(span, cmp.Or(fd.Action, d.Action), err) }()
 	if err != nil {
-		fd, ferr := s.e.cfg.Fallback.Steer.Steer(context.WithoutCancel(hctx), policy.SteerInput{SessionID: s.id, Text: text, Iteration: t.iteration, Tool: toolName})
+		var ferr error
+		fd, ferr = s.e.cfg.Fallback.Steer.Steer(context.WithoutCancel(hctx), policy.SteerInput{SessionID: s.id, Text: text, Iteration: t.iteration, Tool: toolName})
 		if ferr != nil || (fd.Action != policy.Deliver && fd.Action != policy.Hold && fd.Action != policy.Drop) {
 			fd = policy.SteerDecision{Action: policy.Deliver, Text: text}
 		}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/store"
 )
@@ -41,6 +43,7 @@ type turnState struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{}
+	span   trace.Span // invoke_agent: started with the turn, ended with its outcome (trace.go)
 
 	userRowID uint64
 	callIDs   map[string]bool // tool call ids used in this turn (see uniqueCallIDs)
@@ -78,15 +81,19 @@ func (t *turnState) noticedStoreErr() error {
 
 func (t *turnState) interrupt(cause error) { t.cancel(cause) }
 
-func (s *Session) newTurnLocked(text, origin string) *turnState {
-	ctx, cancel := context.WithCancelCause(context.Background())
+// newTurnLocked claims a turn; parent is the span context of the request that asked for it
+// (the turn's span continues its trace), or the zero one.
+func (s *Session) newTurnLocked(text, origin string, parent trace.SpanContext) *turnState {
+	id := newID("turn_")
+	ctx, span := s.turnContext(parent, id, origin)
+	ctx, cancel := context.WithCancelCause(ctx)
 	max := s.e.cfg.MaxIterations
 	if s.depth > 0 {
 		max = s.e.cfg.SubagentMaxIterations
 	}
 	t := &turnState{
-		s: s, id: newID("turn_"), prompt: text, origin: origin, maxIter: max, started: time.Now(),
-		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		s: s, id: id, prompt: text, origin: origin, maxIter: max, started: time.Now(),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), span: span,
 	}
 	s.turn = t
 	s.turns[t.id] = t
@@ -104,6 +111,7 @@ func (s *Session) abandonTurn(t *turnState) {
 	t.cancel(errors.New("abandoned"))
 	t.outcome = Outcome{TurnID: t.id, Status: StatusFailed, ExitReason: reasonStore, Error: "turn not started"}
 	t.abandoned = true
+	t.endSpan(t.outcome)
 	s.mu.Lock()
 	delete(s.turns, t.id)
 	s.endTurnLocked(t, nil)
@@ -149,6 +157,7 @@ func (s *Session) finish(t *turnState, out Outcome) {
 		out = storeFailed(out, fmt.Errorf("save usage: %w", err))
 	}
 	t.outcome = out
+	t.endSpan(out)
 	t.cancel(nil)
 	s.mu.Lock()
 	s.endTurnLocked(t, &out)
@@ -178,7 +187,7 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	}
 	s.queued = nil
 	s.j.append(Event{Type: EvQueueUpdated, Data: QueueInfo{}})
-	next := s.newTurnLocked(q.text, q.origin)
+	next := s.newTurnLocked(q.text, q.origin, q.parent)
 	t.next, q.turn = next, next
 	s.e.turns.Add(1)
 	go func() { // the user row write happens off the lock, then the turn runs
@@ -316,12 +325,16 @@ func (t *turnState) streamModel(prov model.Provider, name string, msgs []model.M
 	defer t.inAPICall.Store(false)
 	out.APICalls++
 	var streamErr error
-	for c, err := range prov.Stream(t.ctx, req) {
+	ctx, span := t.chatSpan(name, &req)
+	answeredBy := "" // the fallback model that took the call over, if any
+	defer func() { t.endChatSpan(span, name, answeredBy, acc, streamErr) }()
+	for c, err := range prov.Stream(ctx, req) {
 		if err != nil {
 			streamErr = err
 			break
 		}
 		if f := c.Fallback; f != nil {
+			answeredBy = f.To
 			s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "model_fallback", Text: f.From + " failed (" + clip(f.Reason, 200) + "); trying " + f.To}})
 		}
 		if c.Reasoning != "" {

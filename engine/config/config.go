@@ -83,6 +83,8 @@ type Config struct {
 	BrowserControl BrowserControl `yaml:"browser_control"`
 	// Compression configures automatic compaction of long sessions (the reference's section).
 	Compression Compression `yaml:"compression,omitempty"`
+	// Telemetry configures traces beyond the OTEL_* environment (README "Observability").
+	Telemetry Telemetry `yaml:"telemetry,omitempty"`
 }
 
 // Compression configures context accounting and automatic compaction. A model's window comes
