@@ -522,6 +522,12 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 				}
 				sse.event("hermes.tool.progress", m)
 			}
+		case engine.EvStatus:
+			name, fields, ok := compactionEvent(ev, run.sess)
+			if !ok || !k.progress {
+				continue
+			}
+			sse.event("hermes.status", fiber.Map{"choices": []any{}, "kind": strings.TrimPrefix(name, "run."), "text": fields["text"]})
 		default:
 			continue
 		}

@@ -653,11 +653,16 @@ func (s *Server) follow(r *run, tr *turnRun) {
 				r.status = runRunning
 			}
 			r.mu.Unlock()
+		case engine.EvStatus:
+			if name, fields, ok := compactionEvent(ev, tr.sess); ok {
+				r.emit(name, "", fields)
+			}
 		}
 	}
 	// Free the slot before the terminal event: a client that saw it may start the next turn.
 	tr.close("shutdown")
 	status, res := outcomeResult(tr.out)
+	addContext(res, tr.sess.Context())
 	s.settle(r, status, res)
 }
 
