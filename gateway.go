@@ -22,6 +22,7 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/redact"
+	"github.com/hermes-go/hermes/internal/metrics"
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/httpapi"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
@@ -38,11 +39,16 @@ func init() {
 // assemble opens the store and builds the engine for a long-running surface. Diagnostics go to
 // the logger on stderr; stdout stays free for protocol frames.
 func assemble(cfg *config.Config, logger *slog.Logger) (*assembled, error) {
+	return assembleWith(cfg, runtimeOpts{logger: logger})
+}
+
+// assembleWith is assemble with more runtime options (serve's metrics).
+func assembleWith(cfg *config.Config, o runtimeOpts) (*assembled, error) {
 	st, err := openStore(cfg)
 	if err != nil {
 		return nil, err
 	}
-	a, err := build(cfg, st, runtimeOpts{logger: logger})
+	a, err := build(cfg, st, o)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -220,6 +226,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	fs.SetOutput(io.err)
 	addr := fs.String("addr", "", "listen address (default server.addr, 127.0.0.1:8642)")
 	browserControl := fs.Bool("browser-control", false, "enable browser control (a registered browser extension carries out the agent's browser tool calls)")
+	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics on this address (default server.metrics_addr; metrics are always on the API's address)")
 	ui := fs.Bool("ui", false, "serve the dashboard at /ui (also server.ui: true)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -233,6 +240,9 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	}
 	if *browserControl {
 		cfg.BrowserControl.Enabled = true
+	}
+	if *metricsAddr != "" {
+		cfg.Server.MetricsAddr = *metricsAddr
 	}
 	if *ui {
 		cfg.Server.UI = true
@@ -252,7 +262,8 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		return fail(io, fmt.Errorf("the API key must be at least 16 characters (%s)", from))
 	}
 	logger := newLogger(io.err, slog.LevelInfo)
-	a, err := assemble(cfg, logger)
+	m := metrics.New()
+	a, err := assembleWith(cfg, runtimeOpts{logger: logger, metrics: m})
 	if err != nil {
 		return fail(io, err)
 	}
@@ -268,6 +279,8 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		MaxConcurrent:      cfg.Server.MaxConcurrent,
 		SessionIdleRelease: time.Duration(cfg.Server.SessionIdleRelease),
 		Limits:             serveLimits(cfg, logger),
+		Metrics:            m.Handler(),
+		OnReject:           m.Reject,
 		UI:                 cfg.Server.UI,
 		BrowserControl: httpapi.BrowserControl{
 			Enabled: cfg.BrowserControl.Enabled, Capabilities: cfg.BrowserControl.Capabilities, Timeout: time.Duration(cfg.BrowserControl.Timeout),
@@ -280,10 +293,17 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
+	watchServer(m, srv)
 	ln, err := net.Listen("tcp", cfg.Server.Addr)
 	if err != nil {
 		return fail(io, err)
 	}
+	stopMetrics, err := serveMetrics(cfg.Server.MetricsAddr, cfg.Server.MetricsKey, m.Handler(), io)
+	if err != nil {
+		ln.Close()
+		return fail(io, err)
+	}
+	defer stopMetrics()
 	// Catch the signals before announcing the address: a SIGTERM right after it must shut
 	// down cleanly, not kill the process.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

@@ -35,6 +35,7 @@ import (
 	"github.com/hermes-go/hermes/engine/tool/agent"
 	"github.com/hermes-go/hermes/engine/tool/builtin"
 	"github.com/hermes-go/hermes/engine/tool/danger"
+	"github.com/hermes-go/hermes/internal/metrics"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -208,6 +209,8 @@ type runtimeOpts struct {
 	logger *slog.Logger
 	// providers replace configured providers of the same name (the demo's embedded cassette).
 	providers map[string]model.Provider
+	// metrics, when set, is fed by the engine's events, store operations and policy hooks.
+	metrics *metrics.Metrics
 }
 
 // assembled is a built engine and what must be closed after it.
@@ -284,10 +287,15 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		return nil, err
 	}
 	a.policy = polCloser
+	est, onEvent := st, (func(engine.Event))(nil)
+	if m := o.metrics; m != nil {
+		est, pol, onEvent = m.Store(st), m.Policy(pol), m.OnEvent
+	}
 	eng, err := engine.New(engine.Config{
-		Store: st, Providers: providers, DefaultModel: cfg.Model, Tools: reg,
+		Store: est, Providers: providers, DefaultModel: cfg.Model, Tools: reg,
 		Policy:                pol,
 		Fallback:              policy.Set{Busy: a.busy},
+		OnEvent:               onEvent,
 		SystemPrompt:          cfg.SystemPrompt,
 		Cwd:                   cwd,
 		MaxIterations:         cfg.MaxIterations,
@@ -311,6 +319,10 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		return nil, err
 	}
 	a.eng = eng
+	if m := o.metrics; m != nil {
+		m.WatchEngine(eng)
+		m.WatchLeases(st)
+	}
 	return a, nil
 }
 

@@ -55,10 +55,10 @@ type Config struct {
 	// attempt could cure before any of its answer arrived.
 	FallbackModels []string
 
-	// OnEvent, when set, is called with every event appended to any session's journal, after
-	// the event is published, on the goroutine that appended it (often holding the session's
-	// lock): it must be quick, must not block and must not call back into the session.
-	// Metrics are derived from it.
+	// OnEvent, when set, is called with every event appended to any session's journal, on
+	// the goroutine that appended it, under the journal's lock (and often the session's),
+	// before any subscriber is woken: it must be quick, must not block and must not call
+	// back into the engine. Metrics are derived from it.
 	OnEvent func(Event)
 
 	// ContextWindow is the window, in tokens, of a model neither ContextWindows nor the

@@ -79,6 +79,9 @@ func (j *journal) append(e Event) uint64 {
 		j.first += uint64(half)
 	}
 	j.events = append(j.events, e)
+	if j.tap != nil {
+		j.tap(e) // before any subscriber wakes: whoever saw the event sees it counted
+	}
 	for s := range j.subs {
 		select {
 		case s.wake <- struct{}{}:
@@ -86,9 +89,6 @@ func (j *journal) append(e Event) uint64 {
 		}
 	}
 	j.mu.Unlock()
-	if j.tap != nil {
-		j.tap(e)
-	}
 	return e.Seq
 }
 

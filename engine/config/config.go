@@ -192,6 +192,12 @@ type Server struct {
 	// used). 0 means the default (10m); a negative value never releases. The environment
 	// variable HERMES_SESSION_IDLE_RELEASE overrides it.
 	SessionIdleRelease Duration `yaml:"session_idle_release,omitempty"`
+	// MetricsAddr is a second listen address serving only /metrics (also `hermes serve
+	// --metrics-addr`); empty serves metrics on the API's address only. MetricsKey, when set,
+	// is the bearer key that address asks for; without it the address asks for none, so keep
+	// it on loopback or a private network.
+	MetricsAddr string `yaml:"metrics_addr,omitempty"`
+	MetricsKey  string `yaml:"metrics_key,omitempty"`
 
 	// Connection limits. For each, 0 (or leaving it out) means the default and a negative
 	// value switches the limit off.
@@ -492,7 +498,7 @@ func Load(getenv func(string) string) (*Config, error) {
 // say they hold a secret (redact.SecretName). Show masks every header and env value; this list
 // is what must not appear in any other output either.
 func (c *Config) Secrets() []string {
-	out := []string{c.Server.APIKey, c.Server.AdminKey}
+	out := []string{c.Server.APIKey, c.Server.AdminKey, c.Server.MetricsKey}
 	for _, k := range c.Server.ExtraKeys {
 		out = append(out, k.Key)
 	}
@@ -542,6 +548,7 @@ func (c *Config) Show() string {
 	masked.Store.URL = redact.String(c.Store.URL) // a database URL may carry its password
 	masked.Server.APIKey = mask(c.Server.APIKey)
 	masked.Server.AdminKey = mask(c.Server.AdminKey)
+	masked.Server.MetricsKey = mask(c.Server.MetricsKey)
 	masked.Server.ExtraKeys = nil
 	for _, k := range c.Server.ExtraKeys {
 		masked.Server.ExtraKeys = append(masked.Server.ExtraKeys, ExtraKey{Name: k.Name, Key: mask(k.Key)})

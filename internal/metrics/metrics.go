@@ -44,6 +44,7 @@ type Metrics struct {
 	rejections   *prometheus.CounterVec
 	contextRatio prometheus.Histogram
 	contextUsed  prometheus.Histogram
+	compactions  prometheus.Counter
 	storeSeconds *prometheus.HistogramVec
 	storeErrors  *prometheus.CounterVec
 
@@ -126,6 +127,8 @@ func New() *Metrics {
 			Help: "Share of the model's context window the session used as each turn ended.", Buckets: ratioBuckets}),
 		contextUsed: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hermes_context_used_tokens",
 			Help: "Context tokens the session used as each turn ended.", Buckets: tokenBuckets}),
+		compactions: prometheus.NewCounter(prometheus.CounterOpts{Name: "hermes_compactions_total",
+			Help: "Compactions turns made of their session's transcript (automatic, or after the provider refused a request as too long)."}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hermes_store_operation_seconds",
 			Help: "Latency of store operations, by operation.", Buckets: storeBuckets}, []string{"op"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hermes_store_errors_total",
@@ -141,7 +144,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.turns, m.turnSeconds, m.modelCalls, m.tokens, m.cost, m.toolCalls, m.toolSeconds,
 		m.approvalWait, m.decisions, m.hookSeconds, m.hookErrors, m.rejections, m.contextRatio,
-		m.contextUsed, m.storeSeconds, m.storeErrors,
+		m.contextUsed, m.compactions, m.storeSeconds, m.storeErrors,
 		live{m},
 	)
 	return m

@@ -27,6 +27,9 @@ func (m *Metrics) Policy(set policy.Set) policy.Set {
 	if set.Route != nil {
 		out.Route = timedRoute{hook{m, "route", set.Route}}
 	}
+	if set.Compact != nil {
+		out.Compact = timedCompact{hook{m, "compact", set.Compact}}
+	}
 	return out
 }
 
@@ -96,6 +99,15 @@ type timedRoute struct{ hook }
 func (t timedRoute) Route(ctx context.Context, in policy.RouteInput) (policy.RouteDecision, error) {
 	start := time.Now()
 	d, err := t.impl.(policy.Router).Route(ctx, in)
+	t.done(in.SessionID, start, err)
+	return d, err
+}
+
+type timedCompact struct{ hook }
+
+func (t timedCompact) Compact(ctx context.Context, in policy.CompactInput) (policy.CompactDecision, error) {
+	start := time.Now()
+	d, err := t.impl.(policy.Compactor).Compact(ctx, in)
 	t.done(in.SessionID, start, err)
 	return d, err
 }

@@ -50,6 +50,10 @@ func (m *Metrics) OnEvent(e engine.Event) {
 			}
 			m.answered(r.ID, outcome, e)
 		}
+	case engine.EvStatus:
+		if st, ok := e.Data.(engine.StatusInfo); ok && st.Kind == "compacted" {
+			m.compactions.Inc()
+		}
 	case engine.EvSessionClosed:
 		m.forget(e.SessionID)
 	}

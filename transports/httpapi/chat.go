@@ -323,6 +323,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
+		defer s.streaming()()
 		s.chatStream(w, run, k, at)
 	})
 	return nil

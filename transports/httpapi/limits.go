@@ -130,6 +130,7 @@ type limitListener struct {
 
 	refused   atomic.Int64
 	acceptErr atomic.Int64
+	onReject  func(reason string) // Options.OnReject; nil when unset
 	// sleep is time.Sleep; tests replace it.
 	sleep func(time.Duration)
 }
@@ -182,10 +183,16 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		case l.max > 0 && len(l.conns) >= l.max:
 			l.mu.Unlock()
+			if l.onReject != nil {
+				l.onReject("max_conns")
+			}
 			l.refuse(c, refuseTotal)
 			continue
 		case l.perIP > 0 && l.byIP[ip] >= l.perIP:
 			l.mu.Unlock()
+			if l.onReject != nil {
+				l.onReject("max_conns_per_ip")
+			}
 			l.refuse(c, refuseIP)
 			continue
 		}

@@ -287,6 +287,7 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
+		defer s.streaming()()
 		s.responseStream(w, run, rb, at)
 	})
 	return nil

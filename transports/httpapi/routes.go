@@ -25,6 +25,7 @@ func (s *Server) routes() {
 	s.app.Get("/api/model/options", s.modelOptions)
 	s.sessionRoutes()
 	s.browserRoutes()
+	s.metricsRoutes()
 }
 
 // AgentModel is the model id /v1/models lists first. A request naming it (or naming no model)

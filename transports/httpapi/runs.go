@@ -410,6 +410,7 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	// comes.
 	// Only the caller's own queue counts: another principal's would be told apart by a 404.
 	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.hasQueue(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
+		s.rejected("turn_cap")
 		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 	}
 	id := "run_" + newHex(16)
@@ -783,6 +784,7 @@ func (s *Server) runEvents(c *fiber.Ctx) error {
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
+		defer s.streaming()()
 		s.streamRun(w, r, after)
 	})
 	return nil

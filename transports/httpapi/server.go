@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/contrib/websocket"
@@ -67,6 +69,11 @@ type Options struct {
 	SessionIdleRelease time.Duration
 	// Limits bound connections: timeouts, connection caps, WebSocket liveness (see Limits).
 	Limits Limits
+	// Metrics, when set, is served at /metrics (metrics.go) in the Prometheus text format.
+	Metrics http.Handler
+	// OnReject, when set, is told of work refused at admission: "turn_cap" (the concurrency
+	// cap's 429), "max_conns" and "max_conns_per_ip" (a connection refused over a cap).
+	OnReject func(reason string)
 	// UI serves the dashboard (package dashboard) at /ui; off, /ui is a 404.
 	UI bool
 }
@@ -100,6 +107,8 @@ type Server struct {
 	sweepDone chan struct{} // closed when the idle-session sweeper has stopped
 
 	lns listeners // what Serve listens on, wrapped in the connection limits
+
+	streams atomic.Int64 // event-stream responses being written (Stats)
 }
 
 // ErrNoKey is returned by New without an API key.
@@ -235,6 +244,7 @@ func (s *Server) App() *fiber.App { return s.app }
 // Serve serves on ln until Shutdown, within the connection limits of Options.Limits.
 func (s *Server) Serve(ln net.Listener) error {
 	l := newLimitListener(ln, s.opts.Limits, s.log)
+	l.onReject = s.opts.OnReject
 	s.lns.add(l)
 	return s.app.Listener(l)
 }

@@ -252,6 +252,7 @@ func (s *Server) sessionChatStream(c *fiber.Ctx) error {
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
+		defer s.streaming()()
 		s.streamSessionTurn(w, run, in.prompt)
 	})
 	return nil

@@ -53,6 +53,7 @@ func (s *Server) takeSlot() error {
 		select {
 		case s.slots <- struct{}{}:
 		default:
+			s.rejected("turn_cap")
 			return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 		}
 	}
