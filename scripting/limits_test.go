@@ -162,7 +162,9 @@ func TestBombChild(t *testing.T) {
 	}
 	o := Options{Workers: 1, MemoryLimit: bombMemLimit, Timeout: bombTimeout}
 	if b.limit != ErrTimeout {
-		o.Timeout = 20 * time.Second // the memory cap, not the clock, must stop it
+		// The memory cap, not the clock, must stop it: the deadline is far above what a bomb
+		// needs even on a loaded machine (a starved child got 3 s of CPU in 20 s of wall time).
+		o.Timeout = 60 * time.Second
 	}
 	p, err := Load("policy."+b.lang, b.src, o)
 	if err != nil {
@@ -203,7 +205,7 @@ func TestBombsStayInTheirBox(t *testing.T) {
 	const (
 		rssCeiling = bombMemLimit + 256<<20 // the cap, the runtime and generous slack
 		cpuCeiling = 8 * time.Second        // an escaped VM is killed at wallLimit, far above
-		wallLimit  = 45 * time.Second
+		wallLimit  = 120 * time.Second
 	)
 	for _, b := range bombs {
 		t.Run(b.name, func(t *testing.T) {
@@ -275,7 +277,9 @@ return {
   route = function(r) bomb() return { session_id = "attacker" } end,
 }
 `)
-		p := load(t, name, code, Options{MemoryLimit: 32 << 20, Timeout: 10 * time.Second, Workers: 1, SkipExamples: true})
+		// A deadline far above what the bombs need, so that on a loaded machine the limit that
+		// stops them is still the memory cap or the stack, never the clock.
+		p := load(t, name, code, Options{MemoryLimit: 32 << 20, Timeout: 60 * time.Second, Workers: 1, SkipExamples: true})
 		ctx := context.Background()
 		d, err := p.Approve(ctx, policy.ApprovalInput{Tool: "terminal"})
 		if !errors.Is(err, ErrMemoryLimit) || d.Decision != policy.Deny {
