@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,5 +135,46 @@ func TestDashboardBrowser(t *testing.T) {
 	// The approved command really ran on the server.
 	if _, err := os.Stat(build); !os.IsNotExist(err) {
 		t.Errorf("build/ still exists after the approved rm -rf build: %v", err)
+	}
+}
+
+// TestServeDashboardConfig: server.ui in config.yaml turns the dashboard on; by default /ui
+// is a 404, with or without a key.
+func TestServeDashboardConfig(t *testing.T) {
+	get := func(base, path, key string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	off := startServe(t)
+	for _, key := range []string{"", testAPIKey} {
+		if res, body := get(off.base, "/ui/", key); res.StatusCode != 404 {
+			t.Fatalf("dashboard off, key %q: %d %s", key, res.StatusCode, body)
+		}
+	}
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("server:\n  ui: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	on := startServe(t, "HERMES_HOME="+home) // the last HERMES_HOME in the environment wins
+	res, body := get(on.base, "/ui/", "")
+	if res.StatusCode != 200 || !strings.Contains(body, `id="login-form"`) ||
+		!strings.Contains(res.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") || res.Header.Get("X-Frame-Options") != "DENY" {
+		t.Fatalf("dashboard on: %d %v\n%.200s", res.StatusCode, res.Header, body)
+	}
+	if res, _ := get(on.base, "/api/sessions", ""); res.StatusCode != 401 {
+		t.Fatalf("the API without a key: %d", res.StatusCode)
 	}
 }
