@@ -4,8 +4,9 @@
 // (/v1/runs: detached turns with an SSE event log, approval, steer and stop), sessions as
 // resources (/api/sessions: list, create, read, update, delete, messages, fork, and one turn
 // as JSON or as named SSE events), the provider-aware model picker (/api/model/options),
-// browser control (/v1/browser-control, off by default), and the WebSocket mount of the TUI
-// gateway at /api/ws.
+// browser control (/v1/browser-control, off by default), the WebSocket mount of the TUI
+// gateway at /api/ws, and the dashboard at /ui (package dashboard, off by default; it
+// authenticates /api/ws with the key as a subprotocol, and its own origin passes the CORS check).
 //
 // Every API key is a principal (engine.Principal), and what it creates is its own: sessions
 // (store.Session.Principal), runs, stored responses and conversation names, open requests,
