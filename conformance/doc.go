@@ -71,6 +71,8 @@
 //	behaviour_25_acp_queue_cancel  25    a second prompt is queued at once; session/cancel ends the first cancelled
 //	behaviour_25_acp_queued_turn   25    the queued prompt runs next, announced by a user_message_chunk
 //	acp_terminal_exit              i17.13 a terminal command exiting non-zero is failed, live and on session/load
+//	acp_commands                   i17.12 slash commands answered locally, available_commands_update, usage_update, automatic title, list
+//	acp_headless                   i17    one process per command on one home: new, then resume + prompt, then list
 //	gateway_approval               26    the gateway twin of the approval round trip
 //	behaviour_27_auth              27    /health open, 401 without or with a wrong key (remote); a short key refuses to start (cli)
 //	behaviour_28_chat_stream       28    streamed chat completion: role chunk, tool progress, finish, usage, [DONE]

@@ -47,7 +47,7 @@ func kindOf(key string, v any) string {
 		return "epoch"
 	case "replay_generation":
 		return "generation"
-	case "time", "timestamp", "started_at", "created", "deadline", "last_active", "turn_started_at", "saved_at", "created_at", "updated_at", "completed_at", "finished_at", "expires_at":
+	case "time", "timestamp", "started_at", "created", "deadline", "last_active", "turn_started_at", "saved_at", "created_at", "updated_at", "completed_at", "finished_at", "expires_at", "updatedAt":
 		return "time"
 	case "run_id":
 		return "run"

@@ -623,7 +623,10 @@ async function processTwo(ctx) {
     const mark = rec.mark();
     const r = await timed(agent.request(acp.methods.agent.session.resume, { sessionId: state.s2, cwd: WORK, mcpServers: [] }), "session/resume");
     check(r && typeof r === "object", `resume result ${JSON.stringify(r)}`);
-    check(rec.since(mark, state.s2).updates.length === 0, "session/resume replayed history");
+    // No replay: only the session's commands and context meter, never a turn update.
+    const told = rec.since(mark, state.s2).updates.map((u) => u.sessionUpdate);
+    check(told.every((k) => !TURN_UPDATES.has(k)), `session/resume replayed history: ${told}`);
+    check(told.includes("available_commands_update"), `session/resume did not advertise the commands: ${told}`);
     const p = await prompt(agent, state.s2, "resume: still there?");
     const s = rec.since(mark, state.s2);
     check(p.stopReason === "end_turn" && s.message === "Resumed.", `resumed turn: ${p.stopReason} ${JSON.stringify(s.message)}`);

@@ -74,6 +74,11 @@ type Options struct {
 	FSTimeout time.Duration
 	// MCP tunes the connections to the MCP servers a client passes for a session.
 	MCP mcptool.Options
+	// EOFWait bounds how long the connection stays up after the client closes its input
+	// while requests it sent are still being answered (a client that writes its requests
+	// and closes stdin, `printf … | hermes acp`, still gets every answer). Turns still
+	// running then are interrupted. Default 60 s.
+	EOFWait time.Duration
 }
 
 func (o *Options) defaults() {
@@ -97,6 +102,9 @@ func (o *Options) defaults() {
 	}
 	if o.FSTimeout <= 0 {
 		o.FSTimeout = 2 * time.Minute
+	}
+	if o.EOFWait <= 0 {
+		o.EOFWait = 60 * time.Second
 	}
 	if o.MCP.Logger == nil {
 		o.MCP.Logger = o.Logger
@@ -127,7 +135,9 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 	pr, pw := io.Pipe()
 	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLive()
-	a := &agent{o: o, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive, engReady: make(chan struct{})}
+	inputOpen, inputClosed := context.WithCancel(context.Background())
+	defer inputClosed()
+	a := &agent{o: o, w: w, sessions: map[string]*session{}, closed: map[string]bool{}, live: live, endLive: endLive, engReady: make(chan struct{}), input: inputOpen}
 	var opening sync.WaitGroup
 	a.startOpen = func() {
 		a.openOnce.Do(func() {
@@ -159,6 +169,15 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 	guardDone := make(chan error, 1)
 	go func() {
 		err := guard(in, pw, w, o.MaxMessageBytes, inf, o.Logger)
+		inputClosed()
+		if err == nil {
+			// End of input: the requests already read are answered before the connection
+			// ends (bounded), so a client that closes stdin right after writing gets them.
+			// Nothing it could answer is asked meanwhile (a.input is done).
+			if !inf.waitIdle(o.EOFWait) {
+				o.Logger.Warn("acp: input closed; requests still running are cut off", "running", inf.running())
+			}
+		}
 		pw.CloseWithError(err)
 		guardDone <- err
 	}()
@@ -194,6 +213,7 @@ func ServeLazy(ctx context.Context, open func() (*engine.Engine, error), in io.R
 type agent struct {
 	o    Options
 	conn *sdk.AgentSideConnection
+	w    *lockedWriter // the connection's output, under the SDK
 	// startOpen starts building the engine, once: when initialize has been answered (so
 	// the handshake does not share the CPU with it) or when a method needs it first. eng and
 	// engErr are written once before engReady is closed and only read after it.
@@ -204,6 +224,9 @@ type agent struct {
 	engErr    error
 	// fs is what the client said it can do with files (initialize).
 	fsRead, fsWrite bool
+	// input ends when the client's input does: no request to the client can be answered
+	// after that, so none waits for an answer.
+	input context.Context
 	// live is the connection's lifetime as turns see it: it ends drainTimeout after the
 	// client goes away, so a stuck turn cannot hold Serve forever.
 	live    context.Context
@@ -409,12 +432,15 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	if err != nil {
 		return sdk.NewSessionResponse{}, err
 	}
-	s, err := eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source, Lazy: true})
+	// Stored before the answer: a client may resume it from another process (one process per
+	// command), which finds only what the store holds.
+	s, err := eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source})
 	if err != nil {
 		return sdk.NewSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
 	ss := a.add(s, p.Cwd)
 	a.attachMCP(ss, p.McpServers)
+	a.announceAfter(ss)
 	return sdk.NewSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
 }
 
@@ -427,6 +453,7 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	if err := a.replay(ctx, ss); err != nil {
 		return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
 	}
+	a.announce(ss)
 	return sdk.LoadSessionResponse{ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
 }
 
@@ -436,6 +463,7 @@ func (a *agent) ResumeSession(ctx context.Context, p sdk.ResumeSessionRequest) (
 		return sdk.ResumeSessionResponse{}, err
 	}
 	a.attachMCP(ss, p.McpServers)
+	a.announce(ss)
 	return sdk.ResumeSessionResponse{ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
 }
 
@@ -456,6 +484,7 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 	}
 	ss := a.add(s, cwd)
 	a.attachMCP(ss, forkServers(p.McpServers))
+	a.announceAfter(ss)
 	return sdk.UnstableForkSessionResponse{SessionId: sdk.SessionId(s.ID()), ConfigOptions: unstableOptions(a.configOptions(ss)), Modes: modeState(ss)}, nil
 }
 
@@ -497,6 +526,8 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 		info := sdk.SessionInfo{SessionId: sdk.SessionId(r.ID), Cwd: r.Cwd, UpdatedAt: sdk.Ptr(r.UpdatedAt.UTC().Format(time.RFC3339))}
 		if r.Title != "" {
 			info.Title = sdk.Ptr(r.Title)
+		} else if p := preview(ctx, eng, r.ID); p != "" {
+			info.Title = sdk.Ptr(p) // a session not titled yet shows its first message
 		}
 		out.Sessions = append(out.Sessions, info)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hermes-go/hermes/engine/ids"
@@ -22,6 +23,9 @@ type lockedWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
 	ids *inflight // nil: frames pass unchanged
+	// follow holds frames to write right behind the first response that names a session
+	// ("sessionId":"<id>" in its result), keyed by that marker.
+	follow map[string][][]byte
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
@@ -34,7 +38,32 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	if _, err := l.w.Write(out); err != nil {
 		return 0, err
 	}
+	if len(l.follow) > 0 && bytes.HasPrefix(out, []byte(`{"jsonrpc":"2.0","id":`)) && bytes.Contains(out, []byte(`,"result":`)) {
+		for marker, frames := range l.follow {
+			if !bytes.Contains(out, []byte(marker)) {
+				continue
+			}
+			delete(l.follow, marker)
+			for _, f := range frames {
+				if _, err := l.w.Write(f); err != nil {
+					return len(p), nil // the response itself went out; the connection is ending
+				}
+			}
+		}
+	}
 	return len(p), nil
+}
+
+// after queues frames (whole lines) to be written right behind the response whose result
+// names session id, so nothing can come between them.
+func (l *lockedWriter) after(id string, frames [][]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.follow == nil {
+		l.follow = map[string][][]byte{}
+	}
+	marker := `"sessionId":` + strconv.Quote(id)
+	l.follow[marker] = append(l.follow[marker], frames...)
 }
 
 // JSON-RPC error codes the guard answers with itself.
@@ -59,6 +88,7 @@ type inflight struct {
 	next     uint64
 	byToken  map[string]json.RawMessage // surrogate JSON token → the client's raw id
 	byClient map[string]string          // the client's raw id → surrogate token ($/cancel_request)
+	idle     chan struct{}              // closed when the last running request is answered; nil until waited on
 }
 
 func newInflight(max int) *inflight {
@@ -94,6 +124,28 @@ func (f *inflight) running() int {
 	return len(f.byToken)
 }
 
+// waitIdle waits until every request handed to the SDK has been answered, at most d.
+func (f *inflight) waitIdle(d time.Duration) bool {
+	f.mu.Lock()
+	if len(f.byToken) == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
 // responsePrefix is how the SDK begins a response to a surrogate id (its message struct puts
 // jsonrpc first and id second; its own requests to the client use numeric ids).
 const responsePrefix = `{"jsonrpc":"2.0","id":"h#`
@@ -117,6 +169,10 @@ func (f *inflight) restore(frame []byte) []byte {
 		delete(f.byToken, tok)
 		if f.byClient[string(id)] == tok {
 			delete(f.byClient, string(id))
+		}
+		if len(f.byToken) == 0 && f.idle != nil {
+			close(f.idle)
+			f.idle = nil
 		}
 	}
 	f.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 )
@@ -22,7 +23,7 @@ func (f *clientFS) ReadTextFile(ctx context.Context, path string) (string, error
 	if !f.read {
 		return "", errors.ErrUnsupported
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.a.o.FSTimeout)
+	ctx, cancel := f.a.clientCtx(ctx, f.a.o.FSTimeout)
 	defer cancel()
 	r, err := f.a.conn.ReadTextFile(ctx, sdk.ReadTextFileRequest{SessionId: sdk.SessionId(f.id), Path: path})
 	if err != nil {
@@ -35,7 +36,7 @@ func (f *clientFS) WriteTextFile(ctx context.Context, path, content string) erro
 	if !f.write {
 		return errors.ErrUnsupported
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.a.o.FSTimeout)
+	ctx, cancel := f.a.clientCtx(ctx, f.a.o.FSTimeout)
 	defer cancel()
 	if _, err := f.a.conn.WriteTextFile(ctx, sdk.WriteTextFileRequest{SessionId: sdk.SessionId(f.id), Path: path, Content: content}); err != nil {
 		return clientError(ctx, err)
@@ -45,6 +46,14 @@ func (f *clientFS) WriteTextFile(ctx context.Context, path, content string) erro
 
 // clientError words a failed client round trip for the model: the client's own message when
 // it answered with an error, else why no answer came.
+// clientCtx bounds a request to the client by timeout and by the client's input: once it
+// has closed, no answer can come.
+func (a *agent) clientCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	stop := context.AfterFunc(a.input, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 func clientError(ctx context.Context, err error) error {
 	var re *sdk.RequestError
 	switch {

@@ -36,6 +36,19 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if strings.TrimSpace(in.text) == "" {
 		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": "the prompt is empty"})
 	}
+	if len(in.images) == 0 {
+		handled, text, err := a.command(a.live, ss, in.text)
+		if handled || err != nil {
+			in.cleanup()
+			if err != nil {
+				return sdk.PromptResponse{}, err
+			}
+			return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+		}
+		if text != "" {
+			in.text = text // /steer or /queue on an idle session: their text is the prompt
+		}
+	}
 	// The client's MCP servers for this session start in the background; the model's turn
 	// must see their tools, and the user hears about any that failed before the answer.
 	a.mu.Lock()
@@ -53,7 +66,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	s := ss.s
 	// The prompt's turn renders, then each follow-up the queue starts after it (prompts that
 	// arrived meanwhile and were answered at once), so their updates precede a response too.
-	adm, f, err := s.Run(a.live, engine.Prompt{Text: in.text, Origin: Source, Images: in.images, FollowQueue: true})
+	adm, f, err := s.Run(withTraceMeta(a.live, p.Meta), engine.Prompt{Text: in.text, Origin: Source, Images: in.images, FollowQueue: true})
 	if err != nil {
 		in.cleanup()
 		if errors.Is(err, engine.ErrEmptyPrompt) {
@@ -141,6 +154,7 @@ func (t *turn) run(f *engine.Follow) (sdk.PromptResponse, error) {
 	defer t.stopAsks()
 	stop := sdk.StopReasonCancelled
 	var usage model.Usage
+	answered := false // a turn of this prompt completed
 	evs := &coalescer{f: f}
 	for {
 		ev, err := evs.next(live)
@@ -164,6 +178,7 @@ func (t *turn) run(f *engine.Follow) (sdk.PromptResponse, error) {
 			t.closeTools(live)
 			stop = t.finish(live, *o)
 			usage.Add(o.Usage)
+			answered = answered || o.Status == engine.StatusCompleted
 			if stop == sdk.StopReasonCancelled {
 				// Whatever runs next belongs to whoever interrupted this turn.
 				break
@@ -172,24 +187,11 @@ func (t *turn) run(f *engine.Follow) (sdk.PromptResponse, error) {
 	}
 	t.stopAsks()
 	t.closeTools(live)
-	t.usageMeter(live, usage)
-	return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
-}
-
-// usageMeter sends the session's usage_update (context window, tokens in the last call's
-// context, cumulative cost) when the session's model has catalogue prices; other sessions
-// keep the wire they had.
-func (t *turn) usageMeter(ctx context.Context, u model.Usage) {
-	rec := t.ss.s.Record()
-	if rec.Usage.CostUSD == 0 {
-		return
+	if answered {
+		t.a.autoTitle(live, t.ss)
 	}
-	prov, name := model.ParseName(rec.Model)
-	m, _ := t.a.eng.Catalog().Lookup(prov, name)
-	t.a.update(ctx, t.id, sdk.SessionUpdate{UsageUpdate: &sdk.SessionUsageUpdate{
-		Size: m.ContextWindow, Used: u.PromptTokens + u.CompletionTokens,
-		Cost: &sdk.Cost{Amount: rec.Usage.CostUSD, Currency: "USD"},
-	}})
+	t.a.update(live, t.id, t.a.usageUpdate(t.ss, usage))
+	return sdk.PromptResponse{StopReason: stop, Usage: acpUsage(usage)}, nil
 }
 
 // coalesceMin is the backlog of adjacent deltas from which the coalescer merges them. Below it
@@ -285,6 +287,8 @@ func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
 	case engine.RequestResolved:
 		t.stopAsk(d.ID)
 		t.resolved(ctx, d)
+	case engine.StatusInfo:
+		t.compaction(ctx, d)
 	case engine.Outcome:
 		return &d
 	}
@@ -433,7 +437,7 @@ func (t *turn) permission(ctx context.Context, r engine.Request) {
 		},
 		Options: opts,
 	}
-	askCtx, cancel := context.WithTimeout(ctx, t.a.o.PermissionTimeout)
+	askCtx, cancel := t.a.clientCtx(ctx, t.a.o.PermissionTimeout)
 	t.mu.Lock()
 	t.asks[r.ID] = cancel
 	t.askCall[r.ID] = callID
