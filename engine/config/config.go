@@ -159,6 +159,10 @@ type MCPServer struct {
 // Approvals configures approval requests.
 type Approvals struct {
 	Timeout Duration `yaml:"timeout"` // default 300s; an unanswered approval is a deny
+	// QuestionTimeout bounds how long an editor (ACP) is given to answer a clarify, sudo or
+	// secret question before it is withdrawn and the model proceeds without the answer
+	// (default 120s).
+	QuestionTimeout Duration `yaml:"question_timeout,omitempty"`
 }
 
 // Delegation configures sub-agents.
@@ -482,6 +486,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if c.Approvals.Timeout == 0 {
 		c.Approvals.Timeout = Duration(300 * time.Second)
+	}
+	if c.Approvals.QuestionTimeout == 0 {
+		c.Approvals.QuestionTimeout = Duration(120 * time.Second)
 	}
 	if c.Scripts.HookTimeout == 0 {
 		c.Scripts.HookTimeout = Duration(250 * time.Millisecond)
