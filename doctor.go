@@ -62,7 +62,7 @@ type doctorProblem struct {
 // add records a check, every text in it redacted (engine/redact): a detail may quote an
 // error that quotes a key or a URL with credentials.
 func (r *doctorReport) add(c doctorCheck) {
-	c.Name, c.Detail, c.Fix = redact.String(c.Name), redact.String(c.Detail), redact.String(c.Fix)
+	c.Name, c.Detail, c.Fix = redact.String(c.Name), oneLine(redact.String(c.Detail)), redact.String(c.Fix)
 	for i, m := range c.More {
 		c.More[i] = redact.String(m)
 	}
@@ -73,6 +73,21 @@ func (r *doctorReport) add(c doctorCheck) {
 		r.Warnings++
 	}
 	r.Checks = append(r.Checks, c)
+}
+
+// oneLine joins the lines of a multi-line error (a driver's one per address tried) with "; ",
+// so each check stays one line.
+func oneLine(s string) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	var parts []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, strings.TrimSuffix(l, ":"))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // doctorOptions are the flags every check may need.

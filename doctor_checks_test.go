@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/model/anthropic/anthropictest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store/postgres/pgtest"
 )
 
 // doctorEnv isolates a doctor run from this machine: no key, endpoint, model or policy of the
@@ -139,13 +141,15 @@ providers:
 // passes.
 func TestDoctorMCPAndPolicy(t *testing.T) {
 	home, innerHome := t.TempDir(), t.TempDir()
-	writeConfig(t, home, "mcp:\n  servers:\n"+hermesMCPServer("inner", innerHome)+"    broken:\n      command: /nonexistent/mcp-server\n")
+	writeConfig(t, home, "mcp:\n  servers:\n"+hermesMCPServer("inner", innerHome)+"    broken:\n      command: /nonexistent/mcp-server\n"+
+		"    away:\n      url: \""+deadURL(t)+"/mcp\"\n")
 	writeTemp(t, home, "policy.js", strings.Replace(denyRmJS, `want: "allow"`, `want: "ask"`, 1))
 	env := doctorEnv(home)
 	code, rep, out := doctorJSON(t, env, "--check", "mcp,policy")
-	if code != 1 || rep.Failed != 2 {
+	if code != 1 || rep.Failed != 3 {
 		t.Errorf("exit %d, %d failed:\n%s", code, rep.Failed, out)
 	}
+	wantCheck(t, findCheck(t, rep, "mcp", "away (http)"), statusFail, "", "check that the server answers at mcp.servers.away.url")
 	wantCheck(t, findCheck(t, rep, "mcp", "inner (stdio)"), statusOK, "4 tools", "")
 	wantCheck(t, findCheck(t, rep, "mcp", "broken (stdio)"), statusFail, "/nonexistent/mcp-server", "check mcp.servers.broken.command")
 	pc := findCheck(t, rep, "policy", filepath.Join(home, "policy.js"))
@@ -310,5 +314,37 @@ func TestDoctorBuiltBinary(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "fail  home   config.yaml: mode 0644: every user can read the keys it may hold\n") ||
 		!strings.Contains(out, "→ chmod 600 "+cfgPath+"\n") || !strings.Contains(out, "1 check(s) failed") {
 		t.Errorf("config.yaml readable by all: %d\n%s", code, out)
+	}
+}
+
+// TestDoctorPostgresStore checks a PostgreSQL store: one that does not answer fails without
+// showing the URL's password; a running one opens (when PostgreSQL is installed).
+func TestDoctorPostgresStore(t *testing.T) {
+	home := t.TempDir()
+	dead := strings.Replace(deadURL(t), "http://", "postgres://hermes:pg-doctor-pass-0123@", 1)
+	dead = strings.TrimSuffix(dead, "/v1") + "/hermes?connect_timeout=5"
+	code, rep, out := doctorJSON(t, doctorEnv(home, "HERMES_STORE="+dead), "--check", "store")
+	if c := findCheck(t, rep, "store", "postgres "); code != 1 || c.Status != statusFail || !strings.HasPrefix(c.Detail, "does not open: ") || strings.Contains(c.Detail, "\n") ||
+		!strings.Contains(c.Fix, "HERMES_STORE") || strings.Contains(out, "pg-doctor-pass-0123") {
+		t.Errorf("unreachable PostgreSQL: %d\n%s", code, out)
+	}
+	c, err := pgtest.Start()
+	if err != nil {
+		if pgtest.Required() {
+			t.Fatalf("PostgreSQL required (HERMES_PG=required): %v", err)
+		}
+		t.Skipf("no PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	url, err := c.CreateDB(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, rep, out = doctorJSON(t, doctorEnv(home, "HERMES_STORE="+url), "--check", "store")
+	if c := findCheck(t, rep, "store", "postgres "); code != 0 || c.Status != statusOK || c.Detail != "opens" {
+		t.Errorf("PostgreSQL: %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, "state")); !os.IsNotExist(err) {
+		t.Errorf("doctor made the badger directory although the store is PostgreSQL (stat: %v)", err)
 	}
 }
