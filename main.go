@@ -36,6 +36,7 @@ import (
 	"github.com/hermes-go/hermes/engine/tool/builtin"
 	"github.com/hermes-go/hermes/engine/tool/danger"
 	"github.com/hermes-go/hermes/internal/metrics"
+	"github.com/hermes-go/hermes/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -98,6 +99,8 @@ func run(ctx context.Context, args []string, io stdio) int {
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
+			tr := startTracing(ctx, io.err)
+			defer tr.Shutdown(ctx)
 			return c.run(ctx, args[1:], io)
 		}
 	}
@@ -306,6 +309,7 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		HookTimeout:           time.Duration(cfg.Scripts.HookTimeout),
 		AllowOutsideCwd:       cfg.Files.AllowOutsideCwd,
 		Logger:                logger,
+		TraceContent:          telemetry.CaptureContent(os.Getenv, cfg.Telemetry.CaptureContent),
 		Catalog:               cfg.Catalog(),
 		FallbackModels:        cfg.FallbackModels,
 		ContextWindow:         cfg.Compression.ContextWindow,

@@ -14,6 +14,9 @@ import (
 // providerFor builds the model provider of one configured provider; httpClient is nil unless
 // calls are recorded. It returns nil for a type it does not know (config.Load refuses those).
 func providerFor(p config.Provider, httpClient *http.Client) model.Provider {
+	if p.Type == "openai" || p.Type == "anthropic" {
+		httpClient = tracedClient(httpClient)
+	}
 	switch p.Type {
 	case "openai":
 		return openai.New(openai.Config{BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, HTTPClient: httpClient, MaxRetries: p.MaxRetries})

@@ -3,16 +3,19 @@ package main
 import (
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/hermes-go/hermes/engine/config"
-	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/tool/toolenv"
+	"github.com/hermes-go/hermes/internal/telemetry"
 )
 
-// newLogger is the logger of every command: text on w from level up, each record redacted
-// (engine/redact) so no API key, header value or URL credential reaches the log.
+// newLogger is the logger of every command: JSON lines on w (text on a terminal) from level
+// up, HERMES_LOG_FORMAT and HERMES_LOG_LEVEL overriding; each record redacted (engine/redact)
+// so no API key, header value or URL credential reaches the log, and stamped with the
+// session, turn and trace ids of the context it was logged with (internal/telemetry).
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return redact.NewLogger(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return telemetry.NewLogger(w, level, os.Getenv)
 }
 
 // toolEnv is the environment policy of the processes tools start (terminal commands,

@@ -24,6 +24,7 @@ func decode[T any](method string, raw json.RawMessage) (T, error) {
 	if err := checkIDParams(method, raw); err != nil {
 		return v, err
 	}
+	raw = withoutMeta(raw)
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {

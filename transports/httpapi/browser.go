@@ -115,7 +115,7 @@ func (s *Server) initBrowser() error {
 // turnCtx is the context a handler starts a turn with: the server's (ended by Shutdown),
 // carrying the request's principal for the browser broker.
 func (s *Server) turnCtx(c *fiber.Ctx) context.Context {
-	return withPrincipal(s.ctx, principal(c))
+	return withTrace(withPrincipal(s.ctx, principal(c)), requestTrace(c))
 }
 
 // withPrincipal is ctx carrying principal p, for a turn started after its request returned

@@ -38,6 +38,7 @@ func requestID() string {
 func (s *Server) common(c *fiber.Ctx) error {
 	c.Set("X-Request-Id", requestID())
 	securityHeaders(c)
+	extractTrace(c)
 	origin := c.Get(fiber.HeaderOrigin)
 	if origin == "" {
 		return c.Next()

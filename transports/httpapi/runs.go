@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/store"
@@ -62,6 +63,7 @@ type run struct {
 	sess     *engine.Session // set when the run starts, cleared when it settles
 	turn     *turnRun        // nil until the run is started and after it settles
 	model    string
+	trace    trace.SpanContext // the admitting request's traceparent (not kept across a restart)
 	status   string
 	updated  time.Time
 	last     string
@@ -431,6 +433,7 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	// waits in its queue (keepSession keeps it while the queue is not empty) and is opened
 	// again when the run starts.
 	r := newRun(rec, runQueued)
+	r.trace = requestTrace(c)
 	s.enqueue(r)
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
@@ -589,7 +592,7 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 	// The run's owner (the principal that admitted it) owns the turn, so its browser tool
 	// calls reach that principal's controller only, even after a restart.
 	tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
-		return startTurn(s.ctx, sess, rec.Prompt, s.opts.KeepAlive, true)
+		return startTurn(withTrace(s.ctx, r.trace), sess, rec.Prompt, s.opts.KeepAlive, true)
 	})
 	if err != nil {
 		return nil, err

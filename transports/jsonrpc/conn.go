@@ -323,7 +323,7 @@ func (c *Conn) safeHandle(ctx context.Context, req *Request) (res any, err error
 			res, err = nil, &Error{Code: codeInternalError, Message: "internal error"}
 		}
 	}()
-	return c.h.Handle(ctx, c, req)
+	return c.h.Handle(withTraceMeta(ctx, req.Params), c, req)
 }
 
 func toError(err error) *Error {
