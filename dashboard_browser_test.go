@@ -45,8 +45,8 @@ func findChromium(t *testing.T) string {
 // over the fake model) in headless Chromium with puppeteer-core
 // (interop/node/dashboard.mjs): the login, a new session, a run whose dangerous command
 // waits for approval, the transcript streaming over /api/ws while the model holds its answer,
-// the one-click approval, the run settling in the runs table, the search, the charts, and a
-// second key that sees none of it. The model's second answer is held after its first
+// the one-click approval, the run settling in the runs table, a second run denied with one
+// click in that table, the search, the charts, and a second key that sees none of it. The model's second answer is held after its first
 // fragment until the page shows that fragment, so the test sees the stream, not its end.
 func TestDashboardBrowser(t *testing.T) {
 	chromium := findChromium(t)
@@ -61,9 +61,11 @@ func TestDashboardBrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	build := filepath.Join(cwd, "build")
-	if err := os.MkdirAll(filepath.Join(build, "out"), 0o755); err != nil {
-		t.Fatal(err)
+	build, cache := filepath.Join(cwd, "build"), filepath.Join(cwd, "cache")
+	for _, d := range []string{build, cache} {
+		if err := os.MkdirAll(filepath.Join(d, "out"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	model := openaitest.New(t)
 	hold := openaitest.NewGate()
@@ -71,6 +73,9 @@ func TestDashboardBrowser(t *testing.T) {
 		openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":`, `"rm -rf build"}`}}),
 		// Role chunk and "Cleaned " go out, then the stream waits for the page to show them.
 		openaitest.Response{Text: []string{"Cleaned ", "the build directory."}, FaultAt: 2, Gate: hold},
+		// The second run: denied from the runs table.
+		openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"rm -rf cache"}`}}),
+		openaitest.Text("Left the cache alone."),
 	)
 
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--ui")
@@ -126,7 +131,7 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Fatalf("the browser walk did not finish.\nsteps:\n%s\nstderr:\n%s\nserver log:\n%s", got, stderr.String(), logs.String())
 	}
 	for _, want := range []string{"login shown", "unauthenticated api refused", "bad key refused", "logged in", "session opened",
-		"tool card shown", "partial answer shown", "approved", "answer complete", "run completed in table", "search works",
+		"tool card shown", "partial answer shown", "approved", "answer complete", "run completed in table", "run denied in table", "search works",
 		"charts drawn", "other key sees nothing", "logged out"} {
 		if !strings.Contains(got, "step: "+want) {
 			t.Errorf("step %q missing:\n%s", want, got)
@@ -135,6 +140,9 @@ func TestDashboardBrowser(t *testing.T) {
 	// The approved command really ran on the server.
 	if _, err := os.Stat(build); !os.IsNotExist(err) {
 		t.Errorf("build/ still exists after the approved rm -rf build: %v", err)
+	}
+	if _, err := os.Stat(cache); err != nil {
+		t.Errorf("cache/ is gone although rm -rf cache was denied: %v", err)
 	}
 }
 

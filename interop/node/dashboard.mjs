@@ -106,6 +106,23 @@ try {
   assert.ok(row.includes('Cleaned the build directory.'), row);
   step('run completed in table');
 
+  // A second run, started through the API, denied with one click in the runs table.
+  const started = await page.evaluate(async (sid) => {
+    const r = await fetch('/v1/runs', {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + sessionStorage.getItem('hermes.apiKey'), 'Content-Type': 'application/json' },
+      body: JSON.stringify({ input: 'Remove the cache', session_id: sid }),
+    });
+    return r.status;
+  }, sessionID);
+  assert.equal(started, 202);
+  await page.waitForSelector('#runs-table tr.run-row[data-status="waiting_for_approval"] button.deny', { visible: true });
+  const waiting = await page.$eval('#runs-table tr.run-row[data-status="waiting_for_approval"]', (tr) => tr.textContent);
+  assert.ok(waiting.includes('rm -rf cache'), waiting);
+  await page.click('#runs-table tr.run-row[data-status="waiting_for_approval"] button.deny');
+  await page.waitForFunction(() => [...document.querySelectorAll('#runs-table tr.run-row[data-status="completed"]')].some((tr) => tr.textContent.includes('Left the cache alone.')));
+  step('run denied in table');
+
   // Search: by title, by the first message, and nothing for a miss.
   await page.click('#nav a[data-view="sessions"]');
   await page.waitForSelector(`#sessions-table tr.session-row[data-id="${sessionID}"]`);
