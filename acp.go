@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -71,6 +72,8 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 		Ready:    func() error { return providerReady(cfg) },
 		Models:   acpModels(cfg),
 		ImageDir: filepath.Join(cfg.Home, "attachments"),
+		// approvals.question_timeout: how long a clarify question waits for the editor.
+		QuestionTimeout: time.Duration(cfg.Approvals.QuestionTimeout),
 		// The client's MCP stdio servers get the allow-listed environment, as configured ones do.
 		MCP: mcptool.Options{Env: toolEnv(cfg)},
 	})

@@ -73,6 +73,7 @@
 //	acp_terminal_exit              i17.13 a terminal command exiting non-zero is failed, live and on session/load
 //	acp_commands                   i17.12 slash commands answered locally, available_commands_update, usage_update, automatic title, list
 //	acp_headless                   i17    one process per command on one home: new, then resume + prompt, then list
+//	acp_clarify                    i17.11 clarify with choices as a permission request; a free-text one withdrawn at once, clarify hidden
 //	gateway_approval               26    the gateway twin of the approval round trip
 //	behaviour_27_auth              27    /health open, 401 without or with a wrong key (remote); a short key refuses to start (cli)
 //	behaviour_28_chat_stream       28    streamed chat completion: role chunk, tool progress, finish, usage, [DONE]
@@ -84,6 +85,7 @@
 //	policy_ask                     tool call identically on gateway-stdio, gateway-ws, acp-stdio, http runs and cli
 //	provider_model_catalogue       model catalogue: names of another provider refused -32602 with suggestions, the rest accepted
 //	provider_anthropic_turn        a tool round trip on the Anthropic wire (SDK-recorded cassette) on the gateway, ACP and an HTTP run
+//	long_session_compacting        i21   context fields and the compacting status on the gateway, ACP, HTTP runs and a chat stream (10000-token window)
 //
 // # Running
 //

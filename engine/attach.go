@@ -18,10 +18,11 @@ var ErrToolConflict = errors.New("tool name already registered")
 // (the MCP servers an editor passed for this session) and a file system (the editor's
 // buffers). The engine's registry stays shared and unchanged.
 type attachments struct {
-	mu    sync.RWMutex
-	tools map[string]tool.Tool
-	order []string
-	fs    tool.FS
+	mu     sync.RWMutex
+	tools  map[string]tool.Tool
+	order  []string
+	fs     tool.FS
+	hidden []string // tool names kept out of the model's tool list (HideTools)
 }
 
 // AttachTools offers ts to this session's model, and to its sub-agents, besides the engine's
@@ -118,6 +119,9 @@ func (s *Session) toolSpecs() []model.ToolSpec {
 	defer a.mu.RUnlock()
 	for _, n := range a.order {
 		specs = append(specs, a.tools[n].Spec())
+	}
+	if len(a.hidden) > 0 {
+		specs = slices.DeleteFunc(slices.Clone(specs), func(t model.ToolSpec) bool { return slices.Contains(a.hidden, t.Name) })
 	}
 	s.mu.Lock()
 	offer := s.meter.truncated

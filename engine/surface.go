@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // Enqueue puts text in the session's follow-up queue when a turn is running, whatever the
 // busy-input policy says (a client's explicit "/queue"): it runs as the next turn, merged with
 // whatever else is queued. ok is false when no turn runs; the caller then submits it as a
@@ -22,4 +24,19 @@ func (s *Session) ToolNames() []string {
 		out[i] = t.Name
 	}
 	return out
+}
+
+// HideTools keeps the named tools out of the tool list this session (and its sub-agents) send
+// to the model, for as long as the session is live: a surface whose client cannot answer
+// clarify questions hides clarify so the model stops asking. Calls the model still makes run
+// as usual.
+func (s *Session) HideTools(names ...string) {
+	a := &s.attached
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, n := range names {
+		if !slices.Contains(a.hidden, n) {
+			a.hidden = append(a.hidden, n)
+		}
+	}
 }

@@ -74,6 +74,9 @@ type Options struct {
 	FSTimeout time.Duration
 	// MCP tunes the connections to the MCP servers a client passes for a session.
 	MCP mcptool.Options
+	// QuestionTimeout bounds one clarify question shown to the client; unanswered, it is
+	// withdrawn and the model proceeds without the answer. Default 2 minutes.
+	QuestionTimeout time.Duration
 	// EOFWait bounds how long the connection stays up after the client closes its input
 	// while requests it sent are still being answered (a client that writes its requests
 	// and closes stdin, `printf … | hermes acp`, still gets every answer). Turns still
@@ -102,6 +105,9 @@ func (o *Options) defaults() {
 	}
 	if o.FSTimeout <= 0 {
 		o.FSTimeout = 2 * time.Minute
+	}
+	if o.QuestionTimeout <= 0 {
+		o.QuestionTimeout = 2 * time.Minute
 	}
 	if o.EOFWait <= 0 {
 		o.EOFWait = 60 * time.Second

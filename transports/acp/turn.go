@@ -281,6 +281,8 @@ func (t *turn) handle(ctx context.Context, ev engine.Event) *engine.Outcome {
 	case engine.Request:
 		if d.Kind == engine.KindApproval {
 			t.permission(ctx, d)
+		} else {
+			t.question(ctx, d)
 		}
 	case engine.RequestCancel:
 		t.stopAsk(d.ID)
