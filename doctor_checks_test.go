@@ -145,7 +145,7 @@ func TestDoctorMCPAndPolicy(t *testing.T) {
 		"    away:\n      url: \""+deadURL(t)+"/mcp\"\n")
 	writeTemp(t, home, "policy.js", strings.Replace(denyRmJS, `want: "allow"`, `want: "ask"`, 1))
 	env := doctorEnv(home)
-	code, rep, out := doctorJSON(t, env, "--check", "mcp,policy")
+	code, rep, out := doctorJSON(t, env, "--check", "mcp,policy", "--timeout", "60s")
 	if code != 1 || rep.Failed != 3 {
 		t.Errorf("exit %d, %d failed:\n%s", code, rep.Failed, out)
 	}
@@ -160,7 +160,7 @@ func TestDoctorMCPAndPolicy(t *testing.T) {
 
 	writeConfig(t, home, "mcp:\n  servers:\n"+hermesMCPServer("inner", innerHome))
 	writeTemp(t, home, "policy.js", denyRmJS)
-	r := hermes(t, t.TempDir(), env, "doctor", "--check", "mcp,policy")
+	r := hermes(t, t.TempDir(), env, "doctor", "--check", "mcp,policy", "--timeout", "60s")
 	if r.code != 0 || !strings.Contains(r.stdout, "ok    mcp    inner (stdio): 4 tools\n") ||
 		!strings.Contains(r.stdout, "policy.js: loads; 2 of 2 examples pass\n") || !strings.Contains(r.stdout, "everything checked is ok") {
 		t.Errorf("fixed: %d\n%s%s", r.code, r.stdout, r.err)
@@ -271,7 +271,7 @@ func TestDoctorBuiltBinary(t *testing.T) {
 	if code, out := run("sessions"); code != 0 {
 		t.Fatalf("sessions: %d %s", code, out)
 	}
-	code, out := run("doctor", "--json")
+	code, out := run("doctor", "--json", "--timeout", "60s")
 	var rep map[string]any
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("doctor --json: %v\n%s", err, out)
