@@ -11,6 +11,9 @@ import (
 // generatedID matches ids a server generates: chatcmpl-…, resp_…, run_…, msg_…, call_….
 var generatedID = regexp.MustCompile(`^([a-z]+)[-_]([0-9A-Za-z]{8,})$`)
 
+// processID is how a background process's pid appears in the terminal tool's text.
+var processID = regexp.MustCompile(`\(pid [0-9]+\)`)
+
 // placeholderRef finds placeholders inside a longer client string (a path: /v1/runs/$run1).
 var placeholderRef = regexp.MustCompile(`\$[a-z_]+[0-9]*`)
 
@@ -71,7 +74,7 @@ func kindOf(key string, v any) string {
 		}
 	case "cwd", "model", "provider", "currentModelId", "path":
 		return key
-	case "duration_s", "latest_seq", "api_calls", "duration", "duration_ns":
+	case "duration_s", "latest_seq", "api_calls", "duration", "duration_ns", "duration_seconds":
 		return key
 	}
 	return ""
@@ -82,7 +85,7 @@ func (p *placeholders) name(kind string, v any) any {
 		return nil
 	}
 	switch kind {
-	case "time", "duration_s", "latest_seq", "duration", "duration_ns", "api_calls":
+	case "time", "duration_s", "latest_seq", "duration", "duration_ns", "api_calls", "duration_seconds":
 		return "$" + kind
 	case "cwd", "model", "provider", "currentModelId", "path":
 		return "$" + kind
@@ -153,6 +156,7 @@ func (p *placeholders) walk(key string, v any) any {
 // inText replaces the ids captured so far where they appear inside free text (a status line
 // naming the session). Short values are left alone: they could be ordinary words or numbers.
 func (p *placeholders) inText(s string) string {
+	s = processID.ReplaceAllString(s, "(pid $$pid)") // a background process's pid
 	var hits [][2]string
 	for key, name := range p.byValue {
 		_, actual, _ := strings.Cut(key, ":")

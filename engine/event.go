@@ -37,6 +37,14 @@ const (
 	EvSubagentDone    EventType = "subagent.complete"
 	EvUsage           EventType = "session.usage"
 	EvError           EventType = "error"
+	// Sub-agent lifecycle beside subagent.start / subagent.complete (payload SubagentInfo).
+	EvSubagentSpawn    EventType = "subagent.spawn_requested"
+	EvSubagentProgress EventType = "subagent.progress"
+	EvSubagentTool     EventType = "subagent.tool"
+	// Output of a background process the terminal tool started, and its exit (payload
+	// TerminalOutput).
+	EvTerminalOutput EventType = "agent.terminal.output"
+	EvTerminalClose  EventType = "terminal.close"
 )
 
 // Event is one entry of a session journal. Deltas carry their text in Text (no payload boxing:
@@ -69,6 +77,8 @@ func (PolicyDecision) eventData()  {}
 func (StatusInfo) eventData()      {}
 func (QueueInfo) eventData()       {}
 func (SubagentInfo) eventData()    {}
+func (UsageInfo) eventData()       {}
+func (TerminalOutput) eventData()  {}
 func (ErrorInfo) eventData()       {}
 func (Outcome) eventData()         {}
 func (SessionClosed) eventData()   {}
@@ -168,11 +178,38 @@ type QueueInfo struct {
 	Queued string `json:"queued"` // the merged slot text; "" when empty
 }
 
-// SubagentInfo is the payload of subagent.start / subagent.complete.
+// SubagentInfo is the payload of the subagent.* events. Depth is the child's depth (1 for a
+// sub-agent of a top-level session). subagent.tool carries the child's ToolName (and its
+// one-line Preview), subagent.progress the child's usage after each of its model calls.
 type SubagentInfo struct {
-	ChildID string   `json:"child_session_id"`
-	Goal    string   `json:"goal"`
-	Outcome *Outcome `json:"outcome,omitempty"`
+	ChildID  string        `json:"child_session_id"`
+	ParentID string        `json:"parent_id,omitempty"`
+	Goal     string        `json:"goal"`
+	Depth    int           `json:"depth,omitempty"`
+	Model    string        `json:"model,omitempty"`
+	ToolName string        `json:"tool_name,omitempty"`
+	Preview  string        `json:"tool_preview,omitempty"`
+	Usage    *UsageInfo    `json:"usage,omitempty"`
+	Outcome  *Outcome      `json:"outcome,omitempty"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+}
+
+// UsageInfo is the payload of session.usage: the running turn's usage so far, emitted when
+// one of its model calls completes and the turn goes on (the last call's usage is in the
+// outcome). ToolCalls counts the turn's tool calls so far.
+type UsageInfo struct {
+	Model     string      `json:"model"`
+	Usage     model.Usage `json:"usage"`
+	APICalls  int         `json:"api_calls"`
+	ToolCalls int64       `json:"tool_calls"`
+}
+
+// TerminalOutput is the payload of agent.terminal.output (Chunk: whole lines the process
+// wrote since the last event) and terminal.close (the process exited with ExitCode).
+type TerminalOutput struct {
+	ProcessID string `json:"process_id"`
+	Chunk     string `json:"chunk,omitempty"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
 }
 
 // ErrorInfo is the payload of error.

@@ -45,6 +45,7 @@ type Session struct {
 	rec      store.Session
 	status   SessionStatus
 	turn     *turnState            // the in-flight turn, nil when idle
+	failed   *Inflight             // the last turn, when it failed; cleared when a turn starts
 	turns    map[string]*turnState // recent turns by id (for Wait)
 	order    []string              // turn ids, oldest first
 	queued   *queuedPrompt         // the one-slot merged follow-up queue
@@ -80,10 +81,18 @@ type steerItem struct {
 }
 
 func newSession(e *Engine, rec store.Session) *Session {
-	return &Session{
+	s := &Session{
 		e: e, id: rec.ID, j: newJournal(rec.ID, e.cfg.OnEvent), rec: rec, status: StatusIdle, stored: true,
 		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
 	}
+	// Background processes stream their output to the session's clients as it is written.
+	s.procs.OnOutput = func(id, chunk string) {
+		s.j.append(Event{Type: EvTerminalOutput, Data: TerminalOutput{ProcessID: id, Chunk: chunk}})
+	}
+	s.procs.OnExit = func(id string, code int) {
+		s.j.append(Event{Type: EvTerminalClose, Data: TerminalOutput{ProcessID: id, ExitCode: &code}})
+	}
+	return s
 }
 
 // Released reports whether the engine released this session object while it was idle
@@ -713,19 +722,34 @@ func (s *Session) Usage() store.Usage { return s.Record().Usage }
 // Processes is the session's background-process table.
 func (s *Session) Processes() *tool.Processes { return &s.procs }
 
-// Inflight describes the running turn.
+// Inflight describes the running turn, or the last one when it failed (Snapshot.Failed, with
+// Status, Error and ExitReason set). Text is what the model streamed in the current model
+// call.
 type Inflight struct {
-	TurnID    string    `json:"turn_id"`
-	Prompt    string    `json:"user"`
-	Text      string    `json:"assistant"`
-	Iteration int       `json:"iteration"`
-	Started   time.Time `json:"started"`
+	TurnID      string       `json:"turn_id"`
+	Prompt      string       `json:"user"`
+	Text        string       `json:"assistant"`
+	Iteration   int          `json:"iteration"`
+	Started     time.Time    `json:"started"`
+	Corrections []Correction `json:"corrections,omitempty"`
+	Status      string       `json:"status,omitempty"`
+	Error       string       `json:"error,omitempty"`
+	ExitReason  string       `json:"turn_exit_reason,omitempty"`
+}
+
+// Correction is a steer delivered to the model during a turn: its text, the iteration it was
+// delivered in and how many characters of that iteration's text had streamed by then.
+type Correction struct {
+	Text      string `json:"text"`
+	Iteration int    `json:"iteration"`
+	Offset    int    `json:"offset"`
 }
 
 // Snapshot is everything a surface needs to show a session it just attached to.
 type Snapshot struct {
 	Info         Info      `json:"info"`
 	Inflight     *Inflight `json:"inflight,omitempty"`
+	Failed       *Inflight `json:"failed,omitempty"` // the last turn, when it failed and none runs
 	OpenRequests []Request `json:"open_requests"`
 	Queued       string    `json:"queued,omitempty"`
 	InLine       int       `json:"in_line,omitempty"` // prompts waiting in line (Prompt.InLine)
@@ -744,8 +768,12 @@ func (s *Session) Snapshot() Snapshot {
 	}
 	if t := s.turn; t != nil {
 		t.mu.Lock()
-		snap.Inflight = &Inflight{TurnID: t.id, Prompt: t.prompt, Text: t.text.String(), Iteration: t.iteration, Started: t.started}
+		snap.Inflight = &Inflight{TurnID: t.id, Prompt: t.prompt, Text: t.text.String(), Iteration: t.iteration, Started: t.started,
+			Corrections: append([]Correction(nil), t.corrections...)}
 		t.mu.Unlock()
+	} else if s.failed != nil {
+		f := *s.failed
+		snap.Failed = &f
 	}
 	return snap
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -55,10 +56,11 @@ type turnState struct {
 	inAPICall atomic.Bool
 	nTools    atomic.Int64
 
-	mu        sync.Mutex // guards text, iteration and storeErr
-	text      strings.Builder
-	iteration int
-	storeErr  error // a write that failed mid-batch (an "always" approval); ends the turn
+	mu          sync.Mutex // guards text, iteration, corrections and storeErr
+	text        strings.Builder
+	iteration   int
+	corrections []Correction // steers delivered in this turn
+	storeErr    error        // a write that failed mid-batch (an "always" approval); ends the turn
 }
 
 // reasonStore is the exit reason of a turn ended because a row or a setting could not be
@@ -96,6 +98,7 @@ func (s *Session) newTurnLocked(text, origin string, parent trace.SpanContext) *
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), span: span,
 	}
 	s.turn = t
+	s.failed = nil
 	s.turns[t.id] = t
 	s.order = append(s.order, t.id)
 	if len(s.order) > keptTurns {
@@ -114,6 +117,7 @@ func (s *Session) abandonTurn(t *turnState) {
 	t.endSpan(t.outcome)
 	s.mu.Lock()
 	delete(s.turns, t.id)
+	s.failed = &Inflight{TurnID: t.id, Prompt: t.prompt, Started: t.started, Status: StatusFailed, Error: t.outcome.Error, ExitReason: reasonStore}
 	s.endTurnLocked(t, nil)
 	s.mu.Unlock()
 }
@@ -160,6 +164,13 @@ func (s *Session) finish(t *turnState, out Outcome) {
 	t.endSpan(out)
 	t.cancel(nil)
 	s.mu.Lock()
+	if out.Status == StatusFailed {
+		// Kept for clients that attach later (Snapshot.Failed) until the next turn starts.
+		t.mu.Lock()
+		s.failed = &Inflight{TurnID: t.id, Prompt: t.prompt, Text: t.text.String(), Iteration: t.iteration, Started: t.started,
+			Corrections: append([]Correction(nil), t.corrections...), Status: out.Status, Error: out.Error, ExitReason: out.ExitReason}
+		t.mu.Unlock()
+	}
 	s.endTurnLocked(t, &out)
 	s.mu.Unlock()
 }
@@ -281,6 +292,8 @@ func (t *turnState) run() Outcome {
 			return t.answer(out, acc, pending)
 		}
 
+		// A usage tick: the turn goes on, and a client shows what it has cost so far.
+		s.j.append(Event{Type: EvUsage, TurnID: t.id, Data: UsageInfo{Model: name, Usage: out.Usage, APICalls: out.APICalls, ToolCalls: t.toolCalls()}})
 		t.uniqueCallIDs(msg.ToolCalls)
 		msgs = append(msgs, msg)
 		pending = append(pending, assistantRow(t.id, msg))
@@ -501,6 +514,9 @@ func (t *turnState) deliverSteer(msgs []model.Message, pending []store.Row, idx 
 	for i, it := range items {
 		ids[i] = it.id
 	}
+	t.mu.Lock()
+	t.corrections = append(t.corrections, Correction{Text: text, Offset: utf8.RuneCountInString(t.text.String()), Iteration: t.iteration})
+	t.mu.Unlock()
 	s.j.append(Event{Type: EvSteerDelivered, TurnID: t.id, Data: SteerDelivered{IDs: ids, Text: text, Iteration: t.iteration, CallID: msgs[idx].ToolCallID}})
 }
 

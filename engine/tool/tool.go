@@ -237,7 +237,16 @@ type Processes struct {
 	mu    sync.Mutex
 	procs map[string]*Process
 	next  int
+
+	// OnOutput, when set, receives a background process's output as it is written (whole
+	// lines, coalesced), and OnExit its exit code once it has ended and its output was
+	// delivered. The owner sets them before any process starts.
+	OnOutput func(id, chunk string)
+	OnExit   func(id string, code int)
 }
+
+// Streams reports whether the owner wants background output as it is written.
+func (ps *Processes) Streams() bool { return ps.OnOutput != nil }
 
 // Process is one background process started by the terminal tool.
 type Process struct {

@@ -153,6 +153,8 @@ func snapshot(ctx context.Context, l *live, withMessages bool) (map[string]any, 
 	}
 	if in := inflight(snap); in != nil {
 		out["inflight"] = in
+	}
+	if snap.Inflight != nil {
 		out["turn_started_at"] = snap.Inflight.Started.Unix()
 	}
 	if snap.Queued != "" {
@@ -161,12 +163,55 @@ func snapshot(ctx context.Context, l *live, withMessages bool) (map[string]any, 
 	return out, nil
 }
 
-// inflight is the running turn as InflightTurn, nil when idle.
+// inflight is the running turn as InflightTurn, or the last turn when it failed (with
+// status "error", its error, whether it is recoverable and where it failed); nil when idle.
+// Steers delivered during the turn are its corrections, with the offsets in assistant at
+// which they arrived.
 func inflight(snap engine.Snapshot) map[string]any {
-	if snap.Inflight == nil {
+	in := snap.Inflight
+	if in == nil {
+		in = snap.Failed
+	}
+	if in == nil {
 		return nil
 	}
-	return map[string]any{"user": snap.Inflight.Prompt, "assistant": snap.Inflight.Text, "streaming": true}
+	out := map[string]any{"user": in.Prompt, "assistant": in.Text, "streaming": snap.Inflight != nil}
+	if len(in.Corrections) > 0 {
+		texts, offsets := make([]string, len(in.Corrections)), make([]int, len(in.Corrections))
+		for i, c := range in.Corrections {
+			texts[i] = c.Text
+			if c.Iteration == in.Iteration {
+				offsets[i] = c.Offset // delivered before this call's text: 0
+			}
+		}
+		out["corrections"], out["correction_offsets"] = texts, offsets
+	}
+	if snap.Inflight == nil {
+		surface := errorSurface(in.ExitReason)
+		out["status"], out["error"], out["turn_exit_reason"] = "error", in.Error, in.ExitReason
+		out["recoverable"], out["error_surface"] = surface["retryable"], surface
+	}
+	return out
+}
+
+// errorSurface says where a failed turn failed: {layer, code, retryable}.
+func errorSurface(exitReason string) map[string]any {
+	layer, code, retry := "runtime", exitReason, false
+	switch {
+	case strings.HasPrefix(exitReason, "provider_error"):
+		layer, code, retry = "provider", "provider_error", true
+	case exitReason == "store_error":
+		layer, retry = "storage", true
+	case exitReason == "context_exceeded":
+		layer = "provider"
+	case strings.HasPrefix(exitReason, "max_iterations_reached"):
+		code, retry = "max_iterations_reached", true
+	case exitReason == "empty_response_exhausted":
+		layer, retry = "provider", true
+	case exitReason == "unknown":
+		code = "model_unavailable"
+	}
+	return map[string]any{"layer": layer, "code": code, "retryable": retry}
 }
 
 func openRequests(l *live) []map[string]any {

@@ -74,17 +74,15 @@ func render(l *live, ev engine.Event) (eventParams, bool) {
 	case engine.PolicyDecision:
 		p.Payload = d
 	case engine.SubagentInfo:
-		if ev.Type == engine.EvSubagentStart {
-			p.Payload = map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID, "status": "running"}
+		p.Payload = subagentPayload(ev.Type, d)
+	case engine.UsageInfo:
+		p.Payload = map[string]any{"usage": tickUsage(l.s.Record(), d)}
+	case engine.TerminalOutput:
+		if d.ExitCode != nil {
+			p.Payload = map[string]any{"process_id": d.ProcessID, "exit_code": *d.ExitCode}
 			break
 		}
-		pl := map[string]any{"goal": d.Goal, "child_session_id": d.ChildID, "subagent_id": d.ChildID}
-		if d.Outcome != nil {
-			pl["status"] = subagentStatus(d.Outcome.Status)
-			pl["summary"] = trimText(d.Outcome.Text, 400)
-			pl["api_calls"] = d.Outcome.APICalls
-		}
-		p.Payload = pl
+		p.Payload = map[string]any{"process_id": d.ProcessID, "chunk": d.Chunk}
 	case engine.ErrorInfo:
 		p.Payload = map[string]any{"message": d.Message}
 	case engine.SessionClosed:
@@ -97,6 +95,52 @@ func render(l *live, ev engine.Event) (eventParams, bool) {
 		p.Payload = d
 	}
 	return p, true
+}
+
+// subagentPayload is the payload of the subagent.* events: spawn_requested (queued), start,
+// tool (the child's tool name and a preview of its call) and progress (the child's usage so
+// far) while it runs, complete with its status, a summary and its usage.
+func subagentPayload(typ engine.EventType, d engine.SubagentInfo) map[string]any {
+	pl := map[string]any{
+		"goal": d.Goal, "task_count": 1, "task_index": 0, "subagent_id": d.ChildID, "child_session_id": d.ChildID,
+		"depth": d.Depth, "model": d.Model, "status": "running",
+	}
+	if d.Depth > 1 {
+		pl["parent_id"] = d.ParentID // the parent is itself a sub-agent
+	}
+	usage := func(u model.Usage, calls int) {
+		pl["input_tokens"], pl["output_tokens"], pl["reasoning_tokens"], pl["api_calls"] = u.PromptTokens, u.CompletionTokens, u.ReasoningTokens, calls
+	}
+	switch {
+	case typ == engine.EvSubagentSpawn:
+		pl["status"] = "queued"
+	case typ == engine.EvSubagentTool:
+		pl["tool_name"], pl["tool_preview"] = d.ToolName, d.Preview
+	case d.Usage != nil:
+		usage(d.Usage.Usage, d.Usage.APICalls)
+		pl["tool_count"] = d.Usage.ToolCalls
+	case d.Outcome != nil:
+		pl["status"] = subagentStatus(d.Outcome.Status)
+		pl["summary"] = trimText(d.Outcome.Text, 400)
+		pl["duration_seconds"] = d.Duration.Seconds()
+		usage(d.Outcome.Usage, d.Outcome.APICalls)
+		if d.Outcome.Error != "" {
+			pl["error"] = d.Outcome.Error
+		}
+	}
+	return pl
+}
+
+// tickUsage is a mid-turn session.usage: the session's stored usage plus the running turn's
+// so far.
+func tickUsage(rec engine.Record, d engine.UsageInfo) map[string]any {
+	u := rec.Usage
+	in, out := u.InputTokens+int64(d.Usage.PromptTokens), u.OutputTokens+int64(d.Usage.CompletionTokens)
+	return withCost(map[string]any{
+		"model": d.Model, "input": in, "output": out, "reasoning": u.ReasoningTokens + int64(d.Usage.ReasoningTokens),
+		"prompt": in, "completion": out, "total": in + out, "calls": u.APICalls + int64(d.APICalls),
+		"tool_calls": u.ToolCalls + d.ToolCalls, "cache_read": u.CachedTokens + int64(d.Usage.CachedTokens),
+	}, u.CacheWriteTokens+int64(d.Usage.CacheWriteTokens), u.CostUSD+d.Usage.CostUSD)
 }
 
 func subagentStatus(s string) string {

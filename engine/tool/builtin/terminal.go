@@ -197,8 +197,24 @@ func (t *Terminal) background(a terminalArgs, dir, shown string, env *tool.Env) 
 		return tool.Errorf("background processes are not available in this session; run the command in the foreground"), nil
 	}
 	out := newCapture(orDefault(t.BackgroundCap, DefaultBackgroundCap))
-	p, err := startProc(t.shell(), a.Command, dir, t.Env.Environ(dir, nil), out, nil)
+	// Streamed output waits for the process id, which exists once the process is added.
+	var id string
+	named := make(chan struct{})
+	var pump *progressPump
+	var tee io.Writer
+	if env.Processes.Streams() {
+		pump = newProgressPump(func(chunk string) {
+			<-named
+			env.Processes.OnOutput(id, chunk)
+		})
+		tee = pump
+	}
+	p, err := startProc(t.shell(), a.Command, dir, t.Env.Environ(dir, nil), out, tee)
 	if err != nil {
+		if pump != nil {
+			close(named)
+			pump.close()
+		}
 		return tool.Result{}, fmt.Errorf("terminal: start shell: %w", err)
 	}
 	grace := t.grace()
@@ -219,7 +235,17 @@ func (t *Terminal) background(a terminalArgs, dir, shown string, env *tool.Env) 
 			return code
 		},
 	}
-	id := env.Processes.Add(tp)
+	id = env.Processes.Add(tp)
+	close(named)
+	if pump != nil {
+		go func() {
+			<-p.done
+			pump.close() // the reader has finished: done is closed only after it
+			if env.Processes.OnExit != nil {
+				env.Processes.OnExit(id, tp.ExitCode())
+			}
+		}()
+	}
 	meta := map[string]any{"command": a.Command, "process_id": id, "pid": tp.PID, "background": true}
 	if shown != "" {
 		meta["workdir"] = shown
