@@ -87,7 +87,9 @@ func promptSubmit(ctx context.Context, c *client, m string, raw json.RawMessage)
 	images := l.images
 	l.images = nil
 	l.mu.Unlock()
-	adm, err := l.s.Submit(ctx, engine.Prompt{Text: text, Origin: "tui", Queued: p.Queued, Truncate: tr, Images: images, Hidden: p.DisplayKind == "hidden"})
+	adm, err := c.g.submit(c.who, l.s, func() (engine.Admission, error) {
+		return l.s.Submit(ctx, engine.Prompt{Text: text, Origin: "tui", Queued: p.Queued, Truncate: tr, Images: images, Hidden: p.DisplayKind == "hidden"})
+	})
 	if err != nil {
 		if len(images) > 0 { // keep the attachments for the retry
 			l.mu.Lock()

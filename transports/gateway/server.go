@@ -73,6 +73,8 @@ type Server struct {
 	// with the session's principal: they answer "stored session not found" from then on.
 	goneRIDs map[string]string
 
+	turnHook TurnHook // see SetTurnHook; guarded by mu
+
 	bg     sync.WaitGroup // background prompts
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -113,6 +115,30 @@ func New(eng *engine.Engine, opts Options) *Server {
 		sessions: map[string]*live{}, byStored: map[string]*live{}, goneRIDs: map[string]string{}, locks: map[string]map[string]any{},
 		ctx: ctx, cancel: cancel,
 	}
+}
+
+// TurnHook runs a prompt.submit's admission for the connection's principal p: it calls
+// submit (which may start a turn on s) and returns its result. The HTTP server uses it to
+// record who started a turn, so that turn's browser tool calls go to that principal's
+// controller.
+type TurnHook func(p engine.Principal, s *engine.Session, submit func() (engine.Admission, error)) (engine.Admission, error)
+
+// SetTurnHook installs h for the prompts submitted from now on.
+func (g *Server) SetTurnHook(h TurnHook) {
+	g.mu.Lock()
+	g.turnHook = h
+	g.mu.Unlock()
+}
+
+// submit admits a prompt through the turn hook, if one is set.
+func (g *Server) submit(p engine.Principal, s *engine.Session, submit func() (engine.Admission, error)) (engine.Admission, error) {
+	g.mu.Lock()
+	h := g.turnHook
+	g.mu.Unlock()
+	if h == nil {
+		return submit()
+	}
+	return h(p, s, submit)
 }
 
 // Epoch is this process's replay epoch (gateway.ready.replay_epoch).

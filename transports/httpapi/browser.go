@@ -109,6 +109,9 @@ func (s *Server) initBrowser() error {
 	// reads it concurrently.
 	s.eng.Tools().Add(b.tool)
 	s.browser = b
+	if s.gw != nil {
+		s.gw.SetTurnHook(b.gatewayTurn)
+	}
 	return nil
 }
 
@@ -137,11 +140,37 @@ func (b *broker) bind(ctx context.Context, sess *engine.Session, start func() (*
 	defer unlock()
 	r, err := start()
 	if err == nil {
-		b.mu.Lock()
-		b.owners[sess.ID()] = turnOwner{turnID: r.turnID, principal: p}
-		b.mu.Unlock()
+		b.own(sess.ID(), r.turnID, p)
 	}
 	return r, err
+}
+
+func (b *broker) own(sessionID, turnID, principal string) {
+	b.mu.Lock()
+	b.owners[sessionID] = turnOwner{turnID: turnID, principal: principal}
+	b.mu.Unlock()
+}
+
+// gatewayTurn is the gateway's turn hook on /api/ws: a turn a prompt.submit starts is owned
+// by the connection's principal, like one an API request starts, until it ends. A prompt
+// queued or steered into a running turn changes no owner.
+func (b *broker) gatewayTurn(p engine.Principal, sess *engine.Session, submit func() (engine.Admission, error)) (engine.Admission, error) {
+	digest, ok := b.s.digestOf(p)
+	if !ok {
+		return submit()
+	}
+	unlock := b.lockStart(sess.ID())
+	defer unlock()
+	adm, err := submit()
+	if err != nil || adm.Status != engine.AdmitStarted || adm.TurnID == "" {
+		return adm, err
+	}
+	b.own(sess.ID(), adm.TurnID, digest)
+	go func() { // ends with the turn, or when the server shuts down
+		_, _ = sess.Wait(b.s.ctx, adm.TurnID)
+		b.unbind(sess.ID(), adm.TurnID)
+	}()
+	return adm, nil
 }
 
 // unbind forgets the owner of a turn that ended (a later turn's owner is left alone).
@@ -176,8 +205,9 @@ func (b *broker) lockStart(id string) (unlock func()) {
 	}
 }
 
-// owner returns the principal that started the session's running turn. A turn started
-// elsewhere (the WebSocket gateway, a queued follow-up, a sub-agent) has none.
+// owner returns the principal that started the session's running turn: an API request's or
+// an /api/ws connection's. A turn started elsewhere (the stdio gateway, a queued follow-up, a
+// sub-agent) has none.
 func (b *broker) owner(sessionID string) (string, bool) {
 	b.lockStart(sessionID)() // wait out a start in progress
 	b.mu.Lock()
@@ -468,4 +498,14 @@ func (s *Server) browserRoutes() {
 	}
 	s.app.Post("/v1/browser-control/register", s.browserRegister)
 	s.app.Get("/v1/browser-control/ws", s.browserUpgrade, websocket.New(s.serveBrowser, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}))
+}
+
+// digestOf is the key digest of the principal p of one of the server's keys.
+func (s *Server) digestOf(p engine.Principal) (string, bool) {
+	for _, k := range s.keys {
+		if k.who.ID == p.ID && k.who.Admin == p.Admin {
+			return k.digest, true
+		}
+	}
+	return "", false
 }
