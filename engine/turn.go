@@ -354,10 +354,11 @@ func (t *turnState) streamModel(prov model.Provider, name string, msgs []model.M
 			s.j.append(Event{Type: EvReasoningDelta, TurnID: t.id, Text: c.Reasoning})
 		}
 		if c.Text != "" {
-			s.j.append(Event{Type: EvMessageDelta, TurnID: t.id, Text: c.Text})
+			// The snapshot's text first: a client that saw the delta finds it in inflight.
 			t.mu.Lock()
 			t.text.WriteString(c.Text)
 			t.mu.Unlock()
+			s.j.append(Event{Type: EvMessageDelta, TurnID: t.id, Text: c.Text})
 		}
 		for _, d := range c.ToolCalls {
 			s.j.append(Event{Type: EvToolGenerating, TurnID: t.id, Text: d.Arguments, Data: ToolGenerating{Index: d.Index, CallID: d.ID, Name: d.Name}})
