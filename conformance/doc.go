@@ -66,6 +66,7 @@
 //	gateway_ws_gate                19    no approval frame to a client without server_requests
 //	gateway_command_dispatch       i17.7 command.dispatch {"command": "/model …"} beside {name, arg}
 //	gateway_reconnect              20,22 an open request survives a reconnect and is answered from the new connection
+//	gateway_live_events            i17.8 usage ticks, sub-agent lifecycle, background process output, a failed turn kept as inflight with its corrections
 //	acp_turn                       23,26 ACP initialize, streaming prompt, permission request
 //	behaviour_24_acp_load          24    session/load in a new process replays the history (tool calls, plan) before its response
 //	behaviour_25_acp_queue_cancel  25    a second prompt is queued at once; session/cancel ends the first cancelled
