@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hermes-go/hermes/engine/model/anthropic/anthropictest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store/homestore"
 	"github.com/hermes-go/hermes/engine/store/postgres/pgtest"
 )
 
@@ -268,6 +270,14 @@ func TestDoctorBuiltBinary(t *testing.T) {
 		}
 		return 0, string(out)
 	}
+	// Stop the store process while its home is still there (cleanups run last first, so this
+	// runs before the temporary directories go).
+	t.Cleanup(func() {
+		if pid, held := homestore.LockHolder(home); held && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+		waitStoreProcessGone(t, home)
+	})
 	if code, out := run("sessions"); code != 0 {
 		t.Fatalf("sessions: %d %s", code, out)
 	}
