@@ -20,6 +20,8 @@
 // request; {"await": 4} reads until the reply to request 4; {"close": true} ends the
 // connection and {"reconnect": true} opens a new one: to the same server on WebSocket and
 // HTTP, and on stdio a new process on the same home (so a fixture shows what persists).
+// {"controller": {"capabilities": […]}} registers and connects a browser controller with the
+// server's key (gateway-ws), which answers each command with the action and arguments it got.
 // meta.remote marks fixtures that need no model, policy or configuration of their own.
 //
 // # Transports and dialects
@@ -66,6 +68,7 @@
 //	gateway_ws_gate                19    no approval frame to a client without server_requests
 //	gateway_command_dispatch       i17.7 command.dispatch {"command": "/model …"} beside {name, arg}
 //	gateway_reconnect              20,22 an open request survives a reconnect and is answered from the new connection
+//	gateway_ws_browser             i17.9 a prompt.submit over /api/ws drives the controller its key registered
 //	gateway_live_events            i17.8 usage ticks, sub-agent lifecycle, background process output, a failed turn kept as inflight with its corrections
 //	acp_turn                       23,26 ACP initialize, streaming prompt, permission request
 //	behaviour_24_acp_load          24    session/load in a new process replays the history (tool calls, plan) before its response

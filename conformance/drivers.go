@@ -317,6 +317,8 @@ func TargetServer(url string) Server { return &wsServer{url: url} }
 type wsServer struct {
 	proc *serveProc // nil for a server someone else runs
 	url  string
+	mu   sync.Mutex
+	ctls []*controller // browser controllers a fixture connected
 }
 
 func (s *wsServer) Connect() (Conn, error) {
@@ -340,6 +342,7 @@ func (s *wsServer) Connect() (Conn, error) {
 }
 
 func (s *wsServer) Close() error {
+	s.closeControllers()
 	if s.proc != nil {
 		s.proc.stop()
 	}

@@ -54,6 +54,8 @@ func kindOf(key string, v any) string {
 		return "time"
 	case "run_id":
 		return "run"
+	case "controller_id":
+		return "controller"
 	case "turn_id":
 		return "turn"
 	case "admission_id":

@@ -41,6 +41,10 @@ type Step struct {
 	Await     json.RawMessage `json:"await,omitempty"` // read until the response to this request id
 	Close     bool            `json:"close,omitempty"`
 	Reconnect bool            `json:"reconnect,omitempty"`
+	// Controller registers and connects a browser controller (see Controllers).
+	Controller *struct {
+		Capabilities []string `json:"capabilities"`
+	} `json:"controller,omitempty"`
 }
 
 // Load reads a fixture.
@@ -222,6 +226,17 @@ func (r *playback) receive(step int, stop func(map[string]any) bool) error {
 func (r *playback) step(n int, s Step) error {
 	var frame []byte
 	switch {
+	case s.Controller != nil:
+		cs, ok := r.srv.(Controllers)
+		if !ok {
+			return fmt.Errorf("step %d: this transport cannot connect a browser controller", n)
+		}
+		reg, err := cs.Controller(r.ctx, s.Controller.Capabilities)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", n, err)
+		}
+		r.out = append(r.out, fmt.Sprintf("%d %s", n, canonical(r.ph.normalize(map[string]any{"controller": reg}))))
+		return nil
 	case s.Close:
 		return r.conn.Close()
 	case s.Reconnect:
