@@ -140,9 +140,14 @@ try {
   await page.click('#nav a[data-view="charts"]');
   await page.waitForSelector('figure[data-chart="Turns (runs)"] svg rect.bar');
   await page.waitForSelector('figure[data-chart="Run duration"] svg circle.dot');
+  // The primary key may read /metrics: its counters are listed under the charts.
+  await page.waitForFunction(() => [...document.querySelectorAll('#metrics:not([hidden]) td')].some((td) => td.textContent.startsWith('hermes_turns_total')));
   step('charts drawn');
 
-  // Another key: none of the first key's sessions or runs.
+  // Another key: none of the first key's sessions or runs. (Log out from the sessions view:
+  // the next login lands where the last one left.)
+  await page.click('#nav a[data-view="sessions"]');
+  await page.waitForSelector('#sessions-table', { visible: true });
   await page.click('#logout');
   await page.waitForSelector('#login-form', { visible: true });
   assert.equal(await page.evaluate(() => sessionStorage.length), 0);

@@ -362,10 +362,34 @@ function runsView(root) {
 
 // ---- charts ----
 
+// counters reads a few series of /metrics (Prometheus text) when the key may read it; null
+// otherwise (the dashboard does not depend on it).
+const COUNTERS = ['hermes_turns_total', 'hermes_model_tokens_total', 'hermes_tool_calls_total', 'hermes_sessions_active', 'hermes_approvals_pending', 'hermes_admission_rejections_total'];
+async function counters() {
+  let text;
+  try {
+    const res = await fetch('/metrics', { headers: { Authorization: 'Bearer ' + getKey() }, cache: 'no-store' });
+    if (!res.ok) return null;
+    text = await res.text();
+  } catch { return null; }
+  const out = [];
+  for (const line of text.split('\n')) {
+    const m = line.match(/^([a-z_]+)(\{[^}]*\})?\s+(\S+)$/);
+    if (m && COUNTERS.includes(m[1])) out.push({ name: m[1] + (m[2] || ''), value: Number(m[3]) });
+  }
+  return out;
+}
+
 function chartsView(root) {
   const grid = h('div', { class: 'charts', id: 'charts' });
-  root.append(h('h2', {}, 'Charts'), h('p', { class: 'muted' }, 'Runs this server holds, by admission time; session tokens by last update.'), grid);
+  const table = h('tbody');
+  const metrics = h('section', { id: 'metrics', hidden: true }, h('h3', {}, 'Server counters (/metrics)'), h('table', {}, table));
+  root.append(h('h2', {}, 'Charts'), h('p', { class: 'muted' }, 'Runs this server holds, by admission time; session tokens by last update.'), grid, metrics);
   return repeat(async () => {
+    counters().then((rows) => {
+      metrics.hidden = !rows;
+      if (rows) table.replaceChildren(...rows.map((r) => h('tr', {}, h('td', { class: 'mono' }, r.name), h('td', {}, r.value))));
+    });
     const [runs, sessions] = await Promise.all([api('GET', '/v1/runs?limit=500'), api('GET', '/api/sessions?limit=200')]);
     const rs = (runs.data || []).slice().sort((a, b) => a.created_at - b.created_at);
     const settled = rs.filter((r) => ['completed', 'failed', 'cancelled', 'interrupted'].includes(r.status));
