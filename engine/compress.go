@@ -46,6 +46,7 @@ type compaction struct {
 	turnID string
 	text   string // the status text; "" the kind
 	prompt string // the summarisation prompt; "" compressPrompt
+	ctx    *ContextInfo
 }
 
 // compact is a compression, asked for (Compress) or made by a turn (kind "compacting"). The
@@ -95,7 +96,7 @@ func (s *Session) compact(ctx context.Context, c compaction) (CompressResult, er
 	if text == "" {
 		text = kind
 	}
-	s.j.append(Event{Type: EvStatus, TurnID: c.turnID, Data: StatusInfo{Status: s.Status(), Kind: kind, Text: text}})
+	s.j.append(Event{Type: EvStatus, TurnID: c.turnID, Data: StatusInfo{Status: s.Status(), Kind: kind, Text: text, Context: c.ctx}})
 	if kind == "compressing" {
 		defer s.j.append(Event{Type: EvStatus, Data: StatusInfo{Status: s.Status(), Kind: "status", Text: "ready"}})
 	}

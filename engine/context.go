@@ -275,8 +275,9 @@ func (t *turnState) fitContext(name string, msgs []model.Message) ([]model.Messa
 		return msgs, nil
 	}
 	for _, hard := range []bool{false, true} {
+		ci := s.Context()
 		res, err := s.compact(t.ctx, compaction{hard: hard, kind: "compacting", turnID: t.id, prompt: d.Prompt,
-			text: "compacting the conversation to fit the context window"})
+			text: "compacting the conversation to fit the context window", ctx: &ci})
 		if err != nil {
 			if est <= window { // carry on uncompacted; the provider has the last word
 				s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacting", Text: "compaction failed: " + clip(err.Error(), 200)}})
@@ -313,8 +314,9 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 	if !d.Compact {
 		return msgs, fmt.Errorf("%w: %v; the compact policy declined to compact", ErrContextExceeded, cause)
 	}
+	ci := s.Context()
 	res, err := s.compact(t.ctx, compaction{hard: true, kind: "compacting", turnID: t.id, prompt: d.Prompt,
-		text: "compacting the conversation: the provider refused the request as too long"})
+		text: "compacting the conversation: the provider refused the request as too long", ctx: &ci})
 	if err != nil {
 		return msgs, fmt.Errorf("%w: %v; compaction failed: %v", ErrContextExceeded, cause, err)
 	}
@@ -331,11 +333,12 @@ func (t *turnState) compactHarder(name string, msgs []model.Message, cause error
 }
 
 // compacted announces a finished compaction of the turn: status kind "compacted", whose text
-// says how many rows were archived (summarised, or copied behind the summary; the context it
-// left is in Session.Context).
+// says how many rows were archived (summarised, or copied behind the summary), with the
+// context the compaction left.
 func (t *turnState) compacted(res CompressResult) {
+	ci := t.s.Context()
 	t.s.j.append(Event{Type: EvStatus, TurnID: t.id, Data: StatusInfo{Status: StatusWorking, Kind: "compacted",
-		Text: fmt.Sprintf("compacted: %d rows archived behind a summary", res.Removed)}})
+		Text: fmt.Sprintf("compacted: %d rows archived behind a summary", res.Removed), Context: &ci}})
 }
 
 // compactDecision asks the compact policy whether to compact now and with which prompt. A hook

@@ -171,6 +171,9 @@ type StatusInfo struct {
 	Status SessionStatus `json:"status"`
 	Kind   string        `json:"kind,omitempty"`
 	Text   string        `json:"text,omitempty"`
+	// Context is the session's context use when the status was raised (compacting: the
+	// request that crossed the threshold; compacted: the estimate the compaction left).
+	Context *ContextInfo `json:"context,omitempty"`
 }
 
 // QueueInfo is the payload of queue.updated.

@@ -13,10 +13,18 @@ import (
 // compaction, the estimate of the next request), size the model's context window (configured,
 // catalogue or default), and cost the session's cumulative cost when its model is priced.
 func (a *agent) contextMeter(ss *session) sdk.SessionUpdate {
-	ci := ss.s.Context()
+	return a.meterOf(ss, ss.s.Context())
+}
+
+// meterOf is the usage_update of ss for the context use ci.
+func (a *agent) meterOf(ss *session, ci engine.ContextInfo) sdk.SessionUpdate {
+	rec := ss.s.Record()
 	up := &sdk.SessionUsageUpdate{SessionUpdate: "usage_update", Used: ci.Used, Size: ci.Max}
-	if c := ss.s.Record().Usage.CostUSD; c > 0 {
-		up.Cost = &sdk.Cost{Amount: c, Currency: "USD"}
+	if rec.Usage.APICalls == 0 && ci.Estimated {
+		up.Used = 0 // a new session: nothing has been sent to the model yet
+	}
+	if rec.Usage.CostUSD > 0 {
+		up.Cost = &sdk.Cost{Amount: rec.Usage.CostUSD, Currency: "USD"}
 	}
 	return sdk.SessionUpdate{UsageUpdate: up}
 }
@@ -31,6 +39,10 @@ func (t *turn) compaction(ctx context.Context, si engine.StatusInfo) {
 		t.a.update(ctx, t.id, sdk.UpdateAgentThoughtText(si.Text+"\n"))
 	case "compacted":
 		t.a.update(ctx, t.id, sdk.UpdateAgentThoughtText(si.Text+"\n"))
-		t.a.update(ctx, t.id, t.a.contextMeter(t.ss))
+		if si.Context != nil { // the figures of that moment: the turn has moved on since
+			t.a.update(ctx, t.id, t.a.meterOf(t.ss, *si.Context))
+		} else {
+			t.a.update(ctx, t.id, t.a.contextMeter(t.ss))
+		}
 	}
 }

@@ -31,7 +31,11 @@ func compactionEvent(ev engine.Event, sess *engine.Session) (name string, fields
 	}
 	fields = map[string]any{}
 	if si.Kind == "compacting" {
-		fields = contextFields(sess.Context())
+		ci := sess.Context()
+		if si.Context != nil { // the figures of that moment: the turn has moved on since
+			ci = *si.Context
+		}
+		fields = contextFields(ci)
 	}
 	fields["text"] = si.Text
 	return "run." + si.Kind, fields, true
