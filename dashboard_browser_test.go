@@ -92,7 +92,7 @@ func TestDashboardBrowser(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	node := exec.CommandContext(ctx, n.Bin, "dashboard.mjs")
 	node.Dir = n.Dir

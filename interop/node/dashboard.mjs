@@ -10,12 +10,14 @@ import assert from 'node:assert/strict';
 const base = process.env.HERMES_BASE;
 const key = process.env.HERMES_KEY;
 const otherKey = process.env.HERMES_OTHER_KEY;
-const T = 60_000; // generous: a shared, noisy machine
+const T = 120_000; // generous: a shared, noisy machine
 const step = (s) => console.log('step: ' + s);
 
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROME_BIN,
   headless: true,
+  timeout: T,
+  protocolTimeout: 4 * T,
   userDataDir: process.env.DASHBOARD_HOME,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
 });
