@@ -11,6 +11,7 @@ import (
 	"github.com/hermes-go/hermes/engine/store"
 	badgerstore "github.com/hermes-go/hermes/engine/store/badger"
 	"github.com/hermes-go/hermes/engine/store/homestore"
+	"github.com/hermes-go/hermes/engine/store/memstore"
 	"github.com/hermes-go/hermes/engine/store/storetest"
 )
 
@@ -143,4 +144,50 @@ func index(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// stuckClose is a store whose Close never returns, as badger's does when its directory was
+// removed under it (it retries writing its tables forever).
+type stuckClose struct {
+	store.Store
+	closing chan struct{}
+}
+
+func (s *stuckClose) Close() error {
+	close(s.closing)
+	select {}
+}
+
+// TestStoppedAfterSocketRemoved: a store process told to stop (a signal or its idle timer) in
+// the second between its home's removal and the watcher noticing leaves without closing the
+// store, which could never finish closing: it exits instead of hanging.
+func TestStoppedAfterSocketRemoved(t *testing.T) {
+	home := shortHome(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	st := &stuckClose{Store: memstore.New(), closing: make(chan struct{})}
+	go func() {
+		done <- homestore.Serve(ctx, homestore.ServerOptions{
+			Home:  home,
+			Open:  func() (store.Store, error) { return st, nil },
+			Ready: func() { close(ready) },
+		})
+	}()
+	<-ready
+	if err := os.Remove(homestore.SocketPath(home)); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // before the watcher's next look
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-st.closing:
+		t.Fatal("closed a store whose home was removed")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return")
+	}
 }

@@ -103,9 +103,10 @@ func Serve(ctx context.Context, o ServerOptions) error {
 		srv.accept(ctx, ln)
 	}()
 	var vanished atomic.Bool
+	orig, statErr := os.Stat(path)
 	go func() {
 		defer workers.Done()
-		if watchSocket(ctx, path) {
+		if statErr != nil || watchSocket(ctx, path, orig) {
 			vanished.Store(true)
 			cancel()
 		}
@@ -114,7 +115,9 @@ func Serve(ctx context.Context, o ServerOptions) error {
 	_ = ln.Close()
 	workers.Wait()
 	srv.closeConns()
-	if vanished.Load() {
+	// The watcher looks once a second: an idle exit or a signal in between must not miss a
+	// home removed meanwhile.
+	if vanished.Load() || statErr != nil || socketReplaced(path, orig) {
 		// The socket (or the whole home) was removed: nobody can reach this process any more,
 		// and a store whose directory is gone cannot be closed (badger would retry writing its
 		// tables forever). Everything acknowledged is already committed; leave without writing.
@@ -122,18 +125,38 @@ func Serve(ctx context.Context, o ServerOptions) error {
 		return nil
 	}
 	_ = os.Remove(path)
-	err = st.Close()
+	err = closeBounded(st, closeWait)
 	log.Info("store process exiting", "pid", os.Getpid(), "err", err)
 	return err
 }
 
-// watchSocket reports true when the socket file at path disappears or is replaced, checking every
-// second until ctx ends (then false).
-func watchSocket(ctx context.Context, path string) bool {
-	orig, err := os.Stat(path)
-	if err != nil {
-		return true
+// closeWait bounds how long the store process waits for its store to close: a store whose
+// directory was removed under it (a data directory outside the home) would retry writing its
+// tables forever.
+const closeWait = 30 * time.Second
+
+// closeBounded closes st, giving up after wait. Everything acknowledged was committed before
+// its acknowledgement, so giving up loses nothing; the store is left to the process's exit.
+func closeBounded(st store.Store, wait time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- st.Close() }() // owned by the exiting process: abandoned after wait
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(wait):
+		return fmt.Errorf("store did not close within %v; exiting without it", wait)
 	}
+}
+
+// socketReplaced reports whether the socket file at path is gone or is no longer orig.
+func socketReplaced(path string, orig os.FileInfo) bool {
+	fi, err := os.Stat(path)
+	return err != nil || !os.SameFile(orig, fi)
+}
+
+// watchSocket reports true when the socket file at path disappears or is no longer orig,
+// checking every second until ctx ends (then false).
+func watchSocket(ctx context.Context, path string, orig os.FileInfo) bool {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -141,8 +164,7 @@ func watchSocket(ctx context.Context, path string) bool {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
-			fi, err := os.Stat(path)
-			if err != nil || !os.SameFile(orig, fi) {
+			if socketReplaced(path, orig) {
 				return true
 			}
 		}
