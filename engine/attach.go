@@ -23,6 +23,9 @@ type attachments struct {
 	order  []string
 	fs     tool.FS
 	hidden []string // tool names kept out of the model's tool list (HideTools)
+	// reviewEdits: the surface's client reviews file edits before they are written
+	// (SetEditReview).
+	reviewEdits bool
 }
 
 // AttachTools offers ts to this session's model, and to its sub-agents, besides the engine's

@@ -93,6 +93,9 @@ func (t *turnState) callTool(ctx context.Context, c model.ToolCall, args json.Ra
 	if !ok {
 		return res, true
 	}
+	if res.Meta["user_consent"] == true {
+		env.ReviewEdits = nil // a person approved this very call already
+	}
 	res, err = tl.Call(ctx, tool.Call{ID: c.ID, Name: c.Name, Args: args}, env)
 	if err != nil {
 		if t.ctx.Err() != nil {
@@ -184,7 +187,7 @@ func (t *turnState) approve(ctx context.Context, c model.ToolCall, tl tool.Tool,
 			}
 		}
 	}
-	return args, true, tool.Result{}
+	return args, true, tool.Result{Meta: map[string]any{"user_consent": true}}
 }
 
 // approvedPatterns lists the pattern keys approved for this session or always.
@@ -238,6 +241,7 @@ func (s *Session) toolEnv(t *turnState, c model.ToolCall) *tool.Env {
 		Delegate: func(ctx context.Context, goal string, _ []string) (string, error) {
 			return s.delegate(ctx, goal)
 		},
+		ReviewEdits: s.editReviewer(t, c),
 	}
 }
 

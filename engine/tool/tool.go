@@ -80,6 +80,19 @@ type Env struct {
 	// State is the session's scratch space for tools that remember something between calls
 	// (the todo list). Nil outside a session: such tools then start empty each call.
 	State *State
+	// ReviewEdits, when set, is called by a file tool with every change a call is about to
+	// make, before anything is written; an error means they were not approved, and the tool
+	// writes nothing.
+	ReviewEdits func(ctx context.Context, edits []Edit) error
+}
+
+// Edit is one file change a tool is about to make, as a person reviews it.
+type Edit struct {
+	Path    string // absolute
+	OldText string // "" for a new file
+	NewText string // "" for a deleted file
+	Created bool
+	Deleted bool
 }
 
 // FS is a file system a surface lends a session in place of the disk: an editor that holds

@@ -393,6 +393,9 @@ func (a *agent) add(s *engine.Session, cwd string) *session {
 		delete(a.closed, s.ID())
 	}
 	fs := &clientFS{a: a, id: s.ID(), read: a.fsRead, write: a.fsWrite}
+	// Every ACP client answers session/request_permission: in the default mode the person
+	// sees each edit as a diff and approves it before it is written.
+	s.SetEditReview(true)
 	stopping := a.stopping
 	a.mu.Unlock()
 	// A session added while the connection ends keeps the disk: nobody would take the

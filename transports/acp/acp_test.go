@@ -502,6 +502,7 @@ func TestEditRendersDiffAndTerminalRendersCommand(t *testing.T) {
 	srv, p := fakeProvider(t)
 	eng, cwd := newEngine(t, p, "")
 	c := connect(t, eng, cwd, acp.Options{})
+	c.cl.decide = choose(acp.OptAllowOnce)
 	ctx := testCtx(t)
 	id := c.newSession(t, ctx)
 	if err := os.WriteFile(filepath.Join(cwd, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
@@ -532,12 +533,21 @@ func TestEditRendersDiffAndTerminalRendersCommand(t *testing.T) {
 	if !strings.Contains(texts, "$ echo hello") || !strings.Contains(texts, "hello") {
 		t.Fatalf("terminal content %q", texts)
 	}
-	// Calls the policy allows go pending → in_progress → completed.
-	for _, id := range []string{"w", "t"} {
-		want := []sdk.ToolCallStatus{sdk.ToolCallStatusPending, sdk.ToolCallStatusInProgress, sdk.ToolCallStatusCompleted}
+	// Calls the policy allows go pending → in_progress → completed; an edit waits (pending)
+	// again while the person reviews its diff.
+	pend, ip, done := sdk.ToolCallStatusPending, sdk.ToolCallStatusInProgress, sdk.ToolCallStatusCompleted
+	for id, want := range map[string][]sdk.ToolCallStatus{"w": {pend, ip, pend, ip, done}, "t": {pend, ip, done}} {
 		if st := tr.status[id]; !slices.Equal(st, want) {
 			t.Fatalf("call %s statuses %v, want %v", id, st, want)
 		}
+	}
+	// The review came before the write, with the same diff.
+	c.cl.mu.Lock()
+	perms := c.cl.perms
+	c.cl.mu.Unlock()
+	if len(perms) != 1 || string(perms[0].ToolCall.ToolCallId) != "w" || *perms[0].ToolCall.Kind != sdk.ToolKindEdit ||
+		len(perms[0].ToolCall.Content) != 1 || perms[0].ToolCall.Content[0].Diff == nil || perms[0].ToolCall.Content[0].Diff.NewText != "one\nTWO\n" {
+		t.Fatalf("edit review %+v", perms)
 	}
 }
 

@@ -144,6 +144,7 @@ func TestClientFileSystemServesFileTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &fsClient{buffers: map[string]string{a: "unsaved buffer line\n"}}
+	cl.decide = choose(acp.OptAllowSession) // the default mode shows each edit for approval
 	cc, _ := connectClient(t, eng, cl, acp.Options{Logger: quiet})
 	ctx := testCtx(t)
 	fsInit(t, ctx, cc, true, true)
@@ -192,6 +193,7 @@ func TestClientFileSystemOnlyForAdvertisedMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &fsClient{buffers: map[string]string{a: "buffer\n"}}
+	cl.decide = choose(acp.OptAllowSession) // the default mode shows each edit for approval
 	cc, _ := connectClient(t, eng, cl, acp.Options{Logger: quiet})
 	ctx := testCtx(t)
 	fsInit(t, ctx, cc, true, false) // reads only: writes go to disk
@@ -217,6 +219,7 @@ func TestClientFileSystemFailuresAreToolErrors(t *testing.T) {
 	srv, p := fakeProvider(t)
 	eng, cwd := newEngine(t, p, "")
 	cl := &fsClient{buffers: map[string]string{}, writeErr: &sdk.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"error": "the user rejected the edit"}}}
+	cl.decide = choose(acp.OptAllowSession) // the default mode shows each edit for approval
 	cc, _ := connectClient(t, eng, cl, acp.Options{Logger: quiet, FSTimeout: 50 * time.Millisecond})
 	ctx := testCtx(t)
 	fsInit(t, ctx, cc, true, true)

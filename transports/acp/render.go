@@ -321,3 +321,21 @@ func toolFailed(name string, isError bool, content string, meta map[string]any) 
 	code = strings.TrimRight(code, ")]")
 	return ok && code != "0" && code != ""
 }
+
+// editDiffs renders the edits of an edit review (the approval payload's "edits") as diff
+// content: path, old text (absent for a new file) and new text.
+func editDiffs(v any) []sdk.ToolCallContent {
+	list, _ := v.([]map[string]any)
+	out := make([]sdk.ToolCallContent, 0, len(list))
+	for _, e := range list {
+		path, _ := e["path"].(string)
+		oldText, _ := e["old_text"].(string)
+		newText, _ := e["new_text"].(string)
+		if created, _ := e["created"].(bool); created {
+			out = append(out, sdk.ToolDiffContent(path, newText))
+			continue
+		}
+		out = append(out, sdk.ToolDiffContent(path, newText, oldText))
+	}
+	return out
+}

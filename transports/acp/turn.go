@@ -439,6 +439,12 @@ func (t *turn) permission(ctx context.Context, r engine.Request) {
 		},
 		Options: opts,
 	}
+	if diffs := editDiffs(r.Payload["edits"]); len(diffs) > 0 {
+		// An edit about to be written: the person sees the diff before anything changes.
+		req.ToolCall.Title = sdk.Ptr(toolTitle(name, ts.args))
+		req.ToolCall.Kind = sdk.Ptr(sdk.ToolKindEdit)
+		req.ToolCall.Content = diffs
+	}
 	askCtx, cancel := t.a.clientCtx(ctx, t.a.o.PermissionTimeout)
 	t.mu.Lock()
 	t.asks[r.ID] = cancel

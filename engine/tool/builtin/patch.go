@@ -126,6 +126,11 @@ func replace(ctx context.Context, env *tool.Env, p, old, new string, all bool) t
 	if all {
 		updated = strings.ReplaceAll(cur.content, old, new)
 	}
+	if env != nil && env.ReviewEdits != nil {
+		if err := env.ReviewEdits(ctx, []tool.Edit{{Path: path, OldText: cur.content, NewText: updated}}); err != nil {
+			return tool.Errorf("%v; %s was not modified", err, shown)
+		}
+	}
 	if err := writeText(ctx, env, path, shown, updated, cur.mode); err != nil {
 		return tool.Errorf("cannot write %s: %v", shown, err)
 	}
@@ -266,6 +271,20 @@ func applyPatch(ctx context.Context, env *tool.Env, body string) tool.Result {
 	}
 	if len(problems) > 0 {
 		return tool.Errorf("patch not applied, no file was changed:\n%s", strings.Join(problems, "\n"))
+	}
+	if env != nil && env.ReviewEdits != nil {
+		var edits []tool.Edit
+		for _, st := range w.order {
+			if st.exists == st.orig.exists && st.content == st.orig.content {
+				continue
+			}
+			edits = append(edits, tool.Edit{Path: st.abs, OldText: st.orig.content, NewText: st.content, Created: !st.orig.exists, Deleted: !st.exists})
+		}
+		if len(edits) > 0 {
+			if err := env.ReviewEdits(ctx, edits); err != nil {
+				return tool.Errorf("%v; no file was changed", err)
+			}
+		}
 	}
 	return w.commit()
 }

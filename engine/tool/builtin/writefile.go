@@ -47,6 +47,11 @@ func (WriteFile) Call(ctx context.Context, c tool.Call, env *tool.Env) (tool.Res
 	if err != nil && !errors.Is(err, errBinary) && !errors.Is(err, errTooLarge) {
 		return tool.Errorf("cannot write %s: %v", shown, err), nil
 	}
+	if env != nil && env.ReviewEdits != nil {
+		if err := env.ReviewEdits(ctx, []tool.Edit{{Path: path, OldText: old.content, NewText: a.Content, Created: !old.exists}}); err != nil {
+			return tool.Errorf("%v; %s was not modified", err, shown), nil
+		}
+	}
 	if err := writeText(ctx, env, path, shown, a.Content, old.mode); err != nil {
 		return tool.Errorf("cannot write %s: %v", shown, err), nil
 	}
