@@ -14,7 +14,6 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // slashCommands are answered by the agent itself, without a model turn, and advertised to the
@@ -212,7 +211,7 @@ func (a *agent) autoTitle(ctx context.Context, ss *session) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, store.ErrTitleTaken) || i > 50 {
+		if !errors.Is(err, engine.ErrTitleTaken) || i > 50 {
 			a.o.Logger.Debug("acp: no automatic title", "session", s.ID(), "err", err)
 			return
 		}
