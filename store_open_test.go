@@ -100,12 +100,12 @@ func TestOneHomeManyProcesses(t *testing.T) {
 	if !strings.Contains(answer, `"sessionId"`) {
 		t.Fatalf("hermes acp beside two serve answered session/new with %q", answer)
 	}
-	doc := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "doctor")
+	doc := hermes(t, cwd, []string{"HERMES_HOME=" + home}, "doctor", "--check", "store")
 	if doc.code != 0 {
 		t.Fatalf("hermes doctor: code %d\n%s%s", doc.code, doc.stdout, doc.err)
 	}
 	pid, held := homestore.LockHolder(home)
-	for _, want := range []string{"store process: pid " + itoa(pid), "socket " + homestore.SocketPath(home), "clients: 3", " serve ", " doctor ", "no problems found"} {
+	for _, want := range []string{"store process: pid " + itoa(pid), "socket " + homestore.SocketPath(home), "3 client(s)", " serve ", " doctor ", "no problems found"} {
 		if !held || !strings.Contains(doc.stdout, want) {
 			t.Fatalf("hermes doctor output lacks %q:\n%s", want, doc.stdout)
 		}
