@@ -478,11 +478,10 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	rows, err := st.Rows(ctx, session, store.RowQuery{})
+	calls, err := replayCalls(ctx, st, session)
 	if err != nil {
 		return fail(io, err)
 	}
-	calls := storedCalls(rows)
 	classify := classifier(reg)
 	changed := 0
 	enc := json.NewEncoder(io.out)
@@ -544,6 +543,16 @@ func decisionText(d policy.ApprovalDecision, err error) string {
 }
 
 // storedCalls lists the tool calls of a transcript in order, with whether each ran.
+// replayCalls is every tool call a session ever made, in order: the rows a compaction or a
+// rewind archived behind a summary included (they stay in the store as lineage).
+func replayCalls(ctx context.Context, st store.Store, session string) ([]replayCall, error) {
+	rows, err := st.Rows(ctx, session, store.RowQuery{IncludeArchived: true})
+	if err != nil {
+		return nil, err
+	}
+	return storedCalls(rows), nil
+}
+
 func storedCalls(rows []store.Row) []replayCall {
 	var out []replayCall
 	index := map[string]int{}
