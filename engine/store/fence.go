@@ -81,4 +81,8 @@ func (f fenced) DeleteKV(ctx context.Context, key string) error {
 	return f.Store.DeleteKV(f.ctx(ctx), key)
 }
 
+func (f fenced) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {
+	return f.Store.CompareAndSwapKV(f.ctx(ctx), key, old, new)
+}
+
 func (fenced) Close() error { return nil }

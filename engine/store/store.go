@@ -189,6 +189,12 @@ type Store interface {
 	GetKV(ctx context.Context, key string) ([]byte, error) // ErrNotFound
 	ListKV(ctx context.Context, prefix string) (map[string][]byte, error)
 	DeleteKV(ctx context.Context, key string) error
+	// CompareAndSwapKV sets key to new when its current value equals old, atomically, and
+	// reports whether it did. old == nil means "key absent" (a non-nil empty slice is the empty
+	// value); new == nil deletes the key. A swap carries the context's fence like every write and
+	// sends a hint like PutKV. Concurrent swaps of one key from any number of processes have
+	// exactly one winner.
+	CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error)
 
 	Close() error
 }

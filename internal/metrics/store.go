@@ -27,6 +27,7 @@ var storeOps = []string{
 	"get_kv",
 	"list_kv",
 	"delete_kv",
+	"cas_kv",
 }
 
 // Store decorates st: every operation's latency goes to hermes_store_operation_seconds and
@@ -169,4 +170,11 @@ func (t *timedStore) DeleteKV(ctx context.Context, key string) error {
 	err := t.st.DeleteKV(ctx, key)
 	t.done("delete_kv", start, err)
 	return err
+}
+
+func (t *timedStore) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {
+	start := time.Now()
+	ok, err := t.st.CompareAndSwapKV(ctx, key, old, new)
+	t.done("cas_kv", start, err)
+	return ok, err
 }

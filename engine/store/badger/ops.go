@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -500,4 +501,57 @@ func (s *Store) DeleteKV(ctx context.Context, key string) error {
 		w.del(kvKey(key))
 		return nil
 	})
+}
+
+// CompareAndSwapKV sets key to new (nil deletes it) when its value equals old (nil: absent).
+// The comparison and the write happen in the committer's transaction, so concurrent swaps of
+// one key (from this process or, through the store process, from any) have one winner.
+func (s *Store) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {
+	if err := validateKVKey(key); err != nil {
+		return false, err
+	}
+	var nv []byte
+	if new != nil {
+		nv = append([]byte{}, new...)
+	}
+	var swapped bool
+	err := s.do(ctx, func(b *batchTxn, w *writes) error {
+		swapped = false
+		k := kvKey(key)
+		item, err := b.txn.Get(k)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			if old != nil {
+				return nil
+			}
+			if nv == nil { // absent stays absent
+				swapped = true
+				return nil
+			}
+		case err != nil:
+			return err
+		default:
+			if old == nil {
+				return nil
+			}
+			cur, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(cur, old) {
+				return nil
+			}
+		}
+		swapped = true
+		if nv == nil {
+			w.del(k)
+		} else {
+			w.set(k, nv)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return swapped, nil
 }

@@ -616,6 +616,16 @@ func (c *Client) DeleteKV(ctx context.Context, key string) error {
 	return err
 }
 
+// CompareAndSwapKV swaps in the store process. A connection lost before the answer is an
+// ErrUnavailable: whether the swap happened is unknown, and the caller re-reads the key.
+func (c *Client) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {
+	resp, err := c.do(ctx, &request{Op: opCASKV, Key: key, Old: old, HasOld: old != nil, Value: new, HasVal: new != nil}, false)
+	if err != nil {
+		return false, err
+	}
+	return resp.Found, nil
+}
+
 // Watch subscribes through the store process. The subscription survives reconnects: it is
 // registered again on the new connection and then reports Lost.
 func (c *Client) Watch(ctx context.Context, in store.Interest) (*store.Subscription, error) {

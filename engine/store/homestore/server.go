@@ -536,6 +536,9 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 		resp.KV, err = st.ListKV(ctx, req.Prefix())
 	case opDeleteKV:
 		err = st.DeleteKV(ctx, req.Key)
+	case opCASKV:
+		old, val := presence(req.Old, req.HasOld), presence(req.Value, req.HasVal)
+		resp.Found, err = st.CompareAndSwapKV(ctx, req.Key, old, val)
 	case opWatch:
 		err = c.watch(connCtx, req)
 	case opStatus:
@@ -554,6 +557,17 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 		return (&response{ID: req.ID}).withError(err)
 	}
 	return resp
+}
+
+// presence restores a caskv value: nil when has is false (absent), else never nil.
+func presence(b []byte, has bool) []byte {
+	switch {
+	case !has:
+		return nil
+	case b == nil:
+		return []byte{}
+	}
+	return b
 }
 
 // Prefix is the KV prefix of a listkv request (carried in Key).

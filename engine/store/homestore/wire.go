@@ -41,6 +41,7 @@ const (
 	opGetKV      = "getkv"
 	opListKV     = "listkv"
 	opDeleteKV   = "delete"
+	opCASKV      = "caskv"
 	opWatch      = "watch"
 	opUnwatch    = "unwatch"
 	opCancel     = "cancel"
@@ -65,6 +66,9 @@ type request struct {
 	TTL     time.Duration       `json:"ttl,omitempty"`
 	Key     string              `json:"key,omitempty"`
 	Value   []byte              `json:"val,omitempty"`
+	Old     []byte              `json:"old,omitempty"`     // caskv: the expected value
+	HasOld  bool                `json:"has_old,omitempty"` // caskv: Old is a value (else: absent)
+	HasVal  bool                `json:"has_val,omitempty"` // caskv: Value is a value (else: delete)
 	Rec     *store.Session      `json:"rec,omitempty"`
 	Rows    []store.Row         `json:"rows,omitempty"`
 	Query   *store.RowQuery     `json:"q,omitempty"`

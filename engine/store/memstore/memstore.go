@@ -683,3 +683,31 @@ func (s *Store) DeleteKV(ctx context.Context, key string) error {
 	s.hub.Publish(store.Change{Key: key})
 	return nil
 }
+
+// CompareAndSwapKV sets key to new (nil deletes it) when its value equals old (nil: absent).
+func (s *Store) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {
+	if err := validateKVKey(key); err != nil {
+		return false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	if err := s.ctxFence(ctx); err != nil {
+		return false, err
+	}
+	cur, ok := s.kv[key]
+	if ok != (old != nil) || (ok && !bytes.Equal(cur, old)) {
+		return false, nil
+	}
+	if new == nil {
+		if !ok {
+			return true, nil
+		}
+		delete(s.kv, key)
+	} else {
+		s.kv[key] = append([]byte{}, new...)
+	}
+	s.hub.Publish(store.Change{Key: key})
+	return true, nil
+}

@@ -119,3 +119,54 @@ func successor(p []byte) []byte {
 	}
 	return nil
 }
+
+// CompareAndSwapKV sets key to new (nil deletes it) when its value equals old (nil: absent),
+// in one statement whose row lock decides between concurrent swaps.
+func (s *Store) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {
+	if err := validateKVKey(key); err != nil {
+		return false, err
+	}
+	done, err := s.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	k := []byte(key)
+	if new != nil && len(new) == 0 {
+		new = []byte{} // never NULL
+	}
+	b := &pgx.Batch{}
+	queueFence(ctx, b)
+	switch {
+	case old == nil && new == nil:
+		b.Queue("SELECT NOT EXISTS (SELECT 1 FROM kv WHERE key = $1)", k)
+	case old == nil:
+		b.Queue("INSERT INTO kv (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", k, new)
+	case new == nil:
+		b.Queue("DELETE FROM kv WHERE key = $1 AND value = $2", k, old)
+	default:
+		b.Queue("UPDATE kv SET value = $3 WHERE key = $1 AND value = $2", k, old, new)
+	}
+	var swapped bool
+	err = s.sendBatch(ctx, b, func(br pgx.BatchResults) error {
+		if err := skipFence(ctx, br); err != nil {
+			return err
+		}
+		if old == nil && new == nil { // nothing to write: is it absent?
+			return br.QueryRow().Scan(&swapped)
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		swapped = tag.RowsAffected() == 1
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if swapped && (old != nil || new != nil) {
+		s.changed(store.Change{Key: key})
+	}
+	return swapped, nil
+}

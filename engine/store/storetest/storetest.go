@@ -49,6 +49,8 @@ func Run(t *testing.T, h Harness) {
 		{"FencedWrites", testFencedWrites},
 		{"Watch", testWatch},
 		{"KV", testKV},
+		{"KVCompareAndSwap", testKVCAS},
+		{"KVConcurrentCAS", testKVConcurrentCAS},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"Closed", testClosed},
 		{"Reopen", testReopen},
@@ -804,6 +806,150 @@ func testKV(t *testing.T, h Harness) {
 	}
 }
 
+func testKVCAS(t *testing.T, h Harness) {
+	s := open(t, h)
+	cas := func(what, k string, old, new []byte, want bool) {
+		t.Helper()
+		ok, err := s.CompareAndSwapKV(ctx, k, old, new)
+		if err != nil || ok != want {
+			t.Fatalf("%s: CompareAndSwapKV(%q, %q, %q) = %v, %v; want %v", what, k, old, new, ok, err, want)
+		}
+	}
+	value := func(k string) (string, bool) {
+		t.Helper()
+		v, err := s.GetKV(ctx, k)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", false
+		}
+		if err != nil {
+			t.Fatalf("GetKV(%q): %v", k, err)
+		}
+		return string(v), true
+	}
+	want := func(k, v string, present bool) {
+		t.Helper()
+		if got, ok := value(k); ok != present || got != v {
+			t.Fatalf("%q = %q (present %v), want %q (present %v)", k, got, ok, v, present)
+		}
+	}
+
+	cas("create absent", "c/1", nil, []byte("one"), true)
+	want("c/1", "one", true)
+	cas("create present", "c/1", nil, []byte("again"), false)
+	want("c/1", "one", true)
+	cas("wrong old", "c/1", []byte("two"), []byte("three"), false)
+	cas("empty old is not absent", "c/1", []byte{}, []byte("three"), false)
+	want("c/1", "one", true)
+	cas("swap", "c/1", []byte("one"), []byte("two"), true)
+	want("c/1", "two", true)
+	cas("delete with wrong old", "c/1", []byte("one"), nil, false)
+	want("c/1", "two", true)
+	cas("delete", "c/1", []byte("two"), nil, true)
+	want("c/1", "", false)
+	cas("swap of absent", "c/1", []byte("two"), []byte("x"), false)
+	want("c/1", "", false)
+	cas("absent stays absent", "c/1", nil, nil, true)
+	want("c/1", "", false)
+	cas("absent delete when present", "c/2", nil, []byte{}, true)
+	want("c/2", "", true)
+	cas("present is not absent", "c/2", nil, nil, false)
+	cas("nil old is not the empty value", "c/2", nil, []byte("x"), false)
+	cas("empty value swaps", "c/2", []byte{}, []byte("x"), true)
+	want("c/2", "x", true)
+	cas("to empty", "c/2", []byte("x"), []byte{}, true)
+	want("c/2", "", true)
+	_, err := s.CompareAndSwapKV(ctx, "", nil, []byte("x"))
+	wantErr(t, "empty key", err, store.ErrInvalidRecord)
+
+	// Fencing: a stale holder's swap is refused and changes nothing.
+	create(t, s, store.Session{ID: "f"})
+	l, err := s.AcquireLease(ctx, "f", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := store.Fenced(s, "f", l.Generation)
+	if ok, err := fenced.CompareAndSwapKV(ctx, "runs/f", nil, []byte("1")); err != nil || !ok {
+		t.Fatalf("swap under the current lease = %v, %v", ok, err)
+	}
+	if err := s.ReleaseLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, "f", "node-2", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fenced.CompareAndSwapKV(ctx, "runs/f", []byte("1"), []byte("2"))
+	wantErr(t, "stale fenced swap", err, store.ErrFenced)
+	want("runs/f", "1", true)
+}
+
+// testKVConcurrentCAS: many writers race to advance one counter by compare-and-swap; every
+// increment that reported success is counted exactly once, and a create race has one winner.
+func testKVConcurrentCAS(t *testing.T, h Harness) {
+	s := open(t, h)
+	const writers, rounds = 8, 10
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins int
+		errs []error
+	)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The create race: one winner.
+			ok, err := s.CompareAndSwapKV(ctx, "race/create", nil, fmt.Appendf(nil, "w%d", w))
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if ok {
+				wins++
+			}
+			mu.Unlock()
+			for range rounds {
+				for {
+					cur, err := s.GetKV(ctx, "race/counter")
+					var old []byte
+					n := 0
+					switch {
+					case errors.Is(err, store.ErrNotFound):
+					case err != nil:
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						return
+					default:
+						old = cur
+						fmt.Sscanf(string(cur), "%d", &n)
+					}
+					ok, err := s.CompareAndSwapKV(ctx, "race/counter", old, fmt.Appendf(nil, "%d", n+1))
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						return
+					}
+					if ok {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("concurrent swaps failed: %v", errs)
+	}
+	if wins != 1 {
+		t.Fatalf("%d writers won the create race, want exactly 1", wins)
+	}
+	v, err := s.GetKV(ctx, "race/counter")
+	if err != nil || string(v) != fmt.Sprint(writers*rounds) {
+		t.Fatalf("counter = %q, %v; want %d (every successful swap counted once)", v, err, writers*rounds)
+	}
+}
+
 func testConcurrentAppends(t *testing.T, h Harness) {
 	s := open(t, h)
 	const sessions, writersPer, appends = 6, 4, 20
@@ -1212,6 +1358,13 @@ func testWatch(t *testing.T, h Harness) {
 		{"rewind", func() error { _, err := s.Rewind(ctx, "a", store.Fence{}, 0, msgs("y")); return err }, store.Change{SessionID: "a"}},
 		{"lease", func() error { _, err := s.AcquireLease(ctx, "a", "n", time.Hour); return err }, store.Change{SessionID: "a"}},
 		{"put", func() error { return s.PutKV(ctx, "events/a/1", []byte("e")) }, store.Change{Key: "events/a/1"}},
+		{"cas", func() error {
+			ok, err := s.CompareAndSwapKV(ctx, "events/a/1", []byte("e"), []byte("c"))
+			if err == nil && !ok {
+				err = errors.New("swap refused")
+			}
+			return err
+		}, store.Change{Key: "events/a/1"}},
 		{"delete", func() error { return s.DeleteKV(ctx, "events/a/1") }, store.Change{Key: "events/a/1"}},
 	}
 	for _, w := range writes {
