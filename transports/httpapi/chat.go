@@ -352,21 +352,11 @@ func (s *Server) startOrCommand(c *fiber.Ctx, sess *engine.Session, prompt strin
 	return s.startTurn(s.turnCtx(c), sess, prompt)
 }
 
-// followTurn reads the turn to its end (non-streaming handlers).
-func (s *Server) followTurn(run *turnRun) error {
-	for !run.done {
-		if _, err := run.next(s.ctx); err != nil && !errors.Is(err, errSilent) {
-			return err
-		}
-	}
-	return nil
-}
-
 func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) error {
 	s.reqs.Add(1)
 	defer s.reqs.Done()
 	defer run.close("shutdown")
-	if err := s.followTurn(run); err != nil {
+	if err := s.pump(run, nil, nil, nil); err != nil {
 		at.abandon()
 		return err
 	}
@@ -480,25 +470,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 	}
 	running := map[string]bool{}
 	var text strings.Builder
-	for !run.done {
-		ev, err := run.next(s.ctx)
-		if errors.Is(err, errSilent) {
-			if k.progress {
-				sse.comment("keepalive")
-			} else {
-				sse.data(k.chunk(fiber.Map{"content": ""}, nil))
-			}
-			if sse.flush() != nil {
-				return
-			}
-			continue
-		}
-		if err != nil {
-			reason = "shutdown"
-			sse.error(classify(err))
-			_ = sse.flush()
-			return
-		}
+	err := s.pump(run, sse, func(ev engine.Event) bool {
 		switch ev.Type {
 		case engine.EvMessageDelta:
 			if ev.Text != "" {
@@ -526,15 +498,28 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 		case engine.EvStatus:
 			name, fields, ok := compactionEvent(ev, run.sess)
 			if !ok || !k.progress {
-				continue
+				return false
 			}
 			sse.event("hermes.status", fiber.Map{"choices": []any{}, "kind": strings.TrimPrefix(name, "run."), "text": fields["text"]})
 		default:
-			continue
+			return false
 		}
-		if sse.flush() != nil {
-			return
+		return true
+	}, func() {
+		if k.progress {
+			sse.comment("keepalive")
+		} else {
+			sse.data(k.chunk(fiber.Map{"content": ""}, nil))
 		}
+	})
+	if errors.Is(err, errClientGone) {
+		return
+	}
+	if err != nil {
+		reason = "shutdown"
+		sse.error(classify(err))
+		_ = sse.flush()
+		return
 	}
 	// The turn is over: give its slot back before the client sees the end.
 	run.close(reason)

@@ -267,7 +267,7 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 		s.reqs.Add(1)
 		defer s.reqs.Done()
 		defer run.close("shutdown")
-		if err := s.followTurn(run); err != nil {
+		if err := s.pump(run, nil, nil, nil); err != nil {
 			at.abandon()
 			return err
 		}
@@ -476,30 +476,23 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 		}
 	}
 	var text strings.Builder
-	for !run.done {
-		ev, err := run.next(s.ctx)
-		if errors.Is(err, errSilent) {
-			sse.comment("keepalive")
-			if sse.flush() != nil {
-				return
-			}
-			continue
-		}
-		if err != nil {
-			reason = "shutdown"
-			emitError(classify(err))
-			_ = sse.flush()
-			return
-		}
+	err := s.pump(run, sse, func(ev engine.Event) bool {
 		if ev.Type != engine.EvMessageDelta || ev.Text == "" {
-			continue
+			return false
 		}
 		open()
 		text.WriteString(ev.Text)
 		emit("response.output_text.delta", map[string]any{"item_id": rb.msgID, "output_index": 0, "content_index": 0, "delta": ev.Text, "logprobs": []any{}})
-		if sse.flush() != nil {
-			return
-		}
+		return true
+	}, func() { sse.comment("keepalive") })
+	if errors.Is(err, errClientGone) {
+		return
+	}
+	if err != nil {
+		reason = "shutdown"
+		emitError(classify(err))
+		_ = sse.flush()
+		return
 	}
 	// The turn is over: give its slot back before the client sees the end.
 	run.close(reason)

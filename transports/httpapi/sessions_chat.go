@@ -196,10 +196,8 @@ func (s *Server) sessionChat(c *fiber.Ctx) error {
 	s.reqs.Add(1)
 	defer s.reqs.Done()
 	defer run.close("shutdown")
-	for !run.done {
-		if _, err := run.next(s.ctx); err != nil && !errors.Is(err, errSilent) {
-			return err
-		}
+	if err := s.pump(run, nil, nil, nil); err != nil {
+		return err
 	}
 	run.close("")
 	o := run.out
@@ -268,43 +266,28 @@ func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string)
 	if st.sse.flush() != nil {
 		return
 	}
-	for !run.done {
-		ev, err := run.next(s.ctx)
-		if errors.Is(err, errSilent) {
-			st.sse.comment("keepalive")
-			if st.sse.flush() != nil {
-				return
-			}
-			continue
-		}
-		if err != nil {
-			reason = "shutdown"
-			st.emit("error", fiber.Map{"message": classify(err).Message})
-			st.emit("done", fiber.Map{})
-			_ = st.sse.flush()
-			return
-		}
+	err := s.pump(run, st.sse, func(ev engine.Event) bool {
 		switch ev.Type {
 		case engine.EvMessageDelta:
 			if ev.Text == "" {
-				continue
+				return false
 			}
 			st.emit("assistant.delta", fiber.Map{"message_id": msgID, "delta": ev.Text})
 		case engine.EvReasoningDelta:
 			if ev.Text == "" {
-				continue
+				return false
 			}
 			st.emit("tool.progress", fiber.Map{"message_id": msgID, "tool_name": "_thinking", "delta": ev.Text})
 		case engine.EvToolStart:
 			ts, ok := ev.Data.(engine.ToolStart)
 			if !ok {
-				continue
+				return false
 			}
 			st.emit("tool.started", fiber.Map{"message_id": msgID, "tool_name": ts.Name, "tool_call_id": ts.CallID, "preview": toolLabel(ts.Args), "args": argsObject(ts.Args)})
 		case engine.EvToolComplete:
 			tc, ok := ev.Data.(engine.ToolComplete)
 			if !ok {
-				continue
+				return false
 			}
 			name := "tool.completed"
 			if tc.Result.IsError || tc.Blocked {
@@ -313,11 +296,19 @@ func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string)
 			st.emit(name, fiber.Map{"message_id": msgID, "tool_name": tc.Name, "tool_call_id": tc.CallID, "preview": toolLabel(tc.Args), "args": argsObject(tc.Args),
 				"result": clipText(tc.Result.Content, 500), "duration": float64(tc.Duration.Milliseconds()) / 1000, "blocked": tc.Blocked})
 		default:
-			continue
+			return false
 		}
-		if st.sse.flush() != nil {
-			return
-		}
+		return true
+	}, func() { st.sse.comment("keepalive") })
+	if errors.Is(err, errClientGone) {
+		return
+	}
+	if err != nil {
+		reason = "shutdown"
+		st.emit("error", fiber.Map{"message": classify(err).Message})
+		st.emit("done", fiber.Map{})
+		_ = st.sse.flush()
+		return
 	}
 	run.close("")
 	o := run.out
