@@ -376,13 +376,14 @@ func TestGroupedAppends(t *testing.T) {
 		}
 	}
 	acked := make([][]string, sessions)
+	ackedIDs := make([][]uint64, sessions)
 	var wg sync.WaitGroup
 	for i := range sessions {
 		wg.Go(func() {
 			sid := fmt.Sprintf("g%d", i)
 			for n := range each {
 				a, b := fmt.Sprintf("%d-a", n), fmt.Sprintf("%d-b", n)
-				_, err := s.AppendRows(ctx, sid, fences[i], []store.Row{{Role: "user", Content: a}, {Role: "assistant", Content: b}})
+				got, err := s.AppendRows(ctx, sid, fences[i], []store.Row{{Role: "user", Content: a}, {Role: "assistant", Content: b}})
 				switch {
 				case i%4 == 3 && !errors.Is(err, store.ErrFenced):
 					t.Errorf("%s: stale append: %v, want ErrFenced", sid, err)
@@ -390,6 +391,7 @@ func TestGroupedAppends(t *testing.T) {
 					t.Errorf("%s: %v", sid, err)
 				case err == nil:
 					acked[i] = append(acked[i], a, b)
+					ackedIDs[i] = append(ackedIDs[i], got[0].ID, got[1].ID)
 				}
 				if _, err := s.AppendRows(ctx, "missing", store.Fence{}, []store.Row{{Role: "user"}}); !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("append to a missing session: %v", err)
@@ -406,6 +408,9 @@ func TestGroupedAppends(t *testing.T) {
 		got := make([]string, len(rows))
 		for j, r := range rows {
 			got[j] = r.Content
+			if r.ID != ackedIDs[i][j] {
+				t.Fatalf("g%d: row %d stored with id %d, acknowledged with %d", i, j, r.ID, ackedIDs[i][j])
+			}
 			if j > 0 && r.ID <= rows[j-1].ID {
 				t.Fatalf("g%d: ids not ascending: %d after %d", i, r.ID, rows[j-1].ID)
 			}
