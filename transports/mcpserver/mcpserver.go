@@ -20,6 +20,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hermes-go/hermes/engine"
 )
@@ -50,7 +51,8 @@ func New(eng *engine.Engine, o Options) *Server {
 		o.Version = "dev"
 	}
 	s := &Server{eng: eng, log: o.Logger}
-	ms := server.NewMCPServer("hermes", o.Version, server.WithToolCapabilities(false), server.WithRecovery())
+	ms := server.NewMCPServer("hermes", o.Version, server.WithToolCapabilities(false), server.WithRecovery(),
+		server.WithToolHandlerMiddleware(continueTrace))
 	ms.AddTool(mcp.NewTool("create_session",
 		mcp.WithDescription("Create a Hermes agent session. Returns its session_id for prompt and get_history."),
 		mcp.WithString("model", mcp.Description("provider:model; the configured default when empty")),
@@ -86,8 +88,28 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	return err
 }
 
-// HTTPHandler serves the streamable HTTP transport.
-func (s *Server) HTTPHandler() http.Handler { return server.NewStreamableHTTPServer(s.mcp) }
+// HTTPHandler serves the streamable HTTP transport. A request's traceparent header is the
+// parent of its tool call's spans unless the call's _meta names another.
+func (s *Server) HTTPHandler() http.Handler {
+	return server.NewStreamableHTTPServer(s.mcp, server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+		return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}))
+}
+
+// continueTrace runs a tool call in the W3C trace context its params._meta carries
+// (traceparent, tracestate), so the turn a prompt starts is a child of the caller's span.
+// Without one, or with an invalid one, the call keeps its context.
+func continueTrace(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if m := req.Params.Meta; m != nil {
+			if tp, _ := m.AdditionalFields["traceparent"].(string); tp != "" {
+				ts, _ := m.AdditionalFields["tracestate"].(string)
+				ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp, "tracestate": ts})
+			}
+		}
+		return next(ctx, req)
+	}
+}
 
 func toolError(format string, a ...any) *mcp.CallToolResult {
 	return mcp.NewToolResultError(fmt.Sprintf(format, a...))
