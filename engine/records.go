@@ -33,4 +33,7 @@ var (
 	ErrStaleRow = store.ErrStaleRow
 	// ErrInvalidRecord: a session id or record the store refuses.
 	ErrInvalidRecord = store.ErrInvalidRecord
+	// ErrStoreUnavailable: the store cannot be reached for now (its database restarting, its
+	// store process gone); the same call may succeed when retried.
+	ErrStoreUnavailable = store.ErrUnavailable
 )

@@ -86,6 +86,8 @@ func toWire(method string, err error) error {
 		return rpcErr(codeTitleInvalid, "%s", msg)
 	case errors.Is(err, engine.ErrUnknownRequest):
 		return rpcErr(codeInvalidArg, "%s", msg)
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		return rpcErr(codeStore, "session store unavailable: %s", msg)
 	}
 	switch method {
 	case "session.title":

@@ -23,7 +23,7 @@ type apiError struct {
 	// NoRetry adds "x-should-retry: false": the SDKs retry 409/429/5xx, which would repeat
 	// work the agent may already have done.
 	NoRetry bool
-	// RetryAfter (seconds) is sent as Retry-After on a 429.
+	// RetryAfter (seconds) is sent as Retry-After (a 429, or a 503 while the store is out).
 	RetryAfter int
 	// ResponseID names the stored response a failed /v1/responses turn left (a GET reads it);
 	// sent as the error object's "response_id", a field OpenAI's clients ignore.
@@ -105,10 +105,23 @@ func classify(err error) *apiError {
 		return &apiError{Status: fiber.StatusConflict, Message: msg, Type: "invalid_request_error", Code: "session_closed", NoRetry: true}
 	case errors.Is(err, engine.ErrEngineClosed), errors.Is(err, context.Canceled):
 		return &apiError{Status: fiber.StatusServiceUnavailable, Message: "server shutting down", Type: "server_error", Code: "unavailable"}
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		return storeUnavailable(err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: fiber.StatusGatewayTimeout, Message: msg, Type: "server_error", Code: "timeout", NoRetry: true}
 	}
 	return &apiError{Status: fiber.StatusInternalServerError, Message: "internal error", Type: "server_error", NoRetry: true}
+}
+
+// storeRetryAfter is the Retry-After (seconds) of a 503 for a store that cannot be reached: a
+// database restart or a store process's restart takes about that long.
+const storeRetryAfter = 2
+
+// storeUnavailable is the 503 of a request the store could not serve for now; the client may
+// send it again after Retry-After.
+func storeUnavailable(err error) *apiError {
+	return &apiError{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable: " + err.Error(),
+		Type: "server_error", Code: "session_db_unavailable", RetryAfter: storeRetryAfter}
 }
 
 // writeError writes err as an OpenAI error response.

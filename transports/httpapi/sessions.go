@@ -71,7 +71,7 @@ func storeErr(err error, id string) error {
 	case errors.Is(err, ids.ErrInvalid): // refused again below the edge: still the client's error
 		return badRequest("id", "invalid_session_id", "invalid session id")
 	}
-	return &apiError{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable: " + err.Error(), Type: "server_error", Code: "session_db_unavailable"}
+	return storeUnavailable(err)
 }
 
 // pathID reads and checks the :id parameter.

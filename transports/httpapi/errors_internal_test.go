@@ -1,0 +1,46 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine"
+)
+
+// A store that cannot be reached for now (its database restarting) is a 503 with Retry-After in
+// the OpenAI error form, wherever the error comes from: a handler's own store call (storeErr)
+// or an engine verb (classify).
+func TestStoreUnavailableIs503(t *testing.T) {
+	down := fmt.Errorf("%w: dial tcp 127.0.0.1:5432: connect: connection refused", engine.ErrStoreUnavailable)
+	app := fiber.New()
+	app.Get("/engine", func(c *fiber.Ctx) error { return writeError(c, fmt.Errorf("append rows: %w", down)) })
+	app.Get("/handler", func(c *fiber.Ctx) error { return writeError(c, storeErr(down, "s1")) })
+	for _, path := range []string{"/engine", "/handler"} {
+		res, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		var env struct {
+			Error struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Param   *string `json:"param"`
+				Code    string  `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatalf("%s: %s: %v", path, body, err)
+		}
+		if res.StatusCode != 503 || res.Header.Get("Retry-After") != "2" || res.Header.Get("x-should-retry") != "" ||
+			env.Error.Type != "server_error" || env.Error.Code != "session_db_unavailable" || env.Error.Param != nil {
+			t.Fatalf("%s: %d Retry-After %q x-should-retry %q %s", path, res.StatusCode, res.Header.Get("Retry-After"),
+				res.Header.Get("x-should-retry"), body)
+		}
+	}
+}
