@@ -1,18 +1,30 @@
 package engine
 
-import "slices"
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+)
 
 // Enqueue puts text in the session's follow-up queue when a turn is running, whatever the
-// busy-input policy says (a client's explicit "/queue"): it runs as the next turn, merged with
-// whatever else is queued. ok is false when no turn runs; the caller then submits it as a
-// prompt.
-func (s *Session) Enqueue(text, origin string) (adm Admission, ok bool) {
+// busy-input policy says (a client's explicit "/queue"): it is merged into the one-slot queue
+// exactly as a busy submit the policy queues — appended to what is queued, announced by
+// queue.updated — and, when it is the first text in the slot, the trace context of ctx becomes
+// the parent of the turn it starts. ok is false when no turn runs; the caller then submits it
+// as a prompt.
+func (s *Session) Enqueue(ctx context.Context, text, origin string) (adm Admission, ok bool) {
+	text = strings.TrimSpace(text)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.turn == nil || s.closed {
+	if s.turn == nil || s.closed || text == "" {
 		return Admission{}, false
 	}
 	s.enqueueLocked(text, origin)
+	if !s.queued.parent.IsValid() {
+		s.queued.parent = trace.SpanContextFromContext(ctx)
+	}
 	return Admission{Status: AdmitQueued, QueuedCount: s.queued.count}, true
 }
 

@@ -150,7 +150,7 @@ func (a *agent) command(ctx context.Context, ss *session, text string) (handled 
 			say("Usage: /queue <prompt>")
 			break
 		}
-		adm, ok := s.Enqueue(arg, Source)
+		adm, ok := s.Enqueue(ctx, arg, Source)
 		if !ok {
 			return false, arg, nil
 		}

@@ -37,7 +37,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": "the prompt is empty"})
 	}
 	if len(in.images) == 0 {
-		handled, text, err := a.command(a.live, ss, in.text)
+		handled, text, err := a.command(withTraceMeta(a.live, p.Meta), ss, in.text)
 		if handled || err != nil {
 			in.cleanup()
 			if err != nil {
