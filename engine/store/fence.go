@@ -28,6 +28,18 @@ func FenceOf(ctx context.Context) (SessionFence, bool) {
 	return f, ok
 }
 
+// WriterGeneration is the lease generation a write to sessionID carries: f's, else the
+// context's fence when it names the same session, else 0 (unfenced).
+func WriterGeneration(ctx context.Context, sessionID string, f Fence) uint64 {
+	if f.Generation != 0 {
+		return f.Generation
+	}
+	if cf, ok := FenceOf(ctx); ok && cf.SessionID == sessionID {
+		return cf.Generation
+	}
+	return 0
+}
+
 // Fenced returns a view of st for the holder of generation gen of sessionID's lease: every
 // write through it carries that generation (AppendRows and Rewind of that session as their
 // Fence argument when it is zero, every write in its context), so once another holder has taken
@@ -67,6 +79,10 @@ func (f fenced) AppendRows(ctx context.Context, sessionID string, fc Fence, rows
 
 func (f fenced) Rewind(ctx context.Context, sessionID string, fc Fence, beforeRowID uint64, extra []Row) (RewindResult, error) {
 	return f.Store.Rewind(f.ctx(ctx), sessionID, f.fence(sessionID, fc), beforeRowID, extra)
+}
+
+func (f fenced) AppendEvents(ctx context.Context, sessionID string, fc Fence, evs []StoredEvent) error {
+	return f.Store.AppendEvents(f.ctx(ctx), sessionID, f.fence(sessionID, fc), evs)
 }
 
 func (f fenced) CopyRows(ctx context.Context, src, dst string, uptoRowID uint64) (int, error) {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -30,6 +31,9 @@ var (
 	ErrNewerFormat   = errors.New("data directory was written by a newer hermes")
 	ErrClosed        = errors.New("store closed")
 	ErrInvalidRecord = errors.New("invalid record")
+	// ErrEventSeq: an event append whose seqs do not continue the stored log (a gap, or a seq
+	// that is already stored). The writer's view of the log is stale: it re-reads it.
+	ErrEventSeq = errors.New("event seq does not continue the stored event log")
 	// ErrUnavailable: the store could not be reached (a remote store whose process is gone or
 	// restarting). The call may be retried; for a write, whether it took effect is unknown
 	// unless the error says it was never sent.
@@ -120,6 +124,53 @@ type RowQuery struct {
 	IncludeArchived bool
 }
 
+// StoredEvent is one entry of a session's durable event log: the session journal's event as
+// its owner published it, so a reader in any process sees the same seq for the same event.
+type StoredEvent struct {
+	Seq    uint64    `json:"seq"` // 1-based, contiguous per session; given by the writer
+	Type   string    `json:"type"`
+	Time   time.Time `json:"time"`
+	TurnID string    `json:"turn_id,omitempty"`
+	Text   string    `json:"text,omitempty"` // a delta's text (no payload)
+	// Data is the event's payload as JSON (absent for deltas).
+	Data json.RawMessage `json:"data,omitempty"`
+	// Generation is the lease generation that wrote the event (0: unfenced); set by the store
+	// from the append's fence.
+	Generation uint64 `json:"gen,omitempty"`
+}
+
+// MaxEventBatch bounds the events of one AppendEvents call (a group commit is far smaller).
+const MaxEventBatch = 4096
+
+// CheckEvents validates an append of evs after the stored last seq: seqs must be last+1,
+// last+2, ... (an empty log may start at any seq: the owner's journal may have retained only
+// its tail). Stores call it inside the write's transaction.
+func CheckEvents(sessionID string, last uint64, evs []StoredEvent) error {
+	if len(evs) > MaxEventBatch {
+		return fmt.Errorf("%w: %d events in one append, at most %d", ErrInvalidRecord, len(evs), MaxEventBatch)
+	}
+	for i, e := range evs {
+		if e.Type == "" {
+			return fmt.Errorf("%w: event %d of session %q has no type", ErrInvalidRecord, e.Seq, sessionID)
+		}
+		if len(e.Data) > 0 && !json.Valid(e.Data) {
+			return fmt.Errorf("%w: event %d of session %q: data is not JSON", ErrInvalidRecord, e.Seq, sessionID)
+		}
+		want := last + 1 + uint64(i)
+		if i == 0 && last == 0 && e.Seq > 0 {
+			want = e.Seq
+		}
+		if i > 0 {
+			want = evs[i-1].Seq + 1
+		}
+		if e.Seq != want {
+			return fmt.Errorf("%w: session %q has events up to %d, append brings seq %d (want %d)",
+				ErrEventSeq, sessionID, last, e.Seq, want)
+		}
+	}
+	return nil
+}
+
 // Fence is the lease generation an owner write carries. Zero means unfenced (single process).
 // AppendRows and Rewind take it for the session they write; every other write carries one in
 // its context (WithFence, or a Fenced view of the store).
@@ -182,6 +233,21 @@ type Store interface {
 	// Watch subscribes to change hints (see Subscription) for what in selects. The
 	// subscription ends when ctx ends, when it is closed, or when the store closes.
 	Watch(ctx context.Context, in Interest) (*Subscription, error)
+
+	// AppendEvents appends to the session's durable event log (ErrNotFound for an unknown
+	// session). The seqs are the writer's and must continue the stored log (see CheckEvents):
+	// a gap or a seq already stored is refused with ErrEventSeq and nothing is written. It is
+	// fenced like AppendRows (f, and the context's fence) and each event is stored with the
+	// generation that wrote it. Watchers of the session get a hint naming it.
+	//
+	// The log lives as long as the session record: the contract has no session deletion (a
+	// deleted session is a flagged record), so neither is an event ever removed.
+	AppendEvents(ctx context.Context, sessionID string, f Fence, evs []StoredEvent) error
+	// EventsSince returns up to limit (0 = all) events with Seq > afterSeq, in seq order.
+	EventsSince(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]StoredEvent, error)
+	// LastEventSeq returns the seq of the session's last stored event (0: none yet);
+	// ErrNotFound for an unknown session.
+	LastEventSeq(ctx context.Context, sessionID string) (uint64, error)
 
 	// KV is a small durable key/value space for other subsystems (runs, idempotency keys,
 	// approval allowlists). Keys are namespaced by the caller.

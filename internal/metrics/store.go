@@ -28,6 +28,9 @@ var storeOps = []string{
 	"list_kv",
 	"delete_kv",
 	"cas_kv",
+	"append_events",
+	"events_since",
+	"last_event_seq",
 }
 
 // Store decorates st: every operation's latency goes to hermes_store_operation_seconds and
@@ -177,4 +180,25 @@ func (t *timedStore) CompareAndSwapKV(ctx context.Context, key string, old, new 
 	ok, err := t.st.CompareAndSwapKV(ctx, key, old, new)
 	t.done("cas_kv", start, err)
 	return ok, err
+}
+
+func (t *timedStore) AppendEvents(ctx context.Context, sessionID string, f store.Fence, evs []store.StoredEvent) error {
+	start := time.Now()
+	err := t.st.AppendEvents(ctx, sessionID, f, evs)
+	t.done("append_events", start, err)
+	return err
+}
+
+func (t *timedStore) EventsSince(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]store.StoredEvent, error) {
+	start := time.Now()
+	out, err := t.st.EventsSince(ctx, sessionID, afterSeq, limit)
+	t.done("events_since", start, err)
+	return out, err
+}
+
+func (t *timedStore) LastEventSeq(ctx context.Context, sessionID string) (uint64, error) {
+	start := time.Now()
+	out, err := t.st.LastEventSeq(ctx, sessionID)
+	t.done("last_event_seq", start, err)
+	return out, err
 }

@@ -20,11 +20,11 @@ const nsQuarantine = "q/"
 var _ store.Doctor = (*Store)(nil)
 
 // Doctor implements store.Doctor. It checks session records (decodable, and holding the id of
-// their key), transcript rows (active and archived) and leases.
+// their key), transcript rows (active and archived), leases and logged events.
 func (s *Store) Doctor(ctx context.Context, quarantine bool) ([]store.Problem, error) {
 	var found []store.Problem
 	err := s.view(ctx, func(txn *badger.Txn) error {
-		for _, ns := range []string{nsSession, nsActive, nsArchive, nsLease} {
+		for _, ns := range []string{nsSession, nsActive, nsArchive, nsLease, nsEvent} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(ns)})
 			for it.Rewind(); it.Valid(); it.Next() {
 				if err := ctx.Err(); err != nil {
@@ -135,6 +135,13 @@ func checkRecord(key, val []byte) *store.Problem {
 		sid := string(key[ns : len(key)-9])
 		if _, err := decodeRow(prefix, key, val, sid, archived); err != nil {
 			return problem("row", err)
+		}
+	case bytes.HasPrefix(key, []byte(nsEvent)):
+		if len(key) < len(nsEvent)+1+8 || key[len(key)-9] != '/' {
+			return problem("event", fmt.Errorf("%w: event key %q is malformed", store.ErrCorrupt, key))
+		}
+		if _, err := decodeEvent(key[:len(key)-8], key, val); err != nil {
+			return problem("event", err)
 		}
 	case bytes.HasPrefix(key, []byte(nsLease)):
 		if _, err := decodeLease(key, val); err != nil {

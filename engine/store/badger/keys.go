@@ -25,6 +25,7 @@ import (
 //	a/<sid>/<8-byte BE id>   archived row JSON (moved out of the transcript by a rewind)
 //	l/<sid>                  lease JSON
 //	kv/<key>                 caller-owned value
+//	e/<sid>/<8-byte BE seq>  event JSON (the session's event log)
 //
 // Session ids never contain '/', so "m/<sid>/" cannot be a prefix of another session's rows.
 const (
@@ -38,6 +39,7 @@ const (
 	nsArchive = "a/"
 	nsLease   = "l/"
 	nsKV      = "kv/"
+	nsEvent   = "e/"
 )
 
 // Table options shared by Open and checkTables: the check must parse tables exactly the way
@@ -83,6 +85,41 @@ func rowIDFromKey(prefix, key []byte) (uint64, error) {
 			store.ErrCorrupt, key, len(key)-len(prefix))
 	}
 	return binary.BigEndian.Uint64(key[len(prefix):]), nil
+}
+
+// eventPrefix is the prefix of one session's event log.
+func eventPrefix(sid string) []byte {
+	k := make([]byte, 0, len(nsEvent)+len(sid)+1+8)
+	return append(append(append(k, nsEvent...), sid...), '/')
+}
+
+func eventKey(sid string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(eventPrefix(sid), seq)
+}
+
+// encodeEvent encodes an event for the log (the key holds its seq).
+func encodeEvent(e store.StoredEvent) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, fmt.Errorf("%w: encode event: %v", store.ErrInvalidRecord, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decodeEvent decodes a stored event; the key is authoritative for its seq.
+func decodeEvent(prefix, key, val []byte) (store.StoredEvent, error) {
+	seq, err := rowIDFromKey(prefix, key)
+	if err != nil {
+		return store.StoredEvent{}, err
+	}
+	var e store.StoredEvent
+	if err := json.Unmarshal(val, &e); err != nil {
+		return store.StoredEvent{}, fmt.Errorf("%w: event %q: %v", store.ErrCorrupt, key, err)
+	}
+	e.Seq = seq
+	return e, nil
 }
 
 func encodeUint64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -183,7 +220,7 @@ func changeOf(key []byte) (store.Change, bool) {
 		return store.Change{SessionID: k[len(nsLease):]}, true
 	case strings.HasPrefix(k, nsKV):
 		return store.Change{Key: k[len(nsKV):]}, true
-	case strings.HasPrefix(k, nsActive), strings.HasPrefix(k, nsArchive):
+	case strings.HasPrefix(k, nsActive), strings.HasPrefix(k, nsArchive), strings.HasPrefix(k, nsEvent):
 		// <ns><sid>/<8-byte id>
 		if len(k) > 2+9 {
 			return store.Change{SessionID: k[2 : len(k)-9]}, true

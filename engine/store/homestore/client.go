@@ -616,6 +616,32 @@ func (c *Client) DeleteKV(ctx context.Context, key string) error {
 	return err
 }
 
+// AppendEvents appends through the store process. A connection lost before the answer is an
+// ErrUnavailable: the caller re-reads the last seq to learn whether the append landed.
+func (c *Client) AppendEvents(ctx context.Context, sessionID string, f store.Fence, evs []store.StoredEvent) error {
+	_, err := c.do(ctx, &request{Op: opAppendEv, Session: sessionID, Gen: f.Generation, Events: evs}, false)
+	return err
+}
+
+func (c *Client) EventsSince(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]store.StoredEvent, error) {
+	resp, err := c.do(ctx, &request{Op: opEvents, Session: sessionID, After: afterSeq, Limit: limit}, true)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Events == nil {
+		return []store.StoredEvent{}, nil
+	}
+	return resp.Events, nil
+}
+
+func (c *Client) LastEventSeq(ctx context.Context, sessionID string) (uint64, error) {
+	resp, err := c.do(ctx, &request{Op: opLastEv, Session: sessionID}, true)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Seq, nil
+}
+
 // CompareAndSwapKV swaps in the store process. A connection lost before the answer is an
 // ErrUnavailable: whether the swap happened is unknown, and the caller re-reads the key.
 func (c *Client) CompareAndSwapKV(ctx context.Context, key string, old, new []byte) (bool, error) {

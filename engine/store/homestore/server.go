@@ -536,6 +536,12 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 		resp.KV, err = st.ListKV(ctx, req.Prefix())
 	case opDeleteKV:
 		err = st.DeleteKV(ctx, req.Key)
+	case opAppendEv:
+		err = st.AppendEvents(ctx, req.Session, store.Fence{Generation: req.Gen}, req.Events)
+	case opEvents:
+		resp.Events, err = st.EventsSince(ctx, req.Session, req.After, req.Limit)
+	case opLastEv:
+		resp.Seq, err = st.LastEventSeq(ctx, req.Session)
 	case opCASKV:
 		old, val := presence(req.Old, req.HasOld), presence(req.Value, req.HasVal)
 		resp.Found, err = st.CompareAndSwapKV(ctx, req.Key, old, val)

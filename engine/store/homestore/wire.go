@@ -42,6 +42,9 @@ const (
 	opListKV     = "listkv"
 	opDeleteKV   = "delete"
 	opCASKV      = "caskv"
+	opAppendEv   = "appendev"
+	opEvents     = "events"
+	opLastEv     = "lastev"
 	opWatch      = "watch"
 	opUnwatch    = "unwatch"
 	opCancel     = "cancel"
@@ -69,6 +72,9 @@ type request struct {
 	Old     []byte              `json:"old,omitempty"`     // caskv: the expected value
 	HasOld  bool                `json:"has_old,omitempty"` // caskv: Old is a value (else: absent)
 	HasVal  bool                `json:"has_val,omitempty"` // caskv: Value is a value (else: delete)
+	Events  []store.StoredEvent `json:"evs,omitempty"`     // appendev
+	After   uint64              `json:"after,omitempty"`   // events: seqs after this one
+	Limit   int                 `json:"limit,omitempty"`   // events: at most this many (0 = all)
 	Rec     *store.Session      `json:"rec,omitempty"`
 	Rows    []store.Row         `json:"rows,omitempty"`
 	Query   *store.RowQuery     `json:"q,omitempty"`
@@ -92,6 +98,8 @@ type response struct {
 	Lease    *store.Lease        `json:"lease,omitempty"`
 	Leases   []store.Lease       `json:"leases,omitempty"`
 	Value    []byte              `json:"val,omitempty"`
+	Events   []store.StoredEvent `json:"evs,omitempty"`
+	Seq      uint64              `json:"seq,omitempty"` // lastev
 	Found    bool                `json:"found,omitempty"`
 	KV       map[string][]byte   `json:"kv,omitempty"`
 	Changes  []store.Change      `json:"changes,omitempty"`
@@ -140,6 +148,7 @@ var errorCodes = []struct {
 	{"lease_held", store.ErrLeaseHeld},
 	{"lease_lost", store.ErrLeaseLost},
 	{"stale_row", store.ErrStaleRow},
+	{"event_seq", store.ErrEventSeq},
 	{"invalid", store.ErrInvalidRecord},
 	{"corrupt", store.ErrCorrupt},
 	{"newer_format", store.ErrNewerFormat},

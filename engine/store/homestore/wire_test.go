@@ -42,6 +42,29 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+func TestEventFrameRoundTrip(t *testing.T) {
+	fw := newFrameWriter()
+	in := &request{ID: 3, Op: opAppendEv, Session: "s", Gen: 4, Events: []store.StoredEvent{
+		{Seq: 7, Type: "message.delta", Time: time.Unix(5, 6).UTC(), TurnID: "t", Text: "<b>&"},
+		{Seq: 8, Type: "tool.complete", Data: json.RawMessage(`{"args":{"x":"<&>"},"n":1.50}`)},
+	}}
+	b, err := fw.frame(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := readFrame(bufio.NewReader(bytes.NewReader(b)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out request
+	if err := json.Unmarshal(payload, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out.Events, in.Events) || out.Gen != 4 {
+		t.Fatalf("round trip changed the events: %+v, want %+v", out.Events, in.Events)
+	}
+}
+
 func TestErrorCodes(t *testing.T) {
 	for _, c := range errorCodes {
 		code, msg := encodeError(errors.Join(errors.New("context"), c.err))
@@ -60,6 +83,11 @@ func FuzzFrame(f *testing.F) {
 	b, _ := fw.frame(&request{ID: 1, Op: opGet, Session: "a"})
 	f.Add(append([]byte(nil), b...))
 	f.Add([]byte{0, 0, 0, 2, '{', '}'})
+	b, _ = fw.frame(&request{ID: 2, Op: opAppendEv, Session: "a", Gen: 3, Events: []store.StoredEvent{
+		{Seq: 1, Type: "message.delta", Text: "<hi>"}, {Seq: 2, Type: "tool.start", Data: json.RawMessage(`{"a":1}`)}}})
+	f.Add(append([]byte(nil), b...))
+	b, _ = fw.frame(&response{ID: 2, Events: []store.StoredEvent{{Seq: 9, Type: "x", Data: json.RawMessage(`[1]`)}}, Seq: 9})
+	f.Add(append([]byte(nil), b...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bufio.NewReader(bytes.NewReader(data))
 		for {
@@ -70,6 +98,17 @@ func FuzzFrame(f *testing.F) {
 			var req request
 			_ = json.Unmarshal(payload, &req)
 			_ = checkText(&req)
+			// An events frame decodes into events the store can judge (a refusal, never a panic),
+			// and a payload that decoded is valid JSON the store keeps byte for byte.
+			if err := store.CheckEvents(req.Session, 0, req.Events); err == nil {
+				for _, e := range req.Events {
+					if len(e.Data) > 0 && !json.Valid(e.Data) {
+						t.Fatalf("accepted event data %q is not JSON", e.Data)
+					}
+				}
+			}
+			var resp response
+			_ = json.Unmarshal(payload, &resp)
 		}
 	})
 }

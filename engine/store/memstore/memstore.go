@@ -4,6 +4,7 @@ package memstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,7 @@ type session struct {
 	active   []store.Row // ascending ids
 	archived []store.Row // ascending ids
 	lease    lease
+	events   []store.StoredEvent // the event log, contiguous seqs
 }
 
 // Store is an in-memory store.Store. The zero value is not usable; call New.
@@ -710,4 +712,81 @@ func (s *Store) CompareAndSwapKV(ctx context.Context, key string, old, new []byt
 	}
 	s.hub.Publish(store.Change{Key: key})
 	return true, nil
+}
+
+// AppendEvents appends to the session's event log; see store.Store.
+func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fence, evs []store.StoredEvent) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return err
+	}
+	if err := ss.fence(f); err != nil {
+		return err
+	}
+	if err := s.ctxFence(ctx); err != nil {
+		return err
+	}
+	var last uint64
+	if n := len(ss.events); n > 0 {
+		last = ss.events[n-1].Seq
+	}
+	if err := store.CheckEvents(sessionID, last, evs); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	gen := store.WriterGeneration(ctx, sessionID, f)
+	for _, e := range evs {
+		e.Data = slices.Clone(e.Data)
+		e.Generation = gen
+		ss.events = append(ss.events, e)
+	}
+	s.hub.Publish(changed(sessionID))
+	return nil
+}
+
+// EventsSince returns the session's events after afterSeq; see store.Store.
+func (s *Store) EventsSince(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]store.StoredEvent, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	i, _ := slices.BinarySearchFunc(ss.events, afterSeq+1, func(e store.StoredEvent, seq uint64) int {
+		return cmp.Compare(e.Seq, seq)
+	})
+	evs := ss.events[i:]
+	if limit > 0 && len(evs) > limit {
+		evs = evs[:limit]
+	}
+	out := make([]store.StoredEvent, len(evs))
+	for i, e := range evs {
+		e.Data = slices.Clone(e.Data)
+		out[i] = e
+	}
+	return out, nil
+}
+
+// LastEventSeq returns the seq of the session's last event; see store.Store.
+func (s *Store) LastEventSeq(ctx context.Context, sessionID string) (uint64, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return 0, err
+	}
+	if n := len(ss.events); n > 0 {
+		return ss.events[n-1].Seq, nil
+	}
+	return 0, nil
 }

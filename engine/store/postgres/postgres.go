@@ -192,7 +192,7 @@ func mapErr(err error) error {
 		return err
 	}
 	for _, sentinel := range []error{store.ErrFenced, store.ErrNotFound, store.ErrExists, store.ErrTitleTaken,
-		store.ErrInvalidRecord, store.ErrStaleRow, store.ErrLeaseHeld, store.ErrLeaseLost, store.ErrClosed, store.ErrUnavailable, store.ErrNewerFormat} {
+		store.ErrInvalidRecord, store.ErrStaleRow, store.ErrEventSeq, store.ErrLeaseHeld, store.ErrLeaseLost, store.ErrClosed, store.ErrUnavailable, store.ErrNewerFormat} {
 		if errors.Is(err, sentinel) {
 			return err
 		}

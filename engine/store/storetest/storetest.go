@@ -50,6 +50,11 @@ func Run(t *testing.T, h Harness) {
 		{"Watch", testWatch},
 		{"KV", testKV},
 		{"KVCompareAndSwap", testKVCAS},
+		{"Events", testEvents},
+		{"EventsFenced", testEventsFenced},
+		{"EventsConcurrent", testEventsConcurrent},
+		{"EventsLargeBatch", testEventsLargeBatch},
+		{"EventsReopen", testEventsReopen},
 		{"KVConcurrentCAS", testKVConcurrentCAS},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"Closed", testClosed},
@@ -947,6 +952,301 @@ func testKVConcurrentCAS(t *testing.T, h Harness) {
 	v, err := s.GetKV(ctx, "race/counter")
 	if err != nil || string(v) != fmt.Sprint(writers*rounds) {
 		t.Fatalf("counter = %q, %v; want %d (every successful swap counted once)", v, err, writers*rounds)
+	}
+}
+
+// evs makes events with seqs from..to (inclusive).
+func evs(from, to uint64) []store.StoredEvent {
+	var out []store.StoredEvent
+	for seq := from; seq <= to; seq++ {
+		e := store.StoredEvent{Seq: seq, Type: "message.delta", Time: time.Unix(1700000000, int64(seq)*1000).UTC(), TurnID: "t1", Text: fmt.Sprintf("<d%d>", seq)}
+		if seq%2 == 0 {
+			e.Type, e.Text = "tool.start", ""
+			e.Data = json.RawMessage(fmt.Sprintf(`{"call_id":"c%d","args":{"q":"<&>"}}`, seq))
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func eventsSince(t *testing.T, s store.Store, sid string, after uint64, limit int) []store.StoredEvent {
+	t.Helper()
+	out, err := s.EventsSince(ctx, sid, after, limit)
+	if err != nil {
+		t.Fatalf("EventsSince(%s, %d, %d): %v", sid, after, limit, err)
+	}
+	return out
+}
+
+func lastEventSeq(t *testing.T, s store.Store, sid string) uint64 {
+	t.Helper()
+	n, err := s.LastEventSeq(ctx, sid)
+	if err != nil {
+		t.Fatalf("LastEventSeq(%s): %v", sid, err)
+	}
+	return n
+}
+
+// wantEvents checks got against want: same seqs, fields and payload bytes, in order.
+func wantEvents(t *testing.T, what string, got, want []store.StoredEvent) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.Type != w.Type || g.TurnID != w.TurnID || g.Text != w.Text ||
+			string(g.Data) != string(w.Data) || !g.Time.Equal(w.Time) {
+			t.Fatalf("%s: event %d = %+v (data %s), want %+v (data %s)", what, i, g, g.Data, w, w.Data)
+		}
+	}
+}
+
+func testEvents(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	create(t, s, store.Session{ID: "b"})
+	if n := lastEventSeq(t, s, "a"); n != 0 {
+		t.Fatalf("new session's last event seq = %d", n)
+	}
+	if got := eventsSince(t, s, "a", 0, 0); len(got) != 0 {
+		t.Fatalf("new session has events %+v", got)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, err := s.Watch(wctx, store.Interest{Sessions: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := evs(1, 10)
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, all[:4]); err != nil {
+		t.Fatalf("AppendEvents 1..4: %v", err)
+	}
+	if cs, _ := next(t, sub); !hasChange(cs, store.Change{SessionID: "a"}) {
+		t.Fatalf("append hints %+v, want session a", cs)
+	}
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, all[4:]); err != nil {
+		t.Fatalf("AppendEvents 5..10: %v", err)
+	}
+	wantEvents(t, "all", eventsSince(t, s, "a", 0, 0), all)
+	wantEvents(t, "after 3, limit 4", eventsSince(t, s, "a", 3, 4), all[3:7])
+	wantEvents(t, "after 9", eventsSince(t, s, "a", 9, 0), all[9:])
+	wantEvents(t, "after the end", eventsSince(t, s, "a", 10, 0), nil)
+	if n := lastEventSeq(t, s, "a"); n != 10 {
+		t.Fatalf("last seq = %d, want 10", n)
+	}
+	// Contiguity: a gap, a reuse and a batch with a hole are refused and write nothing.
+	for _, bad := range []struct {
+		what string
+		evs  []store.StoredEvent
+	}{
+		{"gap", evs(12, 12)},
+		{"reuse", evs(10, 11)},
+		{"reuse of the first", evs(1, 1)},
+		{"hole inside the batch", append(evs(11, 11), evs(13, 13)...)},
+	} {
+		wantErr(t, bad.what, s.AppendEvents(ctx, "a", store.Fence{}, bad.evs), store.ErrEventSeq)
+	}
+	bad := evs(11, 11)
+	bad[0].Type = ""
+	wantErr(t, "event without a type", s.AppendEvents(ctx, "a", store.Fence{}, bad), store.ErrInvalidRecord)
+	bad = evs(11, 11)
+	bad[0].Data = json.RawMessage("{not json")
+	wantErr(t, "event data not JSON", s.AppendEvents(ctx, "a", store.Fence{}, bad), store.ErrInvalidRecord)
+	if n := lastEventSeq(t, s, "a"); n != 10 {
+		t.Fatalf("refused appends moved the log to %d", n)
+	}
+	// Logs are per session; an empty log may start at any seq (a journal's retained tail).
+	if err := s.AppendEvents(ctx, "b", store.Fence{}, evs(5, 6)); err != nil {
+		t.Fatalf("first append at seq 5: %v", err)
+	}
+	wantEvents(t, "b", eventsSince(t, s, "b", 0, 0), evs(5, 6))
+	wantEvents(t, "a untouched", eventsSince(t, s, "a", 0, 0), all)
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, nil); err != nil {
+		t.Fatalf("empty append: %v", err)
+	}
+	// Unknown sessions.
+	wantErr(t, "append to an unknown session", s.AppendEvents(ctx, "nope", store.Fence{}, evs(1, 1)), store.ErrNotFound)
+	_, err = s.EventsSince(ctx, "nope", 0, 0)
+	wantErr(t, "events of an unknown session", err, store.ErrNotFound)
+	_, err = s.LastEventSeq(ctx, "nope")
+	wantErr(t, "last seq of an unknown session", err, store.ErrNotFound)
+	// Events are not rows, and do not touch the session record (its version is a CAS token).
+	if got := get(t, s, "a"); got.RowCount != 0 {
+		t.Fatalf("events counted as rows: %+v", got)
+	}
+	before := get(t, s, "a").Version
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, evs(11, 11)); err != nil {
+		t.Fatal(err)
+	}
+	if after := get(t, s, "a").Version; after != before {
+		t.Fatalf("an event append moved the session version %d -> %d", before, after)
+	}
+}
+
+func testEventsFenced(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	l1, err := s.AcquireLease(ctx, "a", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(ctx, "a", store.Fence{Generation: l1.Generation}, evs(1, 2)); err != nil {
+		t.Fatalf("append under the lease: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, l1); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.AcquireLease(ctx, "a", "node-2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "stale generation", s.AppendEvents(ctx, "a", store.Fence{Generation: l1.Generation}, evs(3, 3)), store.ErrFenced)
+	stale := store.Fenced(s, "a", l1.Generation)
+	wantErr(t, "stale fenced view", stale.AppendEvents(ctx, "a", store.Fence{}, evs(3, 3)), store.ErrFenced)
+	wantErr(t, "stale context fence", s.AppendEvents(store.WithFence(ctx, "a", l1.Generation), "a", store.Fence{}, evs(3, 3)), store.ErrFenced)
+	if n := lastEventSeq(t, s, "a"); n != 2 {
+		t.Fatalf("stale appends moved the log to %d", n)
+	}
+	fresh := store.Fenced(s, "a", l2.Generation)
+	if err := fresh.AppendEvents(ctx, "a", store.Fence{}, evs(3, 4)); err != nil {
+		t.Fatalf("append by the new holder: %v", err)
+	}
+	got := eventsSince(t, s, "a", 0, 0)
+	wantEvents(t, "log", got, evs(1, 4))
+	for _, e := range got {
+		want := l1.Generation
+		if e.Seq > 2 {
+			want = l2.Generation
+		}
+		if e.Generation != want {
+			t.Fatalf("event %d stored with generation %d, want %d", e.Seq, e.Generation, want)
+		}
+	}
+}
+
+// testEventsConcurrent: one writer appends in small batches while readers follow the log by
+// cursor, woken by hints; every reader sees every event once, in order.
+func testEventsConcurrent(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	const total, batch, readers = 300, 7, 4
+	all := evs(1, total)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	results := make([][]store.StoredEvent, readers)
+	errs := make(chan error, readers+1)
+	for r := range readers {
+		sub, err := s.Watch(wctx, store.Interest{Sessions: []string{"a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var cursor uint64
+			deadline := time.After(60 * time.Second)
+			for cursor < total {
+				got, err := s.EventsSince(ctx, "a", cursor, 50)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) > 0 {
+					results[r] = append(results[r], got...)
+					cursor = got[len(got)-1].Seq
+					continue
+				}
+				select {
+				case <-sub.C():
+					sub.Take()
+				case <-deadline:
+					errs <- fmt.Errorf("reader %d stuck at %d", r, cursor)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < total; i += batch {
+		if err := s.AppendEvents(ctx, "a", store.Fence{}, all[i:min(i+batch, total)]); err != nil {
+			t.Fatalf("append at %d: %v", i, err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for r := range readers {
+		wantEvents(t, fmt.Sprintf("reader %d", r), results[r], all)
+	}
+
+	// Two writers racing for the same seqs: one wins, the other is refused, nothing doubles.
+	create(t, s, store.Session{ID: "b"})
+	var wins, refused int
+	var mu sync.Mutex
+	var race sync.WaitGroup
+	for range 4 {
+		race.Add(1)
+		go func() {
+			defer race.Done()
+			err := s.AppendEvents(ctx, "b", store.Fence{}, evs(1, 3))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, store.ErrEventSeq):
+				refused++
+			default:
+				t.Errorf("racing append: %v", err)
+			}
+		}()
+	}
+	race.Wait()
+	if wins != 1 || refused != 3 {
+		t.Fatalf("racing appends: %d won, %d refused; want 1 and 3", wins, refused)
+	}
+	wantEvents(t, "b", eventsSince(t, s, "b", 0, 0), evs(1, 3))
+}
+
+func testEventsLargeBatch(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	big := evs(1, 2000)
+	for i := range big {
+		if big[i].Data == nil {
+			big[i].Text = fmt.Sprintf("%0512d", i) // about 1 MB in all
+		}
+	}
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, big); err != nil {
+		t.Fatalf("append of %d events: %v", len(big), err)
+	}
+	wantEvents(t, "large batch", eventsSince(t, s, "a", 0, 0), big)
+	wantEvents(t, "large batch, paged", eventsSince(t, s, "a", 1000, 500), big[1000:1500])
+	tooMany := evs(2001, 2001+store.MaxEventBatch)
+	wantErr(t, "batch over the limit", s.AppendEvents(ctx, "a", store.Fence{}, tooMany), store.ErrInvalidRecord)
+	if n := lastEventSeq(t, s, "a"); n != 2000 {
+		t.Fatalf("last seq = %d after a refused batch, want 2000", n)
+	}
+}
+
+func testEventsReopen(t *testing.T, h Harness) {
+	if h.Reopen == nil {
+		t.Skip("store does not persist")
+	}
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, evs(1, 5)); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { s.Close() })
+	wantEvents(t, "after reopen", eventsSince(t, s, "a", 0, 0), evs(1, 5))
+	wantErr(t, "reuse after reopen", s.AppendEvents(ctx, "a", store.Fence{}, evs(5, 5)), store.ErrEventSeq)
+	if err := s.AppendEvents(ctx, "a", store.Fence{}, evs(6, 6)); err != nil {
+		t.Fatalf("continuing after reopen: %v", err)
 	}
 }
 
