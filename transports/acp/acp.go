@@ -230,6 +230,8 @@ type agent struct {
 	engErr    error
 	// fs is what the client said it can do with files (initialize).
 	fsRead, fsWrite bool
+	// forms: the client renders elicitation forms (clientCapabilities.elicitation.form).
+	forms bool
 	// input ends when the client's input does: no request to the client can be answered
 	// after that, so none waits for an answer.
 	input context.Context
@@ -323,6 +325,7 @@ func (a *agent) Initialize(_ context.Context, p sdk.InitializeRequest) (sdk.Init
 	defer a.startOpen()
 	a.mu.Lock()
 	a.fsRead, a.fsWrite = p.ClientCapabilities.Fs.ReadTextFile, p.ClientCapabilities.Fs.WriteTextFile
+	a.forms = p.ClientCapabilities.Elicitation != nil && p.ClientCapabilities.Elicitation.Form != nil
 	a.mu.Unlock()
 	setupDesc := "Configure a model provider in the terminal"
 	agentDesc := "Use the provider configured for Hermes"

@@ -89,6 +89,11 @@ type inflight struct {
 	byToken  map[string]json.RawMessage // surrogate JSON token → the client's raw id
 	byClient map[string]string          // the client's raw id → surrogate token ($/cancel_request)
 	idle     chan struct{}              // closed when the last running request is answered; nil until waited on
+	// ours are the requests the adapter sends the client itself, outside the SDK (whose typed
+	// requests lack members the protocol has since gained): their answers are taken off the
+	// input here and never reach the SDK.
+	ours    map[string]chan []byte // JSON id token → where its answer goes
+	nextOut uint64
 }
 
 func newInflight(max int) *inflight {
@@ -144,6 +149,48 @@ func (f *inflight) waitIdle(d time.Duration) bool {
 	case <-timer.C:
 		return false
 	}
+}
+
+// ownPrefix begins the ids of the adapter's own requests to the client (the SDK numbers its
+// own).
+const ownPrefix = `"hermes-`
+
+// expect registers a request of the adapter's own and returns its id token and the channel
+// its answer (the whole response line) arrives on.
+func (f *inflight) expect() (string, <-chan []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ours == nil {
+		f.ours = map[string]chan []byte{}
+	}
+	f.nextOut++
+	tok := ownPrefix + strconv.FormatUint(f.nextOut, 10) + `"`
+	ch := make(chan []byte, 1)
+	f.ours[tok] = ch
+	return tok, ch
+}
+
+// forget drops a request of the adapter's own that is no longer waited for.
+func (f *inflight) forget(tok string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ours, tok)
+}
+
+// claim takes the client's response with id when it answers a request of the adapter's own,
+// reporting whether it did; a late answer to one no longer waited for is claimed and dropped.
+func (f *inflight) claim(id json.RawMessage, line []byte) bool {
+	if !bytes.HasPrefix(id, []byte(ownPrefix)) {
+		return false
+	}
+	f.mu.Lock()
+	ch, ok := f.ours[string(id)]
+	delete(f.ours, string(id))
+	f.mu.Unlock()
+	if ok {
+		ch <- append([]byte(nil), line...)
+	}
+	return true
 }
 
 // responsePrefix is how the SDK begins a response to a surrogate id (its message struct puts
@@ -204,6 +251,9 @@ func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int, ids *infli
 				writeError(reply, nil, codeParseError, "parse error", nil)
 			default:
 				fixed, rej := normalize(line, ids)
+				if fixed == nil && rej == nil {
+					break // an answer to a request of the adapter's own, delivered
+				}
 				if rej != nil {
 					if rej.id != nil || rej.answer {
 						writeError(reply, rej.id, rej.code, rej.msg, rej.data)
@@ -258,11 +308,12 @@ type rejection struct {
 
 // normalize checks one JSON line and rebuilds it for the SDK: a JSON-RPC object with a string
 // method (a request or notification) or an id with a result or error (the client's answer to
-// one of ours). A request goes on under a surrogate id (inflight) with only the members the
-// SDK reads, so the SDK can neither drop it nor answer it under a changed id. A sessionId in
-// params is checked by the identifier rule of every edge. It also supplies the mcpServers
-// list some clients omit from session/new and session/load: v1 requires it, but refusing the
-// session over an empty list helps nobody.
+// one of ours; nil and no rejection when it answered one the adapter sent itself). A request
+// goes on under a surrogate id (inflight) with only the members the SDK reads, so the SDK can
+// neither drop it nor answer it under a changed id. A sessionId in params is checked by the
+// identifier rule of every edge. It also supplies the mcpServers list some clients omit from
+// session/new and session/load: v1 requires it, but refusing the session over an empty list
+// helps nobody.
 func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
@@ -281,7 +332,10 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 		_, errm := m["error"]
 		switch {
 		case hasID && (res || errm):
-			return line, nil // the client's response to a request of ours
+			if inf.claim(rawID, line) {
+				return nil, nil
+			}
+			return line, nil // the client's response to a request of the SDK's
 		case hasID:
 			return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: method must be a non-empty string"}
 		}

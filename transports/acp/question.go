@@ -15,13 +15,22 @@ const optSkip = "skip"
 
 // question shows a clarify question the editor can answer — one question with choices — as
 // session/request_permission whose options are the choices (and Skip), tied to the clarify
-// tool call. ACP has no free-text question a client must support, so any other question
-// (free text, a batch, sudo, secret) is withdrawn at once: the turn never waits on a question
+// tool call; a free-text one as an elicitation form (elicit) when the client advertised
+// clientCapabilities.elicitation.form. Any other question (free text to a client without
+// forms, a batch, sudo, secret) is withdrawn at once: the turn never waits on a question
 // nobody sees, and the model is told to proceed on its own judgement. After such a withdrawal
 // the clarify tool is hidden from the model for the rest of the session.
 func (t *turn) question(ctx context.Context, r engine.Request) {
 	q, _ := r.Payload["question"].(string)
 	choices := stringList(r.Payload["choices"])
+	if r.Kind == engine.KindClarify && q != "" && len(choices) == 0 && r.Payload["questions"] == nil && t.a.elicitsForms() {
+		callID, _ := r.Payload["call_id"].(string)
+		if callID == "" {
+			callID = r.ID
+		}
+		t.elicit(ctx, r, q, callID)
+		return
+	}
 	if r.Kind != engine.KindClarify || q == "" || len(choices) == 0 || r.Payload["questions"] != nil {
 		if err := t.ss.s.Withdraw(r.ID, "the editor cannot answer this question"); err != nil && !errors.Is(err, engine.ErrUnknownRequest) {
 			t.a.o.Logger.Warn("acp: question not withdrawn", "request", r.ID, "err", err)
