@@ -78,6 +78,7 @@
 //	acp_commands                   i17.12 slash commands answered locally, available_commands_update, usage_update, automatic title, list
 //	acp_headless                   i17    one process per command on one home: new, then resume + prompt, then list
 //	acp_clarify                    i17.11 clarify with choices as a permission request; a free-text one withdrawn at once, clarify hidden
+//	acp_elicit                     i17.11 a free-text clarify question as an elicitation form to a client that renders forms: accepted, declined
 //	acp_edit_review                i17.13 edits shown as a diff and approved before they are written; denied, nothing written; allow_session remembered
 //	gateway_approval               26    the gateway twin of the approval round trip
 //	behaviour_27_auth              27    /health open, 401 without or with a wrong key (remote); a short key refuses to start (cli)
