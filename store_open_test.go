@@ -146,4 +146,67 @@ func TestStoreUnreachable(t *testing.T) {
 	}
 }
 
+// TestStoreErrorsActionable: a home where the store process cannot be started or reached fails
+// a command with one line naming the home, the socket, the log and what to do; a stale file
+// where the socket goes is replaced without a word.
+func TestStoreErrorsActionable(t *testing.T) {
+	t.Setenv(envStoreProcess, "on")
+	t.Setenv(envStoreIdle, "300ms")
+	oneLine := func(t *testing.T, home string, wants ...string) {
+		t.Helper()
+		res := hermes(t, t.TempDir(), []string{"HERMES_HOME=" + home}, "sessions")
+		lines := strings.Split(strings.TrimSpace(res.err), "\n")
+		if res.code == 0 || len(lines) != 1 {
+			t.Fatalf("code %d, stderr:\n%s", res.code, res.err)
+		}
+		for _, want := range append([]string{home, homestore.SocketPath(home), homestore.LogPath(home)}, wants...) {
+			if !strings.Contains(lines[0], want) {
+				t.Fatalf("error line lacks %q: %s", want, lines[0])
+			}
+		}
+	}
+	t.Run("cannot start", func(t *testing.T) {
+		// The store process's log cannot be opened, so it cannot be started (a read-only home
+		// fails the same way for a user other than root).
+		home := t.TempDir()
+		if err := os.Mkdir(homestore.LogPath(home), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		oneLine(t, home, "cannot start the store process", "is a directory", "check that "+home+" is a directory you can write")
+	})
+	t.Run("read-only home", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root writes into a read-only directory")
+		}
+		home := t.TempDir()
+		if err := os.Chmod(home, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(home, 0o700) })
+		oneLine(t, home, "cannot start the store process", "permission denied", "check that "+home+" is a directory you can write")
+	})
+	t.Run("socket path taken", func(t *testing.T) {
+		// Something that is not a socket, and that the store process cannot remove, holds the
+		// socket's path.
+		home := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(homestore.SocketPath(home), "kept"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		oneLine(t, home, "is not a socket", "remove "+homestore.SocketPath(home)+" and retry")
+		if log, _ := os.ReadFile(homestore.LogPath(home)); !strings.Contains(string(log), "address already in use") {
+			t.Fatalf("store log does not say why:\n%s", log)
+		}
+	})
+	t.Run("stale file at the socket path", func(t *testing.T) {
+		home := t.TempDir()
+		t.Cleanup(func() { waitStoreProcessGone(t, home) })
+		if err := os.WriteFile(homestore.SocketPath(home), []byte("left over"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if res := hermes(t, t.TempDir(), []string{"HERMES_HOME=" + home}, "sessions"); res.code != 0 {
+			t.Fatalf("code %d, stderr:\n%s", res.code, res.err)
+		}
+	})
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }

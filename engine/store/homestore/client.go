@@ -39,9 +39,24 @@ type UnavailableError struct {
 }
 
 func (e *UnavailableError) Error() string {
+	var se startError
+	if errors.As(e.Err, &se) {
+		return fmt.Sprintf("cannot start the store process of %s to serve %s (%v); check that %s is a directory you can write, see %s if it exists, then retry",
+			e.Home, e.Socket, se.err, e.Home, e.Log)
+	}
+	if fi, err := os.Lstat(e.Socket); err == nil && fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Sprintf("cannot reach the store process of %s: %s is not a socket; see its log %s, remove %s and retry",
+			e.Home, e.Socket, e.Log, e.Socket)
+	}
 	return fmt.Sprintf("cannot reach the store process of %s on %s (%v); see its log %s, and if no hermes store-server process is running, remove %s and retry",
 		e.Home, e.Socket, e.Err, e.Log, e.Socket)
 }
+
+// startError is a failure to start the store process (before it could log anything).
+type startError struct{ err error }
+
+func (e startError) Error() string { return "start the store process: " + e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
 
 func (e *UnavailableError) Unwrap() []error { return []error{store.ErrUnavailable, e.Err} }
 
@@ -118,14 +133,22 @@ func (c *Client) unavailable(err error) error {
 }
 
 // connectUntil dials the socket, starting a store process when nothing answers, until deadline.
+// When a start failed, that failure is what it reports (it tells more than the refused dial).
 func (c *Client) connectUntil(ctx context.Context, deadline time.Time) (*clientConn, error) {
 	wait := time.Millisecond
+	var failedStart error
 	for {
 		cc, err := c.connect()
 		if err == nil {
 			return cc, nil
 		}
+		if errors.As(err, new(startError)) {
+			failedStart = err
+		}
 		if time.Now().After(deadline) {
+			if failedStart != nil {
+				return nil, failedStart
+			}
 			return nil, err
 		}
 		select {
@@ -158,7 +181,7 @@ func (c *Client) connect() (*clientConn, error) {
 		c.mu.Unlock()
 		if due {
 			if serr := c.o.Start(); serr != nil {
-				return nil, fmt.Errorf("start the store process: %w", serr)
+				return nil, startError{serr}
 			}
 		}
 	}
