@@ -72,11 +72,7 @@ var forbiddenImports = []struct{ from, to, reason string }{
 // importExceptions are files allowed, for now, one import forbiddenImports refuses. Each names
 // its reason; an exception for a file that no longer exists, or no longer needs it, fails the
 // test, so none outlives its reason.
-var importExceptions = []struct{ file, to, reason string }{
-	{"transports/httpapi/runs.go", "engine/store", "temporary: the runs ledger moves into the engine's admission queue (issue 14 item 3)"},
-	{"transports/httpapi/runs_recovery.go", "engine/store", "temporary: the runs ledger moves into the engine's admission queue (issue 14 item 3)"},
-	{"transports/httpapi/admission.go", "engine/store", "temporary: the idempotency records move into the engine's admission queue (issue 14 item 3)"},
-}
+var importExceptions = []struct{ file, to, reason string }{}
 
 // TestImportLayering enforces forbiddenImports on every non-test Go file, minus the listed
 // exceptions.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Run statuses (a run is one agent turn started by POST /v1/runs and followed by polling or
@@ -153,6 +151,13 @@ func (r *run) trimLocked() {
 	}
 }
 
+// remote reports whether another process than proc executes the run.
+func (r *run) remote(proc string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec.Process != "" && r.rec.Process != proc
+}
+
 func (r *run) getStatus() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -205,53 +210,6 @@ func approvalFields(q engine.Request) map[string]any {
 	return m
 }
 
-// runs is the registry of this server's runs and of the per-session FIFOs that execute them.
-type runs struct {
-	ledger ledger
-	boot   string // this server instance's execution id (runRecord.Process)
-
-	mu     sync.Mutex
-	m      map[string]*run
-	idem   map[string]idemEntry // owner + "\x00" + sha256(Idempotency-Key) → the run it admitted
-	queues map[string][]*run    // session id → its unsettled runs in admission order; [0] is the head
-	pruned time.Time            // when addLocked last dropped expired runs
-
-	admit sync.Mutex // serialises keyed admissions: check, record and remember as one step
-}
-
-// idemEntry remembers a keyed admission for idempotencyRetention.
-type idemEntry struct {
-	fingerprint string
-	runID       string
-	at          time.Time
-}
-
-func idemIndexKey(owner, keyHash string) string { return owner + "\x00" + keyHash }
-
-// lookup returns the run id a key admitted; conflict when the key came with another body.
-func (rs *runs) lookup(owner, keyHash, fp string) (runID string, conflict bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	e, ok := rs.idem[idemIndexKey(owner, keyHash)]
-	if !ok || time.Since(e.at) > idempotencyRetention {
-		return "", false
-	}
-	if e.fingerprint != fp {
-		return "", true
-	}
-	return e.runID, false
-}
-
-func (rs *runs) rememberLocked(rec runRecord) {
-	if rec.IdemKey == "" {
-		return
-	}
-	if rs.idem == nil {
-		rs.idem = map[string]idemEntry{}
-	}
-	rs.idem[idemIndexKey(rec.Owner, rec.IdemKey)] = idemEntry{fingerprint: rec.Fingerprint, runID: rec.RunID, at: rec.CreatedAt}
-}
-
 func validIdempotencyKey(k string) error {
 	if len(k) > 255 {
 		return badRequest("Idempotency-Key", "invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters")
@@ -268,350 +226,11 @@ func runNotFound(id string) error {
 	return &apiError{Status: fiber.StatusNotFound, Message: "Run not found: " + id, Type: "invalid_request_error", Param: "run_id", Code: "run_not_found"}
 }
 
-// getRunFor returns the caller's run: from memory, or a settled run from its durable record (after
-// a restart, or once its event log was dropped). A run of another owner is not found (the admin
-// key sees every run).
-func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
-	if err := checkID("run_id", "invalid_run_id", "run id", id); err != nil {
-		return nil, err
-	}
-	s.runs.mu.Lock()
-	r, ok := s.runs.m[id]
-	s.runs.mu.Unlock()
-	if ok {
-		if !seesRun(c, r.owner) {
-			return nil, runNotFound(id)
-		}
-		return r, nil
-	}
-	if !strings.HasPrefix(id, "run_") || len(id) > maxHeaderID {
-		return nil, runNotFound(id)
-	}
-	rec, err := s.runs.ledger.get(c.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (!seesRun(c, rec.Owner) || !rec.settled())) {
-		// An unsettled run is always in memory; one that is not belongs to nobody here.
-		return nil, runNotFound(id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	r = recoveredRun(rec, s.runs.boot)
-	s.runs.mu.Lock()
-	defer s.runs.mu.Unlock()
-	if cur, ok := s.runs.m[id]; ok {
-		return cur, nil
-	}
-	s.runs.addLocked(r)
-	return r, nil
-}
-
-// pruneEvery bounds how often addLocked scans for expired runs: a scan per admission would make
-// admission cost grow with every run kept for runRetention.
-const pruneEvery = time.Minute
-
-// addLocked registers r and, at most once per pruneEvery, forgets the event logs of runs that
-// finished more than runRetention ago.
-func (rs *runs) addLocked(r *run) {
-	if rs.m == nil {
-		rs.m = map[string]*run{}
-	}
-	rs.m[r.id] = r
-	if time.Since(rs.pruned) < pruneEvery {
-		return
-	}
-	rs.pruned = time.Now()
-	for id, old := range rs.m {
-		old.mu.Lock()
-		stale := terminal(old.status) && time.Since(old.updated) > runRetention
-		old.mu.Unlock()
-		if stale {
-			delete(rs.m, id)
-		}
-	}
-}
-
 type runRequest struct {
 	Input        json.RawMessage `json:"input"`
 	SessionID    string          `json:"session_id"`
 	Instructions *string         `json:"instructions"`
 	Model        string          `json:"model"`
-}
-
-// createRun admits a run. With an Idempotency-Key, a retry of the same request (same body and
-// session key) by the same owner gets the original run back (replayed:true) instead of
-// starting another, for idempotencyRetention and across restarts; the same key with a
-// different body is a 409.
-func (s *Server) createRun(c *fiber.Ctx) error {
-	owner := principal(c)
-	fp := sha256Hex(string(c.Body()) + "\n" + c.Get(HeaderSessionKey))
-	ikey := c.Get("Idempotency-Key")
-	if ikey == "" {
-		return s.admitRun(c, owner, "", fp)
-	}
-	if err := validIdempotencyKey(ikey); err != nil {
-		return err
-	}
-	keyHash := sha256Hex(ikey)
-	s.runs.admit.Lock()
-	defer s.runs.admit.Unlock()
-	runID, conflict := s.runs.lookup(owner, keyHash, fp)
-	if conflict {
-		return &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
-	}
-	if runID != "" {
-		r, err := s.getRunFor(c, runID)
-		if err == nil {
-			r.mu.Lock()
-			status, sid := r.status, r.sessionID
-			r.mu.Unlock()
-			c.Set("Idempotency-Replayed", "true")
-			c.Set(HeaderSessionID, sid)
-			return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": runID, "status": status, "session_id": sid, "replayed": true})
-		}
-		// The record was swept between the lookup and the read: the key is free again.
-	}
-	return s.admitRun(c, owner, keyHash, fp)
-}
-
-// admitRun validates the request, records the run (queued) and appends it to its session's
-// FIFO. Nothing is allocated before validation passes.
-func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
-	var req runRequest
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	modelName := ""
-	if req.Model != "" {
-		m, err := s.pickModel(req.Model)
-		if err != nil {
-			return err
-		}
-		modelName = m
-	}
-	key := c.Get(HeaderSessionKey)
-	if key != "" {
-		if err := validSessionKey(key); err != nil {
-			return err
-		}
-	}
-	if req.SessionID != "" {
-		if err := validSessionID(req.SessionID); err != nil {
-			return withParam(err, "session_id")
-		}
-	}
-	now := time.Now().UTC()
-	history, prompt, err := parseInput(req.Input, now)
-	if err != nil {
-		return err
-	}
-	if req.Instructions != nil && *req.Instructions != "" {
-		history = append([]store.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
-	}
-	// The cap counts turns in flight; a run that would start now and finds it full is refused
-	// as chat and responses are. A run queued behind another waits for a slot when its turn
-	// comes.
-	// Only the caller's own queue counts: another principal's would be told apart by a 404.
-	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.hasQueue(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
-		s.rejected("turn_cap")
-		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
-	}
-	id := "run_" + newHex(16)
-	sid := req.SessionID
-	if sid == "" {
-		sid = id
-	}
-	sess, err := s.openOrSeed(s.ctx, who(c), sid, modelName, key, history)
-	if err != nil {
-		return err
-	}
-	rec := runRecord{RunID: id, AdmissionID: "adm_" + newHex(16), Owner: owner, SessionID: sess.ID(), Status: recQueued,
-		Fingerprint: fp, IdemKey: keyHash, Order: nextOrder(), Prompt: prompt, Model: sess.Record().Model, SessionKey: key, CreatedAt: now}
-	if rec, err = s.runs.ledger.create(s.storeCtx(), rec); err != nil {
-		return err
-	}
-	// The run keeps the session id, not the object: the session may be released while the run
-	// waits in its queue (keepSession keeps it while the queue is not empty) and is opened
-	// again when the run starts.
-	r := newRun(rec, runQueued)
-	r.trace = requestTrace(c)
-	s.enqueue(r)
-	if key != "" {
-		c.Set(HeaderSessionKey, key)
-	}
-	c.Set(HeaderSessionID, sess.ID())
-	// "started" as the reference answers; GET /v1/runs/{id} tells queued from running and
-	// carries the admission.
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "replayed": false})
-}
-
-// storeCtx is the context of ledger writes: they must land even while the server stops (a
-// settlement written at shutdown is what keeps a run from being reported unknown later).
-func (s *Server) storeCtx() context.Context { return context.WithoutCancel(s.ctx) }
-
-// seesSession reports whether principal p sees session id (live or stored); an unknown
-// session is not seen.
-func (s *Server) seesSession(p engine.Principal, id string) bool {
-	if sess, ok := s.eng.Peek(id); ok {
-		return p.Sees(sess.Record().Principal)
-	}
-	rec, err := s.eng.Store().GetSession(s.ctx, id)
-	return err == nil && p.Sees(rec.Principal)
-}
-
-func (rs *runs) hasQueue(sessionID string) bool {
-	if sessionID == "" {
-		return false
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return len(rs.queues[sessionID]) > 0
-}
-
-// enqueue registers r, appends it to its session's FIFO and starts the FIFO's worker when it
-// has none. It returns how many runs are ahead of r.
-func (s *Server) enqueue(r *run) int {
-	s.runs.mu.Lock()
-	defer s.runs.mu.Unlock()
-	s.runs.addLocked(r)
-	s.runs.rememberLocked(r.rec)
-	if s.runs.queues == nil {
-		s.runs.queues = map[string][]*run{}
-	}
-	q := s.runs.queues[r.sessionID]
-	s.runs.queues[r.sessionID] = append(q, r)
-	if len(q) > 0 {
-		// Emitted before the lock is let go: the FIFO's worker cannot reach r (and emit
-		// run.started) before its run.queued is in the log.
-		r.emit("run.queued", "", map[string]any{"session_id": r.sessionID, "ahead": len(q)})
-	}
-	if len(q) == 0 {
-		s.reqs.Add(1)
-		go func() {
-			defer s.reqs.Done()
-			s.drain(r.sessionID)
-		}()
-	}
-	return len(q)
-}
-
-// drain is the worker of one session's FIFO: it executes the runs in admission order, one at a
-// time, and exits when the FIFO is empty. A restart-unknown head blocks it until resolved.
-// When the server stops, the runs still queued are settled as interrupted.
-func (s *Server) drain(sessionID string) {
-	for {
-		s.runs.mu.Lock()
-		q := s.runs.queues[sessionID]
-		if len(q) == 0 {
-			delete(s.runs.queues, sessionID)
-			s.runs.mu.Unlock()
-			return
-		}
-		head := q[0]
-		s.runs.mu.Unlock()
-
-		if s.ctx.Err() == nil {
-			s.execute(head)
-		}
-		if s.ctx.Err() != nil && head.getStatus() == runQueued {
-			s.settleQueued(head, runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)")
-		}
-
-		s.runs.mu.Lock()
-		if q := s.runs.queues[sessionID]; len(q) > 0 && q[0] == head {
-			s.runs.queues[sessionID] = q[1:]
-		}
-		s.runs.mu.Unlock()
-	}
-}
-
-// execute runs the head of a FIFO to its end: it waits for a restart-unknown run to be
-// resolved, or starts a queued one and follows it until it settles.
-func (s *Server) execute(r *run) {
-	switch r.getStatus() {
-	case runUnknown:
-		select {
-		case <-r.done: // resolved
-		case <-s.ctx.Done():
-		}
-		return
-	case runQueued:
-	default:
-		return // stopped while queued
-	}
-	if s.slots != nil {
-		select {
-		case s.slots <- struct{}{}:
-		case <-r.done: // stopped while waiting for a slot
-			return
-		case <-s.ctx.Done():
-			return
-		}
-	}
-	tr, err := s.startRun(r)
-	if err != nil {
-		s.release()
-		switch {
-		case errors.Is(err, errRunNotQueued): // stopped while queued; already settled
-		case s.ctx.Err() != nil:
-			s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
-				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdownQueue})
-		default:
-			s.settle(r, runFailed, map[string]any{"completed": false, "partial": false, "interrupted": false, "error": classify(err).Message})
-		}
-		return
-	}
-	s.follow(r, tr)
-}
-
-// startRun marks the run running in the store (before the turn is submitted: a crash after
-// this point leaves a run that may have done work, which is what restart-unknown means) and
-// submits its prompt once the session is idle. The wait is for the run's status (queued, not
-// running, while another client's turn runs); a turn that slips in after it is waited for in
-// the session's line (engine.Prompt.InLine).
-func (s *Server) startRun(r *run) (*turnRun, error) {
-	sess, err := s.eng.Open(s.ctx, r.sessionID)
-	if err != nil {
-		return nil, err
-	}
-	if err := sess.WaitIdle(s.ctx); err != nil {
-		return nil, err
-	}
-	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
-		if rec.Status != recQueued {
-			return errRunNotQueued
-		}
-		rec.Status, rec.Generation, rec.Process, rec.StartedAt = recRunning, rec.Generation+1, s.runs.boot, time.Now().UTC()
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	r.rec = rec
-	r.mu.Unlock()
-	// The run's owner (the principal that admitted it) owns the turn, so its browser tool
-	// calls reach that principal's controller only, even after a restart.
-	tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
-		return startTurn(withTrace(s.ctx, r.trace), sess, rec.Prompt, s.opts.KeepAlive, true)
-	})
-	if err != nil {
-		return nil, err
-	}
-	turnID := tr.turnID
-	tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
-	r.mu.Lock()
-	r.sess, r.turn, r.model = sess, tr, sess.Record().Model
-	stopping := r.status == runStopping // stop arrived between the record and the turn
-	status := runRunning
-	if stopping {
-		status = ""
-	}
-	r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
-	r.mu.Unlock()
-	if stopping {
-		tr.f.Interrupt("user")
-	}
-	return tr, nil
 }
 
 // follow turns the turn's engine events into run events until the turn ends or the server
@@ -692,25 +311,6 @@ func outcomeResult(o engine.Outcome) (string, map[string]any) {
 	return status, res
 }
 
-// settle writes the terminal status of a running run (compare-and-set: only a record still
-// running under this process is settled), then publishes the terminal event. The write comes
-// first, so a client that saw the event never finds the run unsettled after a restart. A
-// failed write is logged and the event still goes out; the record then reads as
-// restart-unknown after a restart, which is the truth as far as the store knows.
-func (s *Server) settle(r *run, status string, res map[string]any) {
-	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
-		if rec.settled() {
-			return errRunSettled
-		}
-		rec.Status, rec.Result, rec.SettledAt = status, res, time.Now().UTC()
-		return nil
-	})
-	if err != nil {
-		s.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
-	}
-	r.finish(rec, err == nil, status, res)
-}
-
 // finish records the result in memory and publishes the terminal event run.<status>.
 func (r *run) finish(rec runRecord, stored bool, status string, res map[string]any) {
 	fields := make(map[string]any, len(res))
@@ -730,33 +330,6 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	r.trimLocked()
 	r.mu.Unlock()
 	r.doneOnce.Do(func() { close(r.done) })
-}
-
-// settleQueued settles a run that never started (stopped while queued, the server stopping,
-// or a start that failed) with compare-and-set from queued. It reports whether it settled it.
-func (s *Server) settleQueued(r *run, status, msg, reason string) bool {
-	res := map[string]any{"completed": false, "partial": false, "interrupted": status != runFailed, "error": msg}
-	if reason != "" {
-		res["turn_exit_reason"] = reason
-	}
-	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
-		if rec.settled() {
-			return errRunSettled
-		}
-		if status != runFailed && rec.Status != recQueued {
-			return errRunNotQueued
-		}
-		rec.Status, rec.Result, rec.SettledAt = status, res, time.Now().UTC()
-		return nil
-	})
-	if errors.Is(err, errRunSettled) || errors.Is(err, errRunNotQueued) {
-		return false
-	}
-	if err != nil {
-		s.log.Error("runs: settling a queued run in the store failed", "run_id", r.id, "status", status, "err", err)
-	}
-	r.finish(rec, err == nil, status, res)
-	return true
 }
 
 func (s *Server) getRun(c *fiber.Ctx) error {
@@ -958,6 +531,8 @@ func (s *Server) stopRun(c *fiber.Ctx) error {
 		return c.JSON(r.statusObject())
 	case status == runUnknown:
 		return &apiError{Status: fiber.StatusConflict, Message: "run " + r.id + " is restart-unknown and not active in this process; resolve it with POST /v1/runs/" + r.id + "/resolve-unknown", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
+	case status == runRunning && r.remote(s.runs.ledger.Process()):
+		return &apiError{Status: fiber.StatusConflict, Message: "run " + r.id + " runs in another process; stop it there", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
 	case status == runQueued:
 		if s.settleQueued(r, runCancelled, "stopped before it started", "interrupted_by_user") {
 			return c.JSON(r.statusObject())

@@ -1,52 +1,49 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/runs"
 )
 
-// initRuns loads the durable run records when the server is built: expired records are
-// dropped, keyed admissions are indexed again for Idempotency-Key replays, a run a previous
-// process left executing is restart-unknown and blocks its session's FIFO, and a run that was
-// admitted but never started takes its place in its FIFO again. It also starts the sweeper.
+// initRuns opens the runs ledger when the server is built: its change hints are followed from
+// then on (another process's admissions, claims and settlements reach this one's mirrors and
+// workers), then the ledger is recovered: expired records are dropped, a run a process that is
+// gone left executing is restart-unknown and blocks its session's FIFO, and a run that was
+// admitted but never started still runs. It also starts the sweeper.
 func (s *Server) initRuns() error {
-	s.runs.ledger = ledger{st: s.eng.Store()}
-	s.runs.boot = "proc_" + newHex(8)
-	recs, err := s.runs.ledger.list(s.ctx, func(key string, err error) {
+	l, err := runs.Open(s.ctx, s.eng.Store())
+	if err != nil {
+		return fmt.Errorf("httpapi: opening the runs ledger: %w", err)
+	}
+	s.runs.ledger = l
+	follow, err := l.Follow(s.ctx)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("httpapi: following the runs ledger: %w", err)
+	}
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		follow(s.onLedger)
+	}()
+	recs, err := l.Recover(s.ctx, func(key string, err error) {
 		s.log.Warn("runs: skipping an unreadable run record", "key", key, "err", err)
 	})
 	if err != nil {
+		s.cancel()
+		l.Close()
 		return fmt.Errorf("httpapi: reading run records: %w", err)
 	}
 	now := time.Now()
 	for _, rec := range recs {
-		if rec.expired(now) {
-			if err := s.runs.ledger.delete(s.ctx, rec.RunID); err != nil {
-				return fmt.Errorf("httpapi: dropping an expired run record: %w", err)
-			}
-			continue
+		if !rec.Settled() || now.Sub(rec.SettledAt) <= runRetention {
+			s.mirror(rec)
 		}
-		r := recoveredRun(rec, s.runs.boot)
-		if !rec.settled() {
-			if r.status == runUnknown {
-				s.log.Warn("runs: a run was executing when the server stopped; it is restart-unknown until resolved",
-					"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
-			}
-			s.enqueue(r)
-			continue
-		}
-		s.runs.mu.Lock()
-		s.runs.rememberLocked(rec)
-		if now.Sub(rec.SettledAt) <= runRetention {
-			s.runs.addLocked(r)
-		}
-		s.runs.mu.Unlock()
 	}
 	s.reqs.Add(1)
 	go func() {
@@ -58,7 +55,7 @@ func (s *Server) initRuns() error {
 			case <-s.ctx.Done():
 				return
 			case now := <-t.C:
-				if _, err := s.runs.sweep(s.ctx, now); err != nil && s.ctx.Err() == nil {
+				if _, err := l.Sweep(s.ctx, now); err != nil && s.ctx.Err() == nil {
 					s.log.Warn("runs: sweeping expired run records failed", "err", err)
 				}
 			}
@@ -69,11 +66,12 @@ func (s *Server) initRuns() error {
 
 // recoveredRun rebuilds a run from its record. Its event log is not durable, so it starts
 // again with one event that says where the run stands: its terminal event, run.unknown for a
-// run another process left executing, or run.queued.
-func recoveredRun(rec runRecord, boot string) *run {
+// run a process that is gone left executing, run.started for one another process executes, or
+// run.queued.
+func (s *Server) recoveredRun(rec runRecord) *run {
 	var r *run
 	switch {
-	case rec.settled():
+	case rec.Settled():
 		r = newRun(rec, rec.Status)
 		r.result = rec.Result
 		fields := make(map[string]any, len(rec.Result))
@@ -84,42 +82,19 @@ func recoveredRun(rec runRecord, boot string) *run {
 		r.final = true
 		r.updated = rec.SettledAt
 		r.doneOnce.Do(func() { close(r.done) })
-	case rec.Status == recRunning && rec.Process != boot:
+	case rec.Status == recRunning && s.runs.ledger.Unknown(s.ctx, rec):
 		r = newRun(rec, runUnknown)
-		r.emitLocked("run.unknown", "", map[string]any{"session_id": rec.SessionID, "admission_id": rec.AdmissionID,
-			"execution_generation": rec.Generation, "restart_unknown": true, "error": msgUnknown})
+		r.emitLocked("run.unknown", "", unknownFields(rec))
+		s.log.Warn("runs: a run was executing when its process stopped; it is restart-unknown until resolved",
+			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
+	case rec.Status == recRunning:
+		r = newRun(rec, runRunning)
+		r.emitLocked("run.started", "", map[string]any{"session_id": rec.SessionID})
 	default:
 		r = newRun(rec, runQueued)
 		r.emitLocked("run.queued", "", map[string]any{"session_id": rec.SessionID, "recovered": true})
 	}
 	return r
-}
-
-// sweep drops the records of runs settled more than idempotencyRetention before now, and the
-// Idempotency-Keys they held. It returns how many records it dropped.
-func (rs *runs) sweep(ctx context.Context, now time.Time) (int, error) {
-	rs.mu.Lock()
-	for k, e := range rs.idem {
-		if now.Sub(e.at) > idempotencyRetention {
-			delete(rs.idem, k)
-		}
-	}
-	rs.mu.Unlock()
-	recs, err := rs.ledger.list(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, rec := range recs {
-		if !rec.expired(now) {
-			continue
-		}
-		if err := rs.ledger.delete(ctx, rec.RunID); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
 }
 
 // resolveUnknown settles a restart-unknown run as interrupted, so its session's FIFO moves
@@ -147,22 +122,13 @@ func (s *Server) resolveUnknown(c *fiber.Ctx) error {
 	}
 	res := map[string]any{"completed": false, "partial": false, "interrupted": true,
 		"turn_exit_reason": "interrupted_by_system(server_restart)", "error": msgRestarted}
-	rec, err := s.runs.ledger.update(s.storeCtx(), r.id, func(rec *runRecord) error {
-		if rec.Status != recRunning || rec.Process == s.runs.boot {
-			return errNotUnknown
-		}
-		if rec.AdmissionID != *req.AdmissionID || rec.Generation != *req.Generation {
-			return errAdmissionMismatch
-		}
-		rec.Status, rec.Result, rec.SettledAt = runInterrupted, res, time.Now().UTC()
-		return nil
-	})
+	rec, err := s.runs.ledger.ResolveUnknown(s.storeCtx(), r.id, *req.AdmissionID, *req.Generation, res)
 	switch {
-	case errors.Is(err, errNotUnknown):
+	case errors.Is(err, runs.ErrNotUnknown):
 		return &apiError{Status: fiber.StatusConflict, Message: "run " + r.id + " is " + r.getStatus() + ", not restart-unknown", Type: "invalid_request_error", Code: "run_not_unknown", NoRetry: true}
-	case errors.Is(err, errAdmissionMismatch):
+	case errors.Is(err, runs.ErrAdmissionMismatch):
 		return &apiError{Status: fiber.StatusConflict, Message: "admission_id and execution_generation must be exactly the run's (see GET /v1/runs/" + r.id + ")", Type: "invalid_request_error", Param: "execution_generation", Code: "admission_mismatch", NoRetry: true}
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, runs.ErrNotFound):
 		return runNotFound(r.id)
 	case err != nil:
 		return err

@@ -93,7 +93,7 @@ type Server struct {
 	cancel context.CancelFunc
 	reqs   sync.WaitGroup // streaming bodies and waiting handlers
 	cors   map[string]bool
-	runs   runs
+	runs   runTable
 	slots  chan struct{} // concurrency cap; nil when uncapped
 	// browser is the browser-control broker; nil when browser control is off.
 	browser *broker
@@ -271,6 +271,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.wg.Wait()
 	s.reqs.Wait()
 	<-s.sweepDone
+	s.runs.ledger.Close() // after the workers: the runs it left running are unknown from now on
 	return err
 }
 

@@ -22,7 +22,7 @@ func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 	}
 	api, gatewayOwned, queued := create(Surface), create("tui"), create(Surface)
 	s.runs.mu.Lock()
-	s.runs.queues = map[string][]*run{queued.ID(): {newRun(runRecord{RunID: "run_q", SessionID: queued.ID()}, runQueued)}}
+	s.runs.workers = map[string]chan struct{}{queued.ID(): make(chan struct{}, 1)} // a FIFO worker holds it
 	s.runs.mu.Unlock()
 
 	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
@@ -39,7 +39,7 @@ func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 	}
 
 	s.runs.mu.Lock()
-	delete(s.runs.queues, queued.ID())
+	delete(s.runs.workers, queued.ID())
 	s.runs.mu.Unlock()
 	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
 		t.Fatalf("released %d once the queue emptied, want 1", n)

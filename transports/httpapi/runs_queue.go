@@ -1,0 +1,595 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/runs"
+)
+
+// runTable holds this server's view of the runs: the runs it admitted, executes or was asked
+// about, each with its event log, and one worker per session with unsettled runs. The ledger
+// (engine/runs) is the truth: admission order, claims and settlements are its compare-and-sets,
+// shared with every process on the store; a run another process admitted or executes is
+// mirrored here from its record, kept current by the ledger's change hints.
+type runTable struct {
+	ledger *runs.Ledger
+
+	mu      sync.Mutex
+	m       map[string]*run
+	workers map[string]chan struct{} // session id → its worker's wake-up (buffered 1)
+	pruned  time.Time                // when addLocked last dropped expired runs
+
+	admit sync.Mutex // serialises keyed admissions here: look up, admit and remember as one step
+}
+
+// errRunNotQueued: a run's start lost to a stop or to another process's claim.
+var errRunNotQueued = runs.ErrNotQueued
+
+// getRunFor returns the caller's run: from memory, or from its durable record (after a
+// restart, once its event log was dropped, or a run another process admitted). A run of
+// another owner is not found (the admin key sees every run).
+func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
+	if err := checkID("run_id", "invalid_run_id", "run id", id); err != nil {
+		return nil, err
+	}
+	s.runs.mu.Lock()
+	r, ok := s.runs.m[id]
+	s.runs.mu.Unlock()
+	if ok {
+		if !seesRun(c, r.owner) {
+			return nil, runNotFound(id)
+		}
+		return r, nil
+	}
+	if len(id) < 5 || id[:4] != "run_" || len(id) > maxHeaderID {
+		return nil, runNotFound(id)
+	}
+	rec, err := s.runs.ledger.Get(c.Context(), id)
+	if errors.Is(err, runs.ErrNotFound) || (err == nil && !seesRun(c, rec.Owner)) {
+		return nil, runNotFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.mirror(rec), nil
+}
+
+// mirror returns the run of rec, from memory or rebuilt from the record. An unsettled one gets
+// its session's worker, which follows it to its end.
+func (s *Server) mirror(rec runRecord) *run {
+	s.runs.mu.Lock()
+	if cur, ok := s.runs.m[rec.RunID]; ok {
+		s.runs.mu.Unlock()
+		return cur
+	}
+	s.runs.mu.Unlock()
+	r := s.recoveredRun(rec)
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	if cur, ok := s.runs.m[rec.RunID]; ok {
+		return cur
+	}
+	s.runs.addLocked(r)
+	if !rec.Settled() {
+		s.kickLocked(rec.SessionID)
+	}
+	return r
+}
+
+// pruneEvery bounds how often addLocked scans for expired runs: a scan per admission would make
+// admission cost grow with every run kept for runRetention.
+const pruneEvery = time.Minute
+
+// addLocked registers r and, at most once per pruneEvery, forgets the event logs of runs that
+// finished more than runRetention ago.
+func (rs *runTable) addLocked(r *run) {
+	if rs.m == nil {
+		rs.m = map[string]*run{}
+	}
+	rs.m[r.id] = r
+	if time.Since(rs.pruned) < pruneEvery {
+		return
+	}
+	rs.pruned = time.Now()
+	for id, old := range rs.m {
+		old.mu.Lock()
+		stale := terminal(old.status) && time.Since(old.updated) > runRetention
+		old.mu.Unlock()
+		if stale {
+			delete(rs.m, id)
+		}
+	}
+}
+
+// createRun admits a run. With an Idempotency-Key, a retry of the same request (same body and
+// session key) by the same owner gets the original run back (replayed:true) instead of
+// starting another, for idempotencyRetention, across restarts and from any process on the
+// store; the same key with a different body is a 409.
+func (s *Server) createRun(c *fiber.Ctx) error {
+	owner := principal(c)
+	fp := sha256Hex(string(c.Body()) + "\n" + c.Get(HeaderSessionKey))
+	ikey := c.Get("Idempotency-Key")
+	if ikey == "" {
+		return s.admitRun(c, owner, "", fp)
+	}
+	if err := validIdempotencyKey(ikey); err != nil {
+		return err
+	}
+	keyHash := sha256Hex(ikey)
+	s.runs.admit.Lock()
+	defer s.runs.admit.Unlock()
+	runID, conflict, err := s.runs.ledger.Lookup(c.Context(), owner, keyHash, fp)
+	if err != nil {
+		return err
+	}
+	if conflict {
+		return idempotencyConflict()
+	}
+	if runID != "" {
+		if done, err := s.replayRun(c, runID); done {
+			return err
+		}
+		// The record was swept between the lookup and the read: the key is free again.
+	}
+	return s.admitRun(c, owner, keyHash, fp)
+}
+
+func idempotencyConflict() error {
+	return &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
+}
+
+// replayRun answers a keyed admission with the run the key admitted; done is false when that
+// run is gone.
+func (s *Server) replayRun(c *fiber.Ctx, runID string) (bool, error) {
+	r, err := s.getRunFor(c, runID)
+	if err != nil {
+		return false, nil
+	}
+	r.mu.Lock()
+	status, sid := r.status, r.sessionID
+	r.mu.Unlock()
+	c.Set("Idempotency-Replayed", "true")
+	c.Set(HeaderSessionID, sid)
+	return true, c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": runID, "status": status, "session_id": sid, "replayed": true})
+}
+
+// admitRun validates the request, records the run (queued) in its session's FIFO and wakes
+// the FIFO's worker. Nothing is allocated before validation passes.
+func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
+	var req runRequest
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	modelName := ""
+	if req.Model != "" {
+		m, err := s.pickModel(req.Model)
+		if err != nil {
+			return err
+		}
+		modelName = m
+	}
+	key := c.Get(HeaderSessionKey)
+	if key != "" {
+		if err := validSessionKey(key); err != nil {
+			return err
+		}
+	}
+	if req.SessionID != "" {
+		if err := validSessionID(req.SessionID); err != nil {
+			return withParam(err, "session_id")
+		}
+	}
+	now := time.Now().UTC()
+	history, prompt, err := parseInput(req.Input, now)
+	if err != nil {
+		return err
+	}
+	if req.Instructions != nil && *req.Instructions != "" {
+		history = append([]engine.Row{{Role: "system", Content: *req.Instructions, Time: now}}, history...)
+	}
+	// The cap counts turns in flight; a run that would start now and finds it full is refused
+	// as chat and responses are. A run queued behind another waits for a slot when its turn
+	// comes.
+	// Only the caller's own queue counts: another principal's would be told apart by a 404.
+	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.hasQueue(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
+		s.rejected("turn_cap")
+		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
+	}
+	id := "run_" + newHex(16)
+	sid := req.SessionID
+	if sid == "" {
+		sid = id
+	}
+	sess, err := s.openOrSeed(s.ctx, who(c), sid, modelName, key, history)
+	if err != nil {
+		return err
+	}
+	model := modelName
+	if model == "" {
+		model = sess.Record().Model
+	}
+	rec := runRecord{RunID: id, AdmissionID: "adm_" + newHex(16), Owner: owner, SessionID: sess.ID(), Fingerprint: fp,
+		IdemKey: keyHash, Prompt: prompt, Model: model, SwitchModel: modelName, SessionKey: key, CreatedAt: now}
+	// The run is registered (and locked) before the ledger has it: the session's worker, which
+	// may reach it as soon as it is in the FIFO, finds this run and waits for its run.queued.
+	r := newRun(rec, runQueued)
+	r.trace = requestTrace(c)
+	s.runs.mu.Lock()
+	s.runs.addLocked(r)
+	s.runs.mu.Unlock()
+	r.mu.Lock()
+	adm, err := s.runs.ledger.Admit(s.storeCtx(), rec)
+	if err != nil || adm.Replay != "" {
+		r.mu.Unlock()
+		s.runs.mu.Lock()
+		delete(s.runs.m, id)
+		s.runs.mu.Unlock()
+		switch {
+		case errors.Is(err, runs.ErrIdempotencyReused):
+			return idempotencyConflict()
+		case err != nil:
+			return err
+		}
+		if done, err := s.replayRun(c, adm.Replay); done {
+			return err
+		}
+		return runNotFound(adm.Replay)
+	}
+	r.rec = adm.Record
+	if adm.Ahead > 0 {
+		r.emitLocked("run.queued", "", map[string]any{"session_id": r.sessionID, "ahead": adm.Ahead})
+	}
+	r.mu.Unlock()
+	s.kick(r.sessionID)
+	if key != "" {
+		c.Set(HeaderSessionKey, key)
+	}
+	c.Set(HeaderSessionID, sess.ID())
+	// "started" as the reference answers; GET /v1/runs/{id} tells queued from running and
+	// carries the admission.
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "replayed": false})
+}
+
+// storeCtx is the context of ledger writes: they must land even while the server stops (a
+// settlement written at shutdown is what keeps a run from being reported unknown later).
+func (s *Server) storeCtx() context.Context { return context.WithoutCancel(s.ctx) }
+
+// seesSession reports whether principal p sees session id (live or stored); an unknown
+// session is not seen.
+func (s *Server) seesSession(p engine.Principal, id string) bool {
+	if sess, ok := s.eng.Peek(id); ok {
+		return p.Sees(sess.Record().Principal)
+	}
+	rec, err := s.eng.Store().GetSession(s.ctx, id)
+	return err == nil && p.Sees(rec.Principal)
+}
+
+func (rs *runTable) hasQueue(sessionID string) bool {
+	if sessionID == "" {
+		return false
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	_, ok := rs.workers[sessionID]
+	return ok
+}
+
+// kick wakes the worker of a session's FIFO, starting one when it has none.
+func (s *Server) kick(sessionID string) {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	s.kickLocked(sessionID)
+}
+
+func (s *Server) kickLocked(sessionID string) {
+	if w, ok := s.runs.workers[sessionID]; ok {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+		return
+	}
+	if s.ctx.Err() != nil {
+		return
+	}
+	if s.runs.workers == nil {
+		s.runs.workers = map[string]chan struct{}{}
+	}
+	w := make(chan struct{}, 1)
+	s.runs.workers[sessionID] = w
+	s.reqs.Add(1)
+	go func() {
+		defer s.reqs.Done()
+		s.drain(sessionID, w)
+	}()
+}
+
+// drain is the worker of one session's FIFO in this process. It follows the FIFO's head: a
+// queued head is started here when this process admitted it (or its admitter is gone), a head
+// running here is followed to its end, a head another process runs is watched (its record's
+// hints keep the mirror current), and a restart-unknown head blocks the FIFO until resolved.
+// It exits when the FIFO is empty. When the server stops, the runs it admitted that are still
+// queued are settled as interrupted.
+func (s *Server) drain(sessionID string, wake chan struct{}) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if s.ctx.Err() != nil {
+			s.stopQueue(sessionID)
+			s.runs.mu.Lock()
+			delete(s.runs.workers, sessionID)
+			s.runs.mu.Unlock()
+			return
+		}
+		head, ok, err := s.runs.ledger.Head(s.ctx, sessionID)
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Warn("runs: reading a session's FIFO failed", "session_id", sessionID, "err", err)
+		}
+		if err == nil && !ok {
+			s.runs.mu.Lock()
+			select {
+			case <-wake: // an admission arrived meanwhile: look again
+				s.runs.mu.Unlock()
+				continue
+			default:
+			}
+			delete(s.runs.workers, sessionID)
+			s.runs.mu.Unlock()
+			return
+		}
+		var recheck time.Time
+		var done <-chan struct{}
+		if err != nil {
+			recheck = time.Now().Add(time.Second)
+		} else {
+			r := s.mirror(head)
+			switch {
+			case head.Status == recQueued && (head.Admitter == s.runs.ledger.Process() || !s.runs.ledger.Alive(s.ctx, head.Admitter)):
+				s.execute(r)
+				continue
+			case head.Status == recQueued:
+				recheck = s.runs.ledger.Recheck(s.ctx, head.Admitter) // its admitter starts it
+			case head.Process == s.runs.ledger.Process():
+				// Executed here and settled in memory, but its settlement did not reach the
+				// store (or its FIFO): write it again shortly.
+				recheck = time.Now().Add(time.Second)
+				select {
+				case <-r.done:
+					r.mu.Lock()
+					status, res := r.status, r.result
+					r.mu.Unlock()
+					if _, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, false); err == nil || errors.Is(err, runs.ErrSettled) {
+						continue
+					}
+				default:
+					done = r.done
+				}
+			default:
+				s.refresh(r, head)
+				recheck = s.runs.ledger.Recheck(s.ctx, head.Process)
+			}
+		}
+		var tc <-chan time.Time
+		if !recheck.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(recheck))
+			} else {
+				timer.Reset(time.Until(recheck))
+			}
+			tc = timer.C
+		}
+		select {
+		case <-wake:
+		case <-done:
+		case <-tc:
+		case <-s.ctx.Done():
+		}
+		if timer != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// stopQueue settles the queued runs this process admitted to a session, from the FIFO's head,
+// as interrupted (the server is stopping). A head another process admitted or runs is left to
+// it, and so is what is behind it.
+func (s *Server) stopQueue(sessionID string) {
+	for {
+		head, ok, err := s.runs.ledger.Head(s.storeCtx(), sessionID)
+		if err != nil || !ok || head.Status != recQueued || head.Admitter != s.runs.ledger.Process() {
+			return
+		}
+		if !s.settleQueued(s.mirror(head), runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)") {
+			return
+		}
+	}
+}
+
+// refresh brings the mirror of a run this process does not execute up to its record: started
+// or restart-unknown elsewhere, or settled.
+func (s *Server) refresh(r *run, rec runRecord) {
+	if rec.Process == s.runs.ledger.Process() && !rec.Settled() {
+		return // executed here: the worker publishes its events
+	}
+	if rec.Settled() {
+		r.mu.Lock()
+		final := r.final
+		r.mu.Unlock()
+		if !final {
+			r.finish(rec, true, rec.Status, rec.Result)
+		}
+		return
+	}
+	if rec.Status != recRunning {
+		return
+	}
+	unknown := s.runs.ledger.Unknown(s.ctx, rec)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec = rec
+	switch {
+	case unknown && r.status != runUnknown:
+		r.emitLocked("run.unknown", "", unknownFields(rec))
+		r.status = runUnknown
+		s.log.Warn("runs: a run was executing in a process that is gone; it is restart-unknown until resolved",
+			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
+	case !unknown && r.status == runQueued:
+		r.emitLocked("run.started", runRunning, map[string]any{"session_id": rec.SessionID})
+	}
+}
+
+func unknownFields(rec runRecord) map[string]any {
+	return map[string]any{"session_id": rec.SessionID, "admission_id": rec.AdmissionID,
+		"execution_generation": rec.Generation, "restart_unknown": true, "error": msgUnknown}
+}
+
+// onLedger applies the ledger's change hints: a changed record refreshes its mirror here, a
+// changed FIFO wakes (or starts) its session's worker, and lost hints re-read everything.
+func (s *Server) onLedger(changes []runs.Change) {
+	for _, ch := range changes {
+		switch {
+		case ch.All:
+			recs, err := s.runs.ledger.List(s.ctx, nil)
+			if err != nil {
+				continue
+			}
+			for _, rec := range recs {
+				if !rec.Settled() {
+					s.refresh(s.mirror(rec), rec)
+				}
+			}
+		case ch.SessionID != "":
+			s.kick(ch.SessionID)
+		case ch.RunID != "":
+			s.runs.mu.Lock()
+			r, ok := s.runs.m[ch.RunID]
+			s.runs.mu.Unlock()
+			if !ok {
+				continue // nobody here asked about it; its session's worker will if it must
+			}
+			if rec, err := s.runs.ledger.Get(s.ctx, ch.RunID); err == nil {
+				s.refresh(r, rec)
+			}
+		}
+	}
+}
+
+// execute starts a queued head of a FIFO and follows it to its end.
+func (s *Server) execute(r *run) {
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+		case <-r.done: // stopped while waiting for a slot
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	tr, err := s.startRun(r)
+	if err != nil {
+		s.release()
+		switch {
+		case errors.Is(err, errRunNotQueued), errors.Is(err, runs.ErrSettled): // stopped while queued, or claimed elsewhere
+		case s.ctx.Err() != nil:
+			s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
+				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdownQueue})
+		default:
+			s.settle(r, runFailed, map[string]any{"completed": false, "partial": false, "interrupted": false, "error": classify(err).Message})
+		}
+		return
+	}
+	s.follow(r, tr)
+}
+
+// startRun claims the run in the ledger (before the turn is submitted: a crash after this
+// point leaves a run that may have done work, which is what restart-unknown means) and submits
+// its prompt once the session is idle. The wait is for the run's status (queued, not running,
+// while another client's turn runs); a turn that slips in after it is waited for in the
+// session's line (engine.Prompt.InLine).
+func (s *Server) startRun(r *run) (*turnRun, error) {
+	sess, err := s.eng.Open(s.ctx, r.sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := sess.WaitIdle(s.ctx); err != nil {
+		return nil, err
+	}
+	rec, err := s.runs.ledger.Claim(s.storeCtx(), r.id)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.rec = rec
+	r.mu.Unlock()
+	// A model the request named: the session moves to it now that it is idle.
+	if err := switchModel(s.ctx, sess, rec.SwitchModel); err != nil {
+		return nil, err
+	}
+	// The run's owner (the principal that admitted it) owns the turn, so its browser tool
+	// calls reach that principal's controller only, even after a restart.
+	tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
+		return startTurn(withTrace(s.ctx, r.trace), sess, rec.Prompt, s.opts.KeepAlive, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	turnID := tr.turnID
+	tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
+	r.mu.Lock()
+	r.sess, r.turn, r.model = sess, tr, sess.Record().Model
+	stopping := r.status == runStopping // stop arrived between the record and the turn
+	status := runRunning
+	if stopping {
+		status = ""
+	}
+	r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
+	r.mu.Unlock()
+	if stopping {
+		tr.f.Interrupt("user")
+	}
+	return tr, nil
+}
+
+// settle writes the terminal status of a run this process runs (compare-and-set: only a record
+// still running under this process is settled), then publishes the terminal event. The write
+// comes first, so a client that saw the event never finds the run unsettled after a restart. A
+// failed write is logged and the event still goes out; the record then reads as
+// restart-unknown after a restart, which is the truth as far as the store knows.
+func (s *Server) settle(r *run, status string, res map[string]any) {
+	rec, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, false)
+	if err != nil {
+		s.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
+	}
+	r.finish(rec, err == nil, status, res)
+}
+
+// settleQueued settles a run that never started (stopped while queued, the server stopping,
+// or a start that failed) with compare-and-set from queued. It reports whether it settled it.
+func (s *Server) settleQueued(r *run, status, msg, reason string) bool {
+	res := map[string]any{"completed": false, "partial": false, "interrupted": status != runFailed, "error": msg}
+	if reason != "" {
+		res["turn_exit_reason"] = reason
+	}
+	rec, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, status != runFailed)
+	if errors.Is(err, runs.ErrSettled) || errors.Is(err, runs.ErrNotQueued) || errors.Is(err, runs.ErrNotOwner) {
+		return false
+	}
+	if err != nil {
+		s.log.Error("runs: settling a queued run in the store failed", "run_id", r.id, "status", status, "err", err)
+	}
+	r.finish(rec, err == nil, status, res)
+	return true
+}
