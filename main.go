@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -216,6 +217,17 @@ type runtimeOpts struct {
 	metrics *metrics.Metrics
 }
 
+// leaseOwner names this process in session lease records (hermes doctor lists them):
+// host, pid, command and a random suffix.
+func leaseOwner() string {
+	host, _ := os.Hostname()
+	cmd := "hermes"
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		cmd = os.Args[1]
+	}
+	return fmt.Sprintf("%s:%d:%s:%s", host, os.Getpid(), cmd, rand.Text()[:8])
+}
+
 // assembled is a built engine and what must be closed after it.
 type assembled struct {
 	eng      *engine.Engine
@@ -316,6 +328,9 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 		CompactThreshold:      cfg.Compression.CompactThreshold(),
 		ToolOutputBudget:      cfg.Tools.OutputBudget,
 		ToolOutputBudgets:     cfg.Tools.OutputBudgets,
+		// Every command takes session leases: any other process on the home may run the
+		// same sessions.
+		Leases: engine.LeaseConfig{Owner: leaseOwner()},
 	})
 	if err != nil {
 		polCloser.Close()

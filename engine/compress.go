@@ -151,7 +151,7 @@ func (s *Session) compact(ctx context.Context, c compaction) (CompressResult, er
 		r.ID, r.Active = 0, true
 		extra = append(extra, r)
 	}
-	rr, err := s.e.cfg.Store.Rewind(ctx, s.id, store.Fence{}, rows[0].ID, extra)
+	rr, err := s.wst().Rewind(ctx, s.id, store.Fence{}, rows[0].ID, extra)
 	if err != nil {
 		return CompressResult{}, fmt.Errorf("compress: %w", err)
 	}
@@ -160,7 +160,7 @@ func (s *Session) compact(ctx context.Context, c compaction) (CompressResult, er
 	s.meter.compressions++
 	s.mu.Unlock()
 	if acc.HaveUsage {
-		if _, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
+		if _, err := s.wst().UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 			r.Usage.Add(store.Usage{InputTokens: int64(acc.Usage.PromptTokens), OutputTokens: int64(acc.Usage.CompletionTokens), APICalls: 1,
 				CachedTokens: int64(acc.Usage.CachedTokens), CacheWriteTokens: int64(acc.Usage.CacheWriteTokens), CostUSD: acc.Usage.CostUSD})
 			return nil

@@ -81,6 +81,13 @@ type Config struct {
 	// TraceContent records prompts, answers and tool arguments and results (redacted) on the
 	// spans; off by default.
 	TraceContent bool
+
+	// Leases: how sessions take their leases (lease.go); on by default.
+	Leases LeaseConfig
+	// OnTakeover, when set, is called when this engine took a session's lease over from a
+	// holder that did not release it (after the session.takeover event, before the work that
+	// acquired the lease goes on): the single-node restart path for that session.
+	OnTakeover func(ctx context.Context, t Takeover)
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.
@@ -102,6 +109,11 @@ type Engine struct {
 	closed  bool
 	spawn   map[string][]string // parent session id -> delegated child ids, in order
 	turns   sync.WaitGroup      // every turn goroutine of every session
+
+	lmu          sync.Mutex            // guards leases and leasesClosed
+	leases       map[string]*heldLease // session leases held (or being acquired) by this engine
+	leasesClosed bool
+	leaseWG      sync.WaitGroup // every lease's goroutines
 }
 
 // New validates cfg and returns an engine.
@@ -158,6 +170,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	leaseDefaults(&cfg.Leases)
 	d := policy.Defaults{}
 	if cfg.Policy.Approver == nil {
 		cfg.Policy.Approver = d
@@ -180,7 +193,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Fallback.Route == nil {
 		cfg.Fallback.Route = d
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger, tracer: newTracer(cfg.TracerProvider), live: map[string]*Session{}, dormant: map[string]weak.Pointer[Session]{}, spawn: map[string][]string{}}, nil
+	return &Engine{cfg: cfg, log: cfg.Logger, tracer: newTracer(cfg.TracerProvider), live: map[string]*Session{}, dormant: map[string]weak.Pointer[Session]{}, spawn: map[string][]string{}, leases: map[string]*heldLease{}}, nil
 }
 
 // Store returns the engine's store, for tests that inspect it and for the HTTP runs ledger until
@@ -582,5 +595,6 @@ func (e *Engine) Close() error {
 	for _, s := range live {
 		s.shutdown("shutdown")
 	}
+	e.closeLeases()
 	return nil
 }

@@ -59,7 +59,7 @@ func (s *Session) rewindLineage(ctx context.Context, seg []store.Row, userRow st
 		extra = append(extra, r)
 	}
 	extra = append(extra, userRow)
-	res, err := s.e.cfg.Store.Rewind(ctx, s.id, store.Fence{}, 0, extra)
+	res, err := s.wst().Rewind(ctx, s.id, store.Fence{}, 0, extra)
 	if err != nil {
 		return Admission{}, err
 	}

@@ -173,7 +173,7 @@ func (s *Session) seed(ctx context.Context, rows []Row) error {
 			rows[i].Time = now
 		}
 	}
-	if _, err := s.e.cfg.Store.AppendRows(ctx, s.id, store.Fence{}, rows); err != nil {
+	if _, err := s.wst().AppendRows(ctx, s.id, store.Fence{}, rows); err != nil {
 		return fmt.Errorf("seed session %s: %w", s.id, err)
 	}
 	return s.reload(ctx)
@@ -258,7 +258,7 @@ func (s *Session) Undo(ctx context.Context) (Undone, error) {
 	if last == nil {
 		return Undone{}, ErrNothingToUndo
 	}
-	res, err := s.e.cfg.Store.Rewind(ctx, s.id, store.Fence{}, last.ID, nil)
+	res, err := s.wst().Rewind(ctx, s.id, store.Fence{}, last.ID, nil)
 	if errors.Is(err, store.ErrStaleRow) { // another process changed the transcript
 		return Undone{}, fmt.Errorf("%w (row id %d)", ErrTruncateStale, last.ID)
 	}
@@ -292,18 +292,31 @@ func (s *Session) Append(ctx context.Context, rows ...Row) error {
 // the edit checked still holds when it writes. The claim emits no events: to its watchers the
 // session stays idle.
 func (s *Session) claim(ctx context.Context) (*turnState, error) {
+	var h *heldLease
+	if s.Stored() { // the edit writes as the session's lease holder; busy while another process holds it
+		var err error
+		if h, err = s.hold(ctx); err != nil {
+			if elsewhere := (*heldElsewhere)(nil); errors.As(err, &elsewhere) {
+				return nil, fmt.Errorf("%w: another process is running this session", ErrBusy)
+			}
+			return nil, err
+		}
+	}
 	if err := s.lockLive(ctx); err != nil {
+		h.unpin()
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	if s.closed {
+		h.unpin()
 		return nil, s.closedErrLocked()
 	}
 	if s.turn != nil {
+		h.unpin()
 		return nil, ErrBusy
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &turnState{s: s, id: newID("edit_"), started: time.Now(), ctx: ctx, cancel: cancel, done: make(chan struct{}), finishing: true}
+	t := &turnState{s: s, id: newID("edit_"), started: time.Now(), ctx: ctx, cancel: cancel, done: make(chan struct{}), finishing: true, lease: h}
 	s.turn = t
 	return t, nil
 }
@@ -312,6 +325,7 @@ func (s *Session) claim(ctx context.Context) (*turnState, error) {
 // (Prompt.InLine) or the follow-up queued meanwhile, as the end of a turn does.
 func (s *Session) unclaim(t *turnState) {
 	t.cancel(nil)
+	defer t.lease.unpin() // after the slot is given back: the lease goes once the session is idle
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed && (s.queued != nil || len(s.line) > 0) {

@@ -78,7 +78,7 @@ func (s *Session) SetApprovalMode(ctx context.Context, mode string) error {
 		return nil
 	}
 	s.mu.Unlock()
-	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
+	rec, err := s.wst().UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 		if r.Meta == nil {
 			r.Meta = map[string]string{}
 		}

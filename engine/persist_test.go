@@ -130,7 +130,7 @@ func TestPersistFailureFailsTheTurn(t *testing.T) {
 		h, fs := newFailingHarness(t)
 		s := h.create()
 		h.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"git push --force origin x"}`}}), openaitest.Text("ok"))
-		fs.arm(only("PutKV", 1))
+		fs.arm(only("PutKV", 2)) // the first is the held marker of the session's lease
 		sub := s.Subscribe(s.LastSeq())
 		defer sub.Close()
 		adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "go"})

@@ -136,8 +136,21 @@ func (s *Session) takeRequest(id string) *pendingRequest {
 }
 
 // Answer resolves an open request. The first valid answer wins; later ones get
-// ErrUnknownRequest.
+// ErrUnknownRequest. A request open in another process (the one running the session's turn)
+// is answered there.
 func (s *Session) Answer(id string, a map[string]any) error {
+	s.mu.Lock()
+	_, here := s.requests[id]
+	s.mu.Unlock()
+	if !here && s.remoteOwner(context.Background()) {
+		_, err := s.remoteCall(inboxCommand{Kind: "answer", Req: id, Answer: a})
+		return err
+	}
+	return s.answer(id, a)
+}
+
+// answer is Answer on this process's open requests.
+func (s *Session) answer(id string, a map[string]any) error {
 	s.mu.Lock()
 	p, ok := s.requests[id]
 	s.mu.Unlock()

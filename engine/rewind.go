@@ -88,7 +88,7 @@ func (s *Session) rewind(ctx context.Context, tr Truncate, userRow store.Row) (A
 	} else if ok {
 		return s.rewindLineage(ctx, seg, userRow)
 	}
-	res, err := s.e.cfg.Store.Rewind(ctx, s.id, store.Fence{}, target, []store.Row{userRow})
+	res, err := s.wst().Rewind(ctx, s.id, store.Fence{}, target, []store.Row{userRow})
 	if errors.Is(err, store.ErrStaleRow) {
 		return Admission{}, fmt.Errorf("%w (row id %d)", ErrTruncateStale, target)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -61,10 +62,11 @@ type Session struct {
 	parent   *Session // delegating session, for sub-agents
 
 	procs     tool.Processes
-	toolState tool.State      // tools' scratch space (the todo list)
-	restored  map[string]bool // Restorer tools whose state was looked up in the transcript
-	attached  attachments     // what a surface lent this session (attach.go)
-	meter     contextMeter    // context accounting (context.go), guarded by mu
+	toolState tool.State                // tools' scratch space (the todo list)
+	restored  map[string]bool           // Restorer tools whose state was looked up in the transcript
+	attached  attachments               // what a surface lent this session (attach.go)
+	meter     contextMeter              // context accounting (context.go), guarded by mu
+	held      atomic.Pointer[heldLease] // the session's lease while this engine holds it (lease.go)
 }
 
 type queuedPrompt struct {
@@ -344,6 +346,17 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 			return adm, ticket{}, err
 		}
 	}
+	// The session's lease first: another process may be running it, and then that process
+	// decides, as this one would (inbox.go).
+	h, err := s.hold(ctx)
+	if elsewhere := (*heldElsewhere)(nil); errors.As(err, &elsewhere) {
+		adm, err := s.remoteAdmit(ctx, p)
+		return adm, ticket{}, err
+	}
+	if err != nil {
+		return Admission{}, ticket{}, err
+	}
+	defer h.unpin() // the turn or the queued prompt holds the lease from here on
 	if err := s.lockLive(ctx); err != nil {
 		return Admission{}, ticket{}, err
 	}
@@ -396,17 +409,17 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 	if p.Hidden {
 		userRow.DisplayKind = "hidden"
 	}
-	var err error
 	if p.Truncate != nil {
 		adm, err = s.rewind(ctx, *p.Truncate, userRow)
 	} else {
 		var rows []store.Row
-		rows, err = s.e.cfg.Store.AppendRows(ctx, s.id, store.Fence{}, []store.Row{userRow})
+		rows, err = s.wst().AppendRows(ctx, s.id, store.Fence{}, []store.Row{userRow})
 		if err == nil {
 			adm.UserRowID = rows[0].ID
 		}
 	}
 	if err != nil {
+		s.noteFenced(err)
 		s.abandonTurn(t)
 		return Admission{}, ticket{}, err
 	}
@@ -516,11 +529,34 @@ type SteerReceipt struct {
 
 // Steer queues mid-turn guidance for the running turn, delivered at its next tool boundary
 // (or returned as the outcome's pending_steer). It fails with ErrNotRunning when idle.
-func (s *Session) Steer(text string) (SteerReceipt, error) { return s.steer(text, false) }
+func (s *Session) Steer(text string) (SteerReceipt, error) { return s.steerAnywhere(text, false) }
 
 // SteerOrHold is Steer that also accepts guidance while idle: it waits for the next turn's
 // first tool boundary, or comes back as that turn's pending_steer.
-func (s *Session) SteerOrHold(text string) (SteerReceipt, error) { return s.steer(text, true) }
+func (s *Session) SteerOrHold(text string) (SteerReceipt, error) { return s.steerAnywhere(text, true) }
+
+// steerAnywhere is steer, sent to the process holding the session's lease when that is
+// another one.
+func (s *Session) steerAnywhere(text string, hold bool) (SteerReceipt, error) {
+	if strings.TrimSpace(text) != "" && !s.runningHere() && s.remoteOwner(context.Background()) {
+		r, err := s.remoteCall(inboxCommand{Kind: "steer", Text: text, Hold: hold})
+		if err != nil {
+			return SteerReceipt{}, err
+		}
+		if r.Steer == nil {
+			return SteerReceipt{}, errors.New("session inbox: reply without a steer receipt")
+		}
+		return *r.Steer, nil
+	}
+	return s.steer(text, hold)
+}
+
+// runningHere reports whether a turn of the session runs in this engine.
+func (s *Session) runningHere() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn != nil && !s.turn.finishing
+}
 
 func (s *Session) steer(text string, hold bool) (SteerReceipt, error) {
 	text = strings.TrimSpace(text)
@@ -569,8 +605,23 @@ var (
 // the queued follow-up dropped; a steer not yet delivered comes back as the interrupted
 // outcome's PendingSteer (with no turn running, a held steer is dropped). It reports whether a
 // turn was running.
-// reason "" or "user" is a user interrupt; anything else is a system issuer.
-func (s *Session) Interrupt(reason string) bool { return s.interrupt(nil, reason) }
+// reason "" or "user" is a user interrupt; anything else is a system issuer. When another
+// process runs the session's turn it is asked to interrupt it (except for "shutdown" and
+// "close", which stop this process's use of the session only).
+func (s *Session) Interrupt(reason string) bool {
+	if s.interrupt(nil, reason) {
+		return true
+	}
+	if reason == "shutdown" || reason == "close" || !s.remoteOwner(context.Background()) {
+		return false
+	}
+	r, err := s.remoteCall(inboxCommand{Kind: "interrupt", Text: reason})
+	if err != nil {
+		s.e.log.Warn("interrupting the session in the process running it failed", "session_id", s.id, "err", err)
+		return false
+	}
+	return r.Interrupted
+}
 
 // interrupt is Interrupt; with only non-nil, it acts only while that turn is the one running
 // (a follower stopping its own turn must not stop the next one).
@@ -666,7 +717,7 @@ func (s *Session) SetModel(ctx context.Context, name string) (string, error) {
 		return m, nil
 	}
 	s.mu.Unlock()
-	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Model = m; return nil })
+	rec, err := s.wst().UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Model = m; return nil })
 	if err != nil {
 		return "", err
 	}
@@ -697,7 +748,7 @@ func (s *Session) SetTitle(ctx context.Context, title string) error {
 		s.j.append(Event{Type: EvSessionTitle, Data: s.Info()})
 		return nil
 	}
-	rec, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Title = title; return nil })
+	rec, err := s.wst().UpdateSession(ctx, s.id, 0, func(r *store.Session) error { r.Title = title; return nil })
 	if err != nil {
 		return err
 	}
@@ -801,7 +852,7 @@ func (s *Session) Close(ctx context.Context, reason string) error {
 	if !s.Stored() {
 		return nil
 	}
-	_, err := s.e.cfg.Store.UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
+	_, err := s.wst().UpdateSession(ctx, s.id, 0, func(r *store.Session) error {
 		r.EndedAt, r.EndReason = time.Now().UTC(), reason
 		return nil
 	})

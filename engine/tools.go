@@ -179,7 +179,7 @@ func (t *turnState) approve(ctx context.Context, c model.ToolCall, tl tool.Tool,
 		s.mu.Unlock()
 		if choice == ChoiceAlways {
 			for _, p := range v.Patterns {
-				if err := s.e.cfg.Store.PutKV(context.Background(), alwaysKey(p), []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+				if err := s.wst().PutKV(context.Background(), alwaysKey(p), []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
 					// The call was approved and runs; the turn fails once the batch is done.
 					t.noteStoreErr(fmt.Errorf("save approval for %q: %w", p, err))
 					break

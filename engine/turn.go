@@ -52,6 +52,7 @@ type turnState struct {
 	outcome   Outcome         // written before done is closed
 	abandoned bool            // never started (no message.complete); written before done is closed
 	next      *turnState      // guarded by Session.mu: the follow-up the queue started when this one ended
+	lease     *heldLease      // an edit's (Session.claim) pin on the session's lease
 
 	inAPICall atomic.Bool
 	nTools    atomic.Int64
@@ -149,7 +150,11 @@ func (s *Session) finish(t *turnState, out Outcome) {
 		APICalls: int64(out.APICalls), ToolCalls: t.toolCalls(),
 		CacheWriteTokens: int64(out.Usage.CacheWriteTokens), CostUSD: out.Usage.CostUSD,
 	}
-	if rec, err := s.e.cfg.Store.UpdateSession(context.Background(), s.id, 0, func(r *store.Session) error {
+	if h := s.held.Load(); h != nil && out.ExitReason == reasonLease {
+		// The lease is gone: the store refuses this process's writes, and the handle is
+		// usable again once the turn ended (the next prompt acquires anew).
+		s.held.CompareAndSwap(h, nil)
+	} else if rec, err := s.wst().UpdateSession(context.Background(), s.id, 0, func(r *store.Session) error {
 		r.Usage.Add(delta)
 		return nil
 	}); err == nil {
@@ -157,6 +162,7 @@ func (s *Session) finish(t *turnState, out Outcome) {
 		s.rec = rec
 		s.mu.Unlock()
 	} else {
+		s.noteFenced(err)
 		s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: "usage not saved: " + err.Error(), Code: "store"}})
 		out = storeFailed(out, fmt.Errorf("save usage: %w", err))
 	}
@@ -192,6 +198,9 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 		return
 	}
 	if q == nil || s.closed {
+		if h := s.held.Load(); h != nil {
+			h.wake() // idle: the lease can be given back
+		}
 		s.setStatusLocked(StatusIdle)
 		s.j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: s.id, Title: s.rec.Title, Model: s.rec.Model, Cwd: s.rec.Cwd, ParentID: s.rec.ParentID, Status: s.status, Usage: s.rec.Usage}})
 		return
@@ -203,8 +212,16 @@ func (s *Session) endTurnLocked(t *turnState, out *Outcome) {
 	s.e.turns.Add(1)
 	go func() { // the user row write happens off the lock, then the turn runs
 		defer s.e.turns.Done()
-		rows, err := s.e.cfg.Store.AppendRows(context.Background(), s.id, store.Fence{}, []store.Row{{Role: "user", Content: q.text, TurnID: next.id, Time: time.Now().UTC()}})
+		h, err := s.hold(context.Background()) // held already, unless it was lost meanwhile
 		if err != nil {
+			s.j.append(Event{Type: EvError, TurnID: next.id, Data: ErrorInfo{Message: "queued prompt not run: " + err.Error(), Code: "lease"}})
+			s.abandonTurn(next)
+			return
+		}
+		defer h.unpin()
+		rows, err := s.wst().AppendRows(context.Background(), s.id, store.Fence{}, []store.Row{{Role: "user", Content: q.text, TurnID: next.id, Time: time.Now().UTC()}})
+		if err != nil {
+			s.noteFenced(err)
 			s.j.append(Event{Type: EvError, TurnID: next.id, Data: ErrorInfo{Message: "queued prompt not saved: " + err.Error(), Code: "store"}})
 			s.abandonTurn(next)
 			return
@@ -400,8 +417,12 @@ func (t *turnState) answer(out Outcome, acc *model.Accumulator, pending []store.
 	return out
 }
 
-// interrupted ends the turn as cancelled.
+// interrupted ends the turn as cancelled; a turn stopped because its process lost the lease
+// fails, and writes nothing more.
 func (t *turnState) interrupted(out Outcome, pending []store.Row, duringAPI bool) Outcome {
+	if cause := context.Cause(t.ctx); errors.Is(cause, store.ErrLeaseLost) {
+		return t.fail(out, reasonLease, cause)
+	}
 	if err := t.s.persist(&pending, t); err != nil {
 		return t.fail(out, reasonStore, err)
 	}
@@ -427,10 +448,18 @@ func (t *turnState) interrupted(out Outcome, pending []store.Row, duringAPI bool
 
 // fail ends the turn as failed.
 func (t *turnState) fail(out Outcome, reason string, err error) Outcome {
+	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrLeaseLost) {
+		// Another process holds the session now: this one stops here (self-fencing).
+		t.s.noteFenced(err)
+		reason = reasonLease
+	}
 	out.Status, out.ExitReason, out.Error = StatusFailed, reason, err.Error()
 	info := ErrorInfo{Message: err.Error()}
-	if reason == reasonStore {
+	switch reason {
+	case reasonStore:
 		info.Code = "store"
+	case reasonLease:
+		info.Code = "lease"
 	}
 	t.s.j.append(Event{Type: EvError, TurnID: t.id, Data: info})
 	return out
@@ -526,7 +555,7 @@ func (s *Session) persist(pending *[]store.Row, t *turnState) error {
 	if len(*pending) == 0 {
 		return nil
 	}
-	if _, err := s.e.cfg.Store.AppendRows(context.Background(), s.id, store.Fence{}, *pending); err != nil {
+	if _, err := s.wst().AppendRows(context.Background(), s.id, store.Fence{}, *pending); err != nil {
 		return fmt.Errorf("save transcript: %w", err)
 	}
 	*pending = (*pending)[:0]
