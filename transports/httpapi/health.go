@@ -86,20 +86,9 @@ func (s *Server) healthDetailed(c *fiber.Ctx) error {
 	return c.Status(code).JSON(body)
 }
 
-func (s *Server) browserStatus() fiber.Map {
-	b := s.browser
-	if b == nil {
-		return fiber.Map{"enabled": false}
+func (s *Server) browserStatus() map[string]any {
+	if s.browser == nil {
+		return map[string]any{"enabled": false}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	connected := 0
-	for _, ctl := range b.ctls {
-		ctl.mu.Lock()
-		if ctl.conn != nil {
-			connected++
-		}
-		ctl.mu.Unlock()
-	}
-	return fiber.Map{"enabled": true, "controllers": len(b.ctls), "connected": connected, "capabilities": b.caps}
+	return s.browser.b.Status()
 }

@@ -45,16 +45,7 @@ func (s *Server) serveWS(c *websocket.Conn) {
 		_ = c.Close()
 		return
 	}
-	s.mu.Lock()
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Done()
-	}()
+	defer s.track(c)()
 	c.SetReadLimit(int64(s.opts.MaxFrame))
 	alive, stop := s.wsLiveness(c)
 	defer stop()
