@@ -326,6 +326,7 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	}
 	id := rec.ID
 	s := newSession(e, rec)
+	s.j.born()
 	s.depth = o.depth
 	s.parent = o.parent
 	s.stored = !o.Lazy

@@ -6,3 +6,7 @@ func SetJournalWindow(s *Session, n int) {
 	s.j.window = n
 	s.j.mu.Unlock()
 }
+
+// DisownLog makes the session's engine stop writing its stored event log, as giving its lease
+// back does.
+func DisownLog(s *Session) { s.j.disown() }

@@ -37,6 +37,7 @@ type journal struct {
 	// subscriber came or went. Engine.ReleaseIdle compares it with its cutoff.
 	active atomic.Int64
 	tap    func(Event) // Config.OnEvent; nil when unset
+	log    logState    // the durable log (eventlog.go)
 }
 
 func newJournal(sid string, tap func(Event)) *journal {
@@ -62,23 +63,27 @@ func (j *journal) append(e Event) uint64 {
 		j.mu.Unlock()
 		return 0
 	}
-	j.last++
-	e.Seq = j.last
 	e.SessionID = j.sid
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	if len(j.events) == 0 {
-		j.first = e.Seq
+	if j.log.aligned && !j.log.owner {
+		// Another process numbers this session's events (eventlog.go): this one stays local.
+		if j.tap != nil {
+			j.tap(e)
+		}
+		j.mu.Unlock()
+		return 0
 	}
-	if len(j.events) >= j.window {
-		half := len(j.events) / 2
-		n := copy(j.events, j.events[half:])
-		clear(j.events[n:])
-		j.events = j.events[:n]
-		j.first += uint64(half)
+	e.Seq = j.last + 1
+	j.pushLocked(e)
+	if j.log.owner {
+		j.log.pending = append(j.log.pending, e)
+		if len(j.log.pending) == flushBatch {
+			signal(j.log.urge)
+		}
+		j.startFlushLocked()
 	}
-	j.events = append(j.events, e)
 	if j.tap != nil {
 		j.tap(e) // before any subscriber wakes: whoever saw the event sees it counted
 	}
@@ -97,19 +102,30 @@ func (j *journal) append(e Event) uint64 {
 func (j *journal) reopen() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.log.st != nil && j.log.aligned {
+		// The seqs go on where the stored log, or this journal as its writer, left them (what
+		// the owner still had pending is being stored).
+		j.closed = false
+		j.log.needSync = !j.log.owner
+		j.touch()
+		return
+	}
 	j.closed, j.events, j.first, j.last = false, nil, 0, 0
 	j.gen = newID("")[:12]
+	j.log.needSync = j.log.st != nil // mirrors the stored log from its next use
 	j.touch()
 }
 
 // generation identifies the journal (see Session.Generation).
 func (j *journal) generation() string {
+	j.sync(context.Background())
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.gen
 }
 
 func (j *journal) lastSeq() uint64 {
+	j.sync(context.Background())
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.last
@@ -117,16 +133,18 @@ func (j *journal) lastSeq() uint64 {
 
 func (j *journal) close() {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.closed {
+		j.mu.Unlock()
 		return
 	}
 	j.closed = true
-	for s := range j.subs {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	j.wakeLocked()
+	j.stopFollowLocked()
+	flushing := j.log.flushing
+	j.mu.Unlock()
+	if flushing {
+		signal(j.log.urge)
+		j.drain() // the session's last events are stored before Close returns
 	}
 }
 
@@ -134,17 +152,21 @@ func (j *journal) close() {
 type Subscription struct {
 	j      *journal
 	cursor uint64 // last seq delivered
+	epoch  uint64 // the journal's log epoch when subscribed (eventlog.go)
 	wake   chan struct{}
 	err    error
 }
 
 func (j *journal) subscribe(since uint64) *Subscription {
+	j.sync(context.Background())
 	s := &Subscription{j: j, cursor: since, wake: make(chan struct{}, 1)}
 	j.mu.Lock()
 	if j.subs == nil {
 		j.subs = map[*Subscription]struct{}{}
 	}
 	j.subs[s] = struct{}{}
+	s.epoch = j.log.epoch
+	j.startFollowLocked()
 	j.touch()
 	j.mu.Unlock()
 	return s
@@ -157,6 +179,9 @@ func (s *Subscription) Cursor() uint64 { return s.cursor }
 func (s *Subscription) Close() {
 	s.j.mu.Lock()
 	delete(s.j.subs, s)
+	if len(s.j.subs) == 0 {
+		s.j.stopFollowLocked()
+	}
 	s.j.touch() // a session stays live for the idle period after its last watcher leaves
 	s.j.mu.Unlock()
 }
@@ -185,8 +210,37 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 	for {
 		j := s.j
 		j.mu.Lock()
+		if s.epoch != j.log.epoch {
+			// Events this journal numbered were forgotten (eventlog.go): the cursor may name one.
+			j.mu.Unlock()
+			s.err = ErrLagged
+			return buf, s.err
+		}
 		if s.cursor < j.last {
 			if len(j.events) == 0 || s.cursor+1 < j.first {
+				if st := j.log.st; j.log.aligned && st != nil && s.cursor < j.log.durable {
+					// Out of the window but stored: read it back.
+					j.mu.Unlock()
+					evs, err := j.fromStore(ctx, st, s.cursor, max)
+					if err == nil && len(evs) > 0 && evs[0].Seq == s.cursor+1 {
+						buf = append(buf, evs...)
+						s.cursor = evs[len(evs)-1].Seq
+						return buf, nil
+					}
+					if ctx.Err() != nil {
+						return buf, ctx.Err()
+					}
+					s.err = ErrLagged
+					return buf, s.err
+				}
+				if j.log.owner && j.log.flushing {
+					// Out of the window and not stored yet: it will be in a moment.
+					j.mu.Unlock()
+					if err := j.flushWait(ctx); err != nil {
+						return buf, err
+					}
+					continue
+				}
 				j.mu.Unlock()
 				s.err = ErrLagged
 				return buf, s.err
@@ -218,12 +272,40 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 // eventsSince returns a copy of the retained events after since (for snapshots and polling
 // surfaces); ok is false when since is older than the window.
 func (j *journal) eventsSince(since uint64) (out []Event, ok bool) {
+	ctx := context.Background()
+	j.sync(ctx)
+	j.mu.Lock()
+	st, follower := j.log.st, j.log.aligned && !j.log.owner
+	j.mu.Unlock()
+	if st != nil && follower {
+		j.refresh(ctx, st) // catch up with the owner's log now, not at the next hint
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if since >= j.last {
 		return nil, true
 	}
 	if len(j.events) == 0 || since+1 < j.first {
+		if st := j.log.st; j.log.aligned && st != nil && since < j.log.durable {
+			// Older than the window but stored: read it back, then the window after it.
+			first, last := j.first, j.last
+			j.mu.Unlock()
+			stored, err := j.fromStore(ctx, st, since, 0)
+			j.mu.Lock()
+			if err != nil || len(stored) == 0 || stored[0].Seq != since+1 {
+				return nil, false
+			}
+			end := stored[len(stored)-1].Seq
+			if j.first != first || j.last < last || len(j.events) > 0 && end+1 < j.first {
+				return stored, false // the window moved meanwhile, or more than a window is missing
+			}
+			for _, e := range j.events {
+				if e.Seq > end {
+					stored = append(stored, e)
+				}
+			}
+			return stored, stored[len(stored)-1].Seq == j.last
+		}
 		return nil, false
 	}
 	return append([]Event(nil), j.events[since+1-j.first:]...), true

@@ -84,7 +84,7 @@ type steerItem struct {
 
 func newSession(e *Engine, rec store.Session) *Session {
 	s := &Session{
-		e: e, id: rec.ID, j: newJournal(rec.ID, e.cfg.OnEvent), rec: rec, status: StatusIdle, stored: true,
+		e: e, id: rec.ID, j: newStoredJournal(rec.ID, e.cfg.OnEvent, e.cfg.Store), rec: rec, status: StatusIdle, stored: true,
 		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
 	}
 	// Background processes stream their output to the session's clients as it is written.

@@ -90,6 +90,7 @@ func (s *Session) newTurnLocked(text, origin string, parent trace.SpanContext) *
 	id := newID("turn_")
 	ctx, span := s.turnContext(parent, id, origin)
 	ctx, cancel := context.WithCancelCause(ctx)
+	s.j.ownForTurn(context.Background()) // this process numbers the turn's events (eventlog.go)
 	max := s.e.cfg.MaxIterations
 	if s.depth > 0 {
 		max = s.e.cfg.SubagentMaxIterations
@@ -130,6 +131,9 @@ func (s *Session) startTurn(t *turnState) {
 		s.j.append(Event{Type: EvMessageStart, TurnID: t.id, Data: TurnStart{Prompt: t.prompt, Origin: t.origin, Model: s.Record().Model, RowID: t.userRowID}})
 		out := t.run()
 		s.finish(t, out)
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = s.j.flushWait(ctx) // the turn's events are stored before the turn counts as gone
+		cancel()
 	}()
 }
 

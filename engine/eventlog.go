@@ -1,0 +1,563 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/store"
+)
+
+// The durable event log. A session's journal is mirrored in the store (Store.AppendEvents), so
+// a client attached through any process sees the events of a turn another process runs, with
+// the same seqs, and a restarted process continues the seqs instead of reusing them.
+//
+// One process writes a session's log at a time: its owner. The owner appends to the journal
+// as before (in memory, subscribers woken at once) and a flusher goroutine writes what was
+// appended to the store in group commits, every flushEvery or flushBatch events, so a turn
+// never waits for the store per event. Every event is stored, token deltas included: a
+// follower must see under each seq the event the owner's own clients saw, and a delta
+// coalesced afterwards would have to change seqs. A turn waits for its events to be stored
+// when it ends, and closing a session waits for the rest.
+//
+// Every other process follows the log: its journal holds the stored events (read by cursor
+// after a Store.Watch hint, and again after a Lost one: a hint only says where to look) and
+// events raised locally while it does not own the session are not journaled (they reach
+// Config.OnEvent only): only the owner numbers events. A journal that ran out of the window
+// reads older events back from the store.
+//
+// Who owns: the process holding the session's lease calls own when it acquires it and disown
+// when it gives it back. Without leases, the process that runs a turn takes the log over when
+// the turn starts (own with generation 0) and keeps it until another process writes the log;
+// the store's contiguity check (ErrEventSeq) is then the arbiter, and a journal that lost it
+// forgets the events it numbered that the log does not have (its subscribers lag, and resume
+// from the store).
+
+const (
+	// storedGeneration is the journal generation (Session.Generation) of a journal that mirrors
+	// the stored log: the same in every process and across restarts, since the seqs are.
+	storedGeneration = "stored"
+	flushEvery       = 20 * time.Millisecond
+	flushBatch       = 256
+	followBatch      = 512
+	storeTimeout     = 10 * time.Second
+)
+
+// logState is a journal's side of the durable log; guarded by journal.mu.
+type logState struct {
+	st        store.Store // nil: memory only
+	needSync  bool        // opened from the store: mirror its log at first use
+	aligned   bool        // the journal's seqs are the stored log's
+	owner     bool
+	fence     uint64  // the owner's lease generation (0: unfenced)
+	durable   uint64  // seqs up to here are stored
+	pending   []Event // appended by the owner, not yet handed to the store
+	inflight  int     // events being written now
+	flushing  bool    // the flusher goroutine runs (whenever something is pending)
+	resets    uint64  // bumped whenever pending is replaced under a flush in flight
+	epoch     uint64  // bumped when numbered events were forgotten: older subscriptions lag
+	following bool    // the follower goroutine runs
+	stop      context.CancelFunc
+	urge      chan struct{} // flush now: a batch is full, a turn ended, the journal closes
+	flushed   chan struct{} // closed (and replaced) whenever a flush settled
+}
+
+func (l *logState) init(st store.Store) {
+	l.st, l.needSync = st, st != nil
+	l.urge, l.flushed = make(chan struct{}, 1), make(chan struct{})
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// newStoredJournal is a journal of a session opened from st: it mirrors the stored log from
+// its first use on (born marks a session made by this process instead).
+func newStoredJournal(sid string, tap func(Event), st store.Store) *journal {
+	j := newJournal(sid, tap)
+	j.log.init(st)
+	return j
+}
+
+// born marks the journal of a session this process just made: nothing is stored for it yet,
+// so it numbers its events itself until it owns the log (own continues them there).
+func (j *journal) born() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.log.needSync = false
+}
+
+// own makes this process the writer of the session's stored log, fenced with generation gen
+// of the session's lease (0: unfenced). The journal continues from the stored last seq: a new
+// session's events so far are stored, and a log that moved on without this journal is taken
+// as it is (the window restarts there; events this journal numbered that the log does not have
+// are forgotten and its subscribers lag). Calling it again while owning changes the fence.
+func (j *journal) own(ctx context.Context, st store.Store, gen uint64) error {
+	for {
+		last, err := st.LastEventSeq(ctx, j.sid)
+		if err != nil {
+			return fmt.Errorf("event log of %s: %w", j.sid, err)
+		}
+		j.mu.Lock()
+		if j.closed {
+			j.mu.Unlock()
+			return ErrJournalClosed
+		}
+		if j.log.owner && (j.log.inflight > 0 || last > j.log.durable && len(j.log.pending) > 0) {
+			// A flush of ours may be what moved the log: let it settle and look again.
+			j.mu.Unlock()
+			if err := j.flushWait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if j.log.urge == nil {
+			j.log.init(st)
+		}
+		j.log.st = st
+		switch {
+		case !j.log.aligned && last == 0:
+			// Nothing stored yet: what this journal numbered so far becomes the log's start.
+			j.log.pending = append(j.log.pending[:0], j.events...)
+			j.log.durable = 0
+		case !j.log.aligned:
+			j.resetLocked(last, j.last > 0)
+		case last != j.log.durable || j.last != j.log.durable && !j.log.owner:
+			j.resetLocked(last, j.last > last)
+		}
+		j.log.aligned, j.log.needSync = true, false
+		j.gen = storedGeneration
+		j.log.owner, j.log.fence = true, gen
+		j.startFlushLocked()
+		j.mu.Unlock()
+		return nil
+	}
+}
+
+// disown stops writing the stored log (the lease is given back or lost): what is pending is
+// stored first (a fenced-off writer's events are refused by the store and forgotten here), and
+// from then on the journal follows the log.
+func (j *journal) disown() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_ = j.flushWait(ctx)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.log.owner {
+		return
+	}
+	j.log.owner, j.log.fence = false, 0
+	if j.last > j.log.durable { // not stored in time: not in the log
+		j.forgetLocked()
+	}
+	signal(j.log.urge)
+	j.startFollowLocked()
+}
+
+// ownForTurn takes the log over for a turn when no lease did (see the package comment).
+func (j *journal) ownForTurn(ctx context.Context) {
+	j.mu.Lock()
+	st, owner := j.log.st, j.log.owner
+	j.mu.Unlock()
+	if st == nil || owner {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	_ = j.own(ctx, st, 0) // the turn runs either way; its events then stay in this process
+}
+
+// resetLocked makes the journal mirror a stored log ending at last: the window empties (older
+// events are read back from the store) and, with forget, subscriptions made before lag.
+func (j *journal) resetLocked(last uint64, forget bool) {
+	j.events, j.first, j.last = nil, 0, last
+	j.log.durable = last
+	j.log.pending = nil
+	j.log.resets++
+	if forget {
+		j.log.epoch++
+	}
+	j.wakeLocked()
+}
+
+// forgetLocked drops the events after the stored ones (numbered here, never stored).
+func (j *journal) forgetLocked() {
+	for len(j.events) > 0 && j.events[len(j.events)-1].Seq > j.log.durable {
+		j.events = j.events[:len(j.events)-1]
+	}
+	j.last = j.log.durable
+	j.log.pending = nil
+	j.log.resets++
+	j.log.epoch++
+	j.wakeLocked()
+}
+
+func (j *journal) wakeLocked() {
+	for s := range j.subs {
+		signal(s.wake)
+	}
+}
+
+// startFlushLocked starts the flusher when the owner has something pending. The flusher lives
+// only while events are pending, so an idle session costs no goroutine.
+func (j *journal) startFlushLocked() {
+	if j.log.flushing || len(j.log.pending) == 0 || j.log.st == nil {
+		return
+	}
+	j.log.flushing = true
+	go j.flusher(j.log.st)
+}
+
+// flusher writes the owner's pending events in group commits: it gathers for flushEvery (or
+// until urged), stores everything pending, and ends when nothing is.
+func (j *journal) flusher(st store.Store) {
+	timer := time.NewTimer(flushEvery)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+		case <-j.log.urge:
+		}
+		for {
+			more, exit := j.flushOnce(st)
+			if exit {
+				return
+			}
+			if !more {
+				break
+			}
+		}
+		timer.Reset(flushEvery)
+	}
+}
+
+// flushOnce stores one batch of pending events. more: events remain; exit: the flusher ended.
+func (j *journal) flushOnce(st store.Store) (more, exit bool) {
+	j.mu.Lock()
+	if len(j.log.pending) == 0 || !j.log.owner {
+		j.log.pending = nil
+		j.log.flushing = false
+		j.settledLocked()
+		j.mu.Unlock()
+		return false, true
+	}
+	batch := append([]Event(nil), j.log.pending[:min(len(j.log.pending), store.MaxEventBatch)]...)
+	j.log.inflight = len(batch)
+	fence, resets := j.log.fence, j.log.resets
+	j.mu.Unlock()
+
+	evs := make([]store.StoredEvent, len(batch))
+	for i, e := range batch {
+		evs[i] = storedEvent(e)
+	}
+	err := j.write(st, fence, evs)
+
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.log.inflight = 0
+	if j.log.resets != resets {
+		// The journal was reset (reopened, or it took a moved log as it is) meanwhile: what it
+		// holds now is not what this batch continued.
+		j.settledLocked()
+		return len(j.log.pending) > 0, false
+	}
+	if err != nil {
+		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
+		// events are not in the log, and this journal no longer writes it.
+		j.log.owner, j.log.fence = false, 0
+		j.forgetLocked()
+		j.log.flushing = false
+		j.settledLocked()
+		j.startFollowLocked()
+		return false, true
+	}
+	j.log.durable = batch[len(batch)-1].Seq
+	j.log.pending = j.log.pending[len(batch):]
+	j.settledLocked()
+	return len(j.log.pending) > 0, false
+}
+
+// write appends evs, retrying while the store is unreachable: an append whose answer was lost
+// may have landed, which the stored last seq tells.
+func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) error {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
+		if !errors.Is(err, store.ErrUnavailable) {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		if last, lerr := st.LastEventSeq(ctx, j.sid); lerr == nil && last >= evs[len(evs)-1].Seq {
+			return nil
+		}
+	}
+}
+
+func (j *journal) settledLocked() {
+	close(j.log.flushed)
+	j.log.flushed = make(chan struct{})
+}
+
+// flushWait waits until every event appended so far is stored (or the journal stopped writing
+// the log). A turn calls it as it ends, Close before it returns.
+func (j *journal) flushWait(ctx context.Context) error {
+	for {
+		j.mu.Lock()
+		if !j.log.flushing || len(j.log.pending) == 0 && j.log.inflight == 0 {
+			j.mu.Unlock()
+			return nil
+		}
+		ch := j.log.flushed
+		j.mu.Unlock()
+		signal(j.log.urge)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// drain waits, bounded, for the flusher to store the rest after the journal closed.
+func (j *journal) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_ = j.flushWait(ctx)
+}
+
+// sync makes a journal opened from the store mirror the stored log, once.
+func (j *journal) sync(ctx context.Context) {
+	j.mu.Lock()
+	st, need := j.log.st, j.log.needSync
+	j.mu.Unlock()
+	if !need || st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	last, err := st.LastEventSeq(ctx, j.sid)
+	if err != nil {
+		return // tried again at the next use
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.log.needSync || j.closed {
+		return
+	}
+	j.log.needSync, j.log.aligned = false, true
+	j.gen = storedGeneration
+	j.resetLocked(last, j.last > 0)
+}
+
+// startFollowLocked runs the follower while a journal with a store has subscribers.
+func (j *journal) startFollowLocked() {
+	if j.log.st == nil || j.log.following || j.closed || len(j.subs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j.log.following, j.log.stop = true, cancel
+	go j.follow(ctx, j.log.st)
+}
+
+func (j *journal) stopFollowLocked() {
+	if j.log.stop != nil {
+		j.log.stop()
+		j.log.stop = nil
+	}
+}
+
+// follow reads the stored log after each change hint until stopped.
+func (j *journal) follow(ctx context.Context, st store.Store) {
+	defer func() {
+		j.mu.Lock()
+		j.log.following = false
+		j.mu.Unlock()
+	}()
+	var sub *store.Subscription
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		var err error
+		if sub, err = st.Watch(ctx, store.Interest{Sessions: []string{j.sid}}); err == nil {
+			break
+		}
+		if errors.Is(err, store.ErrClosed) {
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+	}
+	defer sub.Close()
+	for {
+		j.refresh(ctx, st) // first for what was stored before the watch began
+		select {
+		case _, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			sub.Take() // a hint, or Lost: either way, read on from the cursor
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// refresh reads what the stored log has after this journal's stored cursor into the journal.
+// Events that arrive while this journal owns the log were written by another process: it lost
+// the log, and follows it from then on.
+func (j *journal) refresh(ctx context.Context, st store.Store) {
+	j.sync(ctx)
+	for {
+		j.mu.Lock()
+		if !j.log.aligned || j.closed || j.log.inflight > 0 {
+			j.mu.Unlock()
+			return
+		}
+		after := j.log.durable
+		j.mu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		evs, err := st.EventsSince(rctx, j.sid, after, followBatch)
+		cancel()
+		if err != nil || len(evs) == 0 {
+			return
+		}
+		j.mu.Lock()
+		if j.closed || !j.log.aligned || j.log.durable != after || j.log.inflight > 0 {
+			j.mu.Unlock()
+			continue // our own flush (or a reset) moved the cursor: look again from there
+		}
+		if j.log.owner {
+			j.log.owner, j.log.fence = false, 0
+			if j.last > j.log.durable {
+				j.forgetLocked()
+			}
+		}
+		for _, se := range evs {
+			j.pushLocked(loadedEvent(j.sid, se))
+		}
+		j.log.durable = j.last
+		j.wakeLocked()
+		j.mu.Unlock()
+		if len(evs) < followBatch {
+			return
+		}
+	}
+}
+
+// pushLocked adds an event that already has its seq to the window.
+func (j *journal) pushLocked(e Event) {
+	if len(j.events) == 0 {
+		j.first = e.Seq
+	}
+	if len(j.events) >= j.window {
+		half := len(j.events) / 2
+		n := copy(j.events, j.events[half:])
+		clear(j.events[n:])
+		j.events = j.events[:n]
+		j.first += uint64(half)
+	}
+	j.events = append(j.events, e)
+	j.last = e.Seq
+}
+
+// fromStore reads up to max (0: a window) stored events after since.
+func (j *journal) fromStore(ctx context.Context, st store.Store, since uint64, max int) ([]Event, error) {
+	if max <= 0 || max > j.window {
+		max = j.window
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	evs, err := st.EventsSince(ctx, j.sid, since, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(evs))
+	for i, se := range evs {
+		out[i] = loadedEvent(j.sid, se)
+	}
+	return out, nil
+}
+
+// storedEvent is e as the log stores it.
+func storedEvent(e Event) store.StoredEvent {
+	se := store.StoredEvent{Seq: e.Seq, Type: string(e.Type), Time: e.Time, TurnID: e.TurnID, Text: e.Text}
+	if e.Data != nil {
+		if b, err := json.Marshal(e.Data); err == nil && string(b) != "null" {
+			se.Data = b
+		} else if err != nil {
+			b, _ = json.Marshal(ErrorInfo{Message: "payload not stored: " + err.Error()})
+			se.Data = b
+		}
+	}
+	return se
+}
+
+// loadedEvent is a stored event as the journal publishes it: its payload decoded into the
+// type its event type carries (payloadTypes), or a SurfaceEvent for a type raised by a surface.
+func loadedEvent(sid string, se store.StoredEvent) Event {
+	e := Event{Seq: se.Seq, Type: EventType(se.Type), SessionID: sid, TurnID: se.TurnID, Time: se.Time, Text: se.Text}
+	if len(se.Data) == 0 {
+		return e
+	}
+	if dec, ok := payloadTypes[e.Type]; ok {
+		if d, err := dec(se.Data); err == nil {
+			e.Data = d
+			return e
+		}
+	}
+	var m SurfaceEvent
+	if err := json.Unmarshal(se.Data, &m); err == nil {
+		e.Data = m
+	}
+	return e
+}
+
+func decodeAs[T EventData](b []byte) (EventData, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// payloadTypes maps each event type the engine raises to its payload type. An event type
+// added to the engine adds its line here, or followers see its payload as a SurfaceEvent.
+var payloadTypes = map[EventType]func([]byte) (EventData, error){
+	EvSessionInfo:      decodeAs[Info],
+	EvSessionTitle:     decodeAs[Info],
+	EvModelChanged:     decodeAs[Info],
+	EvSessionClosed:    decodeAs[SessionClosed],
+	EvStatus:           decodeAs[StatusInfo],
+	EvMessageStart:     decodeAs[TurnStart],
+	EvMessageComplete:  decodeAs[Outcome],
+	EvToolGenerating:   decodeAs[ToolGenerating],
+	EvToolStart:        decodeAs[ToolStart],
+	EvToolProgress:     decodeAs[ToolProgress],
+	EvToolComplete:     decodeAs[ToolComplete],
+	EvRequestOpen:      decodeAs[Request],
+	EvRequestCancel:    decodeAs[RequestCancel],
+	EvRequestResolved:  decodeAs[RequestResolved],
+	EvSteerDelivered:   decodeAs[SteerDelivered],
+	EvQueueUpdated:     decodeAs[QueueInfo],
+	EvPolicyDecision:   decodeAs[PolicyDecision],
+	EvSubagentStart:    decodeAs[SubagentInfo],
+	EvSubagentDone:     decodeAs[SubagentInfo],
+	EvSubagentSpawn:    decodeAs[SubagentInfo],
+	EvSubagentProgress: decodeAs[SubagentInfo],
+	EvSubagentTool:     decodeAs[SubagentInfo],
+	EvUsage:            decodeAs[UsageInfo],
+	EvError:            decodeAs[ErrorInfo],
+	EvTerminalOutput:   decodeAs[TerminalOutput],
+	EvTerminalClose:    decodeAs[TerminalOutput],
+}
