@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,12 +31,24 @@ import (
 // With an Idempotency-Key the answer of every turn (completed or not, streamed or not) is
 // kept for idempotencyRetention and replayed for the same key and body, also marked
 // Idempotency-Replayed: true; the same key with another body is a 409, and a key whose first
-// request is still running is a 409 idempotency_key_in_progress. These records live in the
-// process's memory (at most maxReplays of each kind); the durable keys of /v1/runs are kept
-// in the store.
+// request is still running is a 409 idempotency_key_in_progress.
+//
+// Both memories are durable settings in the engine's store (kvReplayFailed + fingerprint,
+// kvReplayKey + hash of principal, route and key), so a retry that reaches another `hermes
+// serve` on the same home, or the same server after a restart, is answered the same way and
+// never runs the turn again. A request with a key claims it with an atomic swap before its turn
+// starts (one winner among processes racing on the key); while it runs its server renews the
+// claim every replayBeat, and a claim not renewed for replayStale (its process is gone) may be
+// taken over by a retry. Expired records are dropped at most once a minute by a server that
+// records one, and each memory keeps at most maxReplays finished records (the oldest go first).
 const (
 	replayWindow = 10 * time.Minute
 	maxReplays   = 4096
+	replayBeat   = 30 * time.Second
+	replayStale  = 2 * time.Minute
+
+	kvReplayFailed = "httpapi/replay/failed/"
+	kvReplayKey    = "httpapi/replay/key/"
 )
 
 // answer is what a finished request produced: enough to render the same reply again.
@@ -56,92 +71,196 @@ type replayEntry struct {
 	ans  answer
 }
 
-// replayBook holds the remembered answers of one server.
+// replayRecord is a replayEntry as it is stored.
+type replayRecord struct {
+	FP    string        `json:"fp"`
+	At    time.Time     `json:"at"`              // claimed, or finished
+	Beat  time.Time     `json:"beat,omitzero"`   // running: last renewal of the claim
+	Claim string        `json:"claim,omitempty"` // running: the claiming request
+	Done  bool          `json:"done"`
+	Ans   *storedAnswer `json:"answer,omitempty"`
+}
+
+type storedAnswer struct {
+	Out        engine.Outcome `json:"outcome"`
+	ID         string         `json:"id,omitempty"`
+	Created    int64          `json:"created,omitempty"`
+	Model      string         `json:"model,omitempty"`
+	Resp       *storedResp    `json:"response,omitempty"`
+	SessionID  string         `json:"session_id,omitempty"`
+	SessionKey string         `json:"session_key,omitempty"`
+}
+
+// storedResp is a respBuilder as it is stored.
+type storedResp struct {
+	ID           string  `json:"id"`
+	MsgID        string  `json:"msg_id"`
+	Model        string  `json:"model"`
+	Prev         string  `json:"prev,omitempty"`
+	Conv         string  `json:"conv,omitempty"`
+	SessionID    string  `json:"session_id,omitempty"`
+	Owner        string  `json:"owner,omitempty"`
+	Created      int64   `json:"created"`
+	Store        bool    `json:"store"`
+	Instructions *string `json:"instructions,omitempty"`
+}
+
+func storeAnswer(a answer) *storedAnswer {
+	out := &storedAnswer{Out: a.out, ID: a.id, Created: a.created, Model: a.model, SessionID: a.sessionID, SessionKey: a.sessionKey}
+	if rb := a.rb; rb != nil {
+		out.Resp = &storedResp{ID: rb.id, MsgID: rb.msgID, Model: rb.model, Prev: rb.prev, Conv: rb.conv, SessionID: rb.sessionID, Owner: rb.owner, Created: rb.created, Store: rb.store, Instructions: rb.instructions}
+	}
+	return out
+}
+
+func (r *replayRecord) entry() *replayEntry {
+	e := &replayEntry{fp: r.FP, at: r.At, done: r.Done}
+	if a := r.Ans; a != nil {
+		e.ans = answer{out: a.Out, id: a.ID, created: a.Created, model: a.Model, sessionID: a.SessionID, sessionKey: a.SessionKey}
+		if rb := a.Resp; rb != nil {
+			e.ans.rb = &respBuilder{id: rb.ID, msgID: rb.MsgID, model: rb.Model, prev: rb.Prev, conv: rb.Conv, sessionID: rb.SessionID, owner: rb.Owner, created: rb.Created, store: rb.Store, instructions: rb.Instructions}
+		}
+	}
+	return e
+}
+
+// replayBook is a server's bookkeeping of the durable memories: when it last dropped expired
+// records.
 type replayBook struct {
 	mu     sync.Mutex
-	failed map[string]*replayEntry // by fingerprint
-	keyed  map[string]*replayEntry // by owner, route and Idempotency-Key
+	pruned time.Time
 }
 
 // attempt is one chat or responses request under the replay rules. Its handler calls finish
 // with the turn's answer, or abandon when no turn started.
 type attempt struct {
-	book *replayBook
+	s    *Server
 	fp   string
-	key  string       // keyed entry's map key; "" without Idempotency-Key
+	key  string       // the keyed record's setting; "" without Idempotency-Key
 	prev *replayEntry // a remembered answer to replay instead of running a turn
 	// sessionID and sessionKey are the session headers of the reply, recorded with its answer.
 	sessionID, sessionKey string
+
+	// The claim on the key while the request runs: cur is the stored claim (renewed by the
+	// beat goroutine), stop ends the renewals.
+	mu    sync.Mutex
+	cur   []byte
+	rec   replayRecord
+	stop  chan struct{}
+	beats sync.WaitGroup
 }
 
+var (
+	errKeyConflict   = &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
+	errKeyInProgress = &apiError{Status: fiber.StatusConflict, Message: "a request with this Idempotency-Key is still running; retry it once that one has answered", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_in_progress"}
+)
+
 // begin looks the request up. With a remembered answer it returns an attempt whose prev is
-// set; with a conflicting or running Idempotency-Key an error.
+// set; with a conflicting or running Idempotency-Key an error. With a new key it claims it.
 func (s *Server) begin(c *fiber.Ctx) (*attempt, error) {
-	b := &s.replays
 	fp := sha256Hex(principal(c) + "\n" + c.Path() + "\n" + c.Get(HeaderSessionID) + "\n" + c.Get(HeaderSessionKey) + "\n" + string(c.Body()))
-	at := &attempt{book: b, fp: fp}
+	at := &attempt{s: s, fp: fp}
 	ikey := c.Get("Idempotency-Key")
-	now := time.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.failed == nil {
-		b.failed, b.keyed = map[string]*replayEntry{}, map[string]*replayEntry{}
-	}
-	if ikey != "" {
-		if err := validIdempotencyKey(ikey); err != nil {
+	if ikey == "" {
+		raw, err := s.eng.Setting(s.ctx, kvReplayFailed+fp)
+		if errors.Is(err, engine.ErrNotFound) {
+			return at, nil
+		}
+		if err != nil {
 			return nil, err
 		}
-		at.key = principal(c) + "\n" + c.Path() + "\n" + sha256Hex(ikey)
-		e, ok := b.keyed[at.key]
-		if ok && now.Sub(e.at) > idempotencyRetention && e.done {
-			delete(b.keyed, at.key)
-			ok = false
-		}
-		switch {
-		case !ok:
-			prune(b.keyed, idempotencyRetention, now)
-			b.keyed[at.key] = &replayEntry{fp: fp, at: now}
-		case e.fp != fp:
-			return nil, &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
-		case !e.done:
-			return nil, &apiError{Status: fiber.StatusConflict, Message: "a request with this Idempotency-Key is still running; retry it once that one has answered", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_in_progress"}
-		default:
-			at.prev = e
+		var rec replayRecord
+		if json.Unmarshal(raw, &rec) == nil && rec.Done && rec.FP == fp && time.Since(rec.At) <= replayWindow {
+			at.prev = rec.entry()
 		}
 		return at, nil
 	}
-	if e, ok := b.failed[fp]; ok {
-		if now.Sub(e.at) <= replayWindow {
-			at.prev = e
-		} else {
-			delete(b.failed, fp)
+	if err := validIdempotencyKey(ikey); err != nil {
+		return nil, err
+	}
+	at.key = kvReplayKey + sha256Hex(principal(c)+"\n"+c.Path()+"\n"+ikey)
+	for range 8 { // a lost swap means another request just wrote the key: look again
+		raw, err := s.eng.Setting(s.ctx, at.key)
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return nil, err
+		}
+		now := time.Now()
+		var rec replayRecord
+		if raw != nil && json.Unmarshal(raw, &rec) == nil {
+			expired := rec.Done && now.Sub(rec.At) > idempotencyRetention || !rec.Done && now.Sub(rec.Beat) > replayStale
+			switch {
+			case expired:
+			case rec.FP != fp:
+				return nil, errKeyConflict
+			case !rec.Done:
+				return nil, errKeyInProgress
+			default:
+				at.prev = rec.entry()
+				return at, nil
+			}
+		}
+		claim := replayRecord{FP: fp, At: now, Beat: now, Claim: newHex(12)}
+		b, err := json.Marshal(claim)
+		if err != nil {
+			return nil, err
+		}
+		won, err := s.eng.SwapSetting(s.ctx, at.key, raw, b)
+		if err != nil {
+			return nil, err
+		}
+		if won {
+			at.cur, at.rec, at.stop = b, claim, make(chan struct{})
+			at.beats.Add(1)
+			go at.beat()
+			return at, nil
 		}
 	}
-	return at, nil
+	return nil, errKeyInProgress
 }
 
-// prune drops entries older than ttl (finished ones only) and, past maxReplays, the oldest
-// finished ones.
-func prune(m map[string]*replayEntry, ttl time.Duration, now time.Time) {
-	if len(m) < maxReplays {
-		return
+// beat renews the claim on the key until the request settles (or the server stops), so other
+// servers see it running rather than abandoned.
+func (a *attempt) beat() {
+	defer a.beats.Done()
+	t := time.NewTicker(replayBeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		next := a.rec
+		next.Beat = time.Now()
+		b, err := json.Marshal(next)
+		if err == nil {
+			var won bool
+			if won, err = a.s.eng.SwapSetting(a.s.ctx, a.key, a.cur, b); err == nil && won {
+				a.cur, a.rec = b, next
+			} else if err == nil {
+				a.mu.Unlock()
+				return // taken over: the claim is no longer this request's
+			}
+		}
+		a.mu.Unlock()
+		if err != nil {
+			a.s.log.Warn("httpapi: Idempotency-Key claim not renewed", "err", err)
+		}
 	}
-	var oldestKey string
-	var oldest time.Time
-	for k, e := range m {
-		if !e.done {
-			continue
-		}
-		if now.Sub(e.at) > ttl {
-			delete(m, k)
-			continue
-		}
-		if oldestKey == "" || e.at.Before(oldest) {
-			oldestKey, oldest = k, e.at
-		}
-	}
-	if len(m) >= maxReplays && oldestKey != "" {
-		delete(m, oldestKey)
+}
+
+// settle stops the renewals and swaps the claim for next (nil removes it).
+func (a *attempt) settle(next []byte) {
+	close(a.stop)
+	a.beats.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	won, err := a.s.eng.SwapSetting(context.WithoutCancel(a.s.ctx), a.key, a.cur, next)
+	if err != nil || !won {
+		a.s.log.Warn("httpapi: Idempotency-Key record not settled", "won", won, "err", err)
 	}
 }
 
@@ -159,11 +278,7 @@ func (a *attempt) abandon() {
 	if a == nil || a.key == "" || a.prev != nil {
 		return
 	}
-	a.book.mu.Lock()
-	defer a.book.mu.Unlock()
-	if e, ok := a.book.keyed[a.key]; ok && !e.done {
-		delete(a.book.keyed, a.key)
-	}
+	a.settle(nil)
 }
 
 // finish records the answer of a turn that ran.
@@ -172,20 +287,71 @@ func (a *attempt) finish(ans answer) {
 		return
 	}
 	ans.sessionID, ans.sessionKey = a.sessionID, a.sessionKey
-	now := time.Now()
-	a.book.mu.Lock()
-	defer a.book.mu.Unlock()
-	if a.key != "" {
-		if e, ok := a.book.keyed[a.key]; ok {
-			e.done, e.ans, e.at = true, ans, now
-		}
+	now := time.Now().UTC()
+	rec := replayRecord{FP: a.fp, At: now, Done: true, Ans: storeAnswer(ans)}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		a.s.log.Warn("httpapi: answer not remembered", "err", err)
 		return
 	}
-	if !failedTurn(ans.out) {
+	switch {
+	case a.key != "":
+		a.settle(b)
+	case failedTurn(ans.out):
+		if err := a.s.eng.PutSetting(context.WithoutCancel(a.s.ctx), kvReplayFailed+a.fp, b); err != nil {
+			a.s.log.Warn("httpapi: failed turn not remembered", "err", err)
+		}
+	default:
 		return // completed, or interrupted (by a client that left or a stopping server): a new request may run
 	}
-	prune(a.book.failed, replayWindow, now)
-	a.book.failed[a.fp] = &replayEntry{fp: a.fp, at: now, done: true, ans: ans}
+	a.s.pruneReplays(now)
+}
+
+// pruneReplays drops expired records of both memories, and the oldest finished ones past
+// maxReplays, at most once a minute.
+func (s *Server) pruneReplays(now time.Time) {
+	s.replays.mu.Lock()
+	if now.Sub(s.replays.pruned) < time.Minute {
+		s.replays.mu.Unlock()
+		return
+	}
+	s.replays.pruned = now
+	s.replays.mu.Unlock()
+	ctx := context.WithoutCancel(s.ctx)
+	for _, m := range []struct {
+		prefix string
+		ttl    time.Duration
+	}{{kvReplayFailed, replayWindow}, {kvReplayKey, idempotencyRetention}} {
+		all, err := s.eng.Settings(ctx, m.prefix)
+		if err != nil {
+			s.log.Warn("httpapi: replay records not pruned", "err", err)
+			continue
+		}
+		type kept struct {
+			key string
+			raw []byte
+			at  time.Time
+		}
+		var done []kept
+		for k, raw := range all {
+			var rec replayRecord
+			if json.Unmarshal(raw, &rec) != nil {
+				continue
+			}
+			switch {
+			case rec.Done && now.Sub(rec.At) > m.ttl, !rec.Done && now.Sub(rec.Beat) > m.ttl+replayStale:
+				_, _ = s.eng.SwapSetting(ctx, k, raw, nil)
+			case rec.Done:
+				done = append(done, kept{k, raw, rec.At})
+			}
+		}
+		if len(done) > maxReplays {
+			slices.SortFunc(done, func(x, y kept) int { return x.at.Compare(y.at) })
+			for _, d := range done[:len(done)-maxReplays] {
+				_, _ = s.eng.SwapSetting(ctx, d.key, d.raw, nil)
+			}
+		}
+	}
 }
 
 // replayed marks a response that repeats a remembered answer, sets the session headers the

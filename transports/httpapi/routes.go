@@ -173,7 +173,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 			// sends this header with "true".
 			"tool_progress_header":   HeaderToolProgress,
 			"models_agent_alias":     AgentModel,
-			"turn_idempotency":       fiber.Map{"supported": true, "durable": false, "retention_seconds": int(idempotencyRetention.Seconds()), "endpoints": []string{"/v1/chat/completions", "/v1/responses"}},
+			"turn_idempotency":       fiber.Map{"supported": true, "durable": true, "retention_seconds": int(idempotencyRetention.Seconds()), "endpoints": []string{"/v1/chat/completions", "/v1/responses"}},
 			"failed_turn_replay":     fiber.Map{"status": fiber.StatusConflict, "code": "turn_failed", "window_seconds": int(replayWindow.Seconds())},
 			"run_unknown_resolution": true, "run_durable_admission": true, "run_idempotency": fiber.Map{"supported": true, "durable": true, "retention_seconds": int(idempotencyRetention.Seconds())},
 			"session_resources": true, "session_chat": true, "session_chat_streaming": true, "session_fork": true,
