@@ -2,36 +2,28 @@ package main
 
 import (
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
-	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/gateway/gwclient"
-	"github.com/hermes-go/hermes/transports/httpapi"
 )
 
-// The gateway's behaviours are tested in process in transports/gateway. These tests run what
-// only the binary has: the `hermes gateway` subprocess on stdio (a smoke test, the --transcript
-// flag, the MCP test's use of it) and the /api/ws endpoint of `hermes serve` (authentication,
-// a frame over the WebSocket limit).
+// The gateway's behaviours are tested in process in transports/gateway, and its WebSocket
+// mount (/api/ws) in transports/httpapi. These tests run what only the binary has: the
+// `hermes gateway` subprocess on stdio (a smoke test, the --transcript flag, the MCP test's
+// use of it).
 
-// gwTarget is one gateway under test: a real `hermes gateway` subprocess (stdio) or a real
-// `hermes serve` WebSocket endpoint on 127.0.0.1, both over the fake OpenAI server.
+// gwTarget is a real `hermes gateway` subprocess (stdio) over the fake OpenAI server.
 type gwTarget struct {
 	name string
-	ws   bool
 	srv  *openaitest.Server
 	cwd  string
 	home string
 	dial func(t *testing.T) *gwclient.Client
-	url  string // ws only
 }
 
 const testAPIKey = "test-key-0123456789abcdef"
@@ -70,61 +62,13 @@ func stdioTarget(t *testing.T, extraConfig string) *gwTarget {
 	return tg
 }
 
-func wsTarget(t *testing.T, extraConfig string) *gwTarget {
-	home, cwd, srv, env := gwEnv(t, extraConfig)
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := openStore(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := build(cfg, st, runtimeOpts{cwd: cwd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := gatewayOptions(cfg, a, nil)
-	opts.CLI = func(ctx context.Context, argv []string) (string, int, error) { // this test binary acting as hermes
-		r := hermes(t, cwd, nil, argv...)
-		return r.stdout + r.err, r.code, nil
-	}
-	gw := gateway.New(a.eng, opts)
-	hs, err := httpapi.New(a.eng, gw, httpapi.Options{APIKey: testAPIKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go hs.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-		gw.Close()
-		a.Close()
-	})
-	tg := &gwTarget{name: "ws", ws: true, srv: srv, cwd: cwd, home: home, url: "ws://" + ln.Addr().String() + "/api/ws"}
-	tg.dial = func(t *testing.T) *gwclient.Client {
-		c, err := gwclient.DialWS(context.Background(), tg.url+"?token="+testAPIKey, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	return tg
-}
-
 func tctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// open dials, waits for gateway.ready and (on WebSocket) opts in to server requests.
+// open dials, waits for gateway.ready and, if asked, opts in to server requests.
 func open(t *testing.T, tg *gwTarget, serverRequests bool) *gwclient.Client {
 	t.Helper()
 	c := tg.dial(t)
@@ -179,33 +123,6 @@ func turn(t *testing.T, c *gwclient.Client, sid, text string) map[string]any {
 	}
 	e, _ := waitType(t, c, from, sid, "message.complete")
 	return payload(t, e)
-}
-
-func TestGatewayWSAuthAndHugeFrame(t *testing.T) {
-	tg := wsTarget(t, "")
-	for _, url := range []string{tg.url + "?token=wrong", tg.url} {
-		bad, err := gwclient.DialWS(context.Background(), url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-bad.Done()
-		if gwclient.CloseCode(bad.Err()) != 4401 || len(bad.Events()) != 0 {
-			t.Fatalf("bad credential must close with 4401 before any frame: %v %v", bad.Err(), bad.Events())
-		}
-	}
-	h := http.Header{"Authorization": {"Bearer " + testAPIKey}}
-	c, err := gwclient.DialWS(context.Background(), tg.url, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitType(t, c, 0, "", "gateway.ready")
-	other := open(t, tg, true)
-	big := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 50<<20) + `"}}`)
-	c.Raw(big)
-	<-c.Done()
-	if p := call(t, other, "ping", nil); p["pong"] != true {
-		t.Fatal("the gateway stopped serving others after a huge frame")
-	}
 }
 
 func TestGatewayTranscriptFlag(t *testing.T) {
