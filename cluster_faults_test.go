@@ -1,0 +1,746 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store/postgres"
+	"github.com/hermes-go/hermes/engine/store/postgres/pgtest"
+)
+
+// The fault harness of the PostgreSQL store: three `hermes serve` nodes on one private
+// PostgreSQL cluster, a workload spread over them (sessions created on one node and prompted
+// from the others, response chains continued on another node at each step, runs admitted on
+// one node and read from the others), and rounds of faults in the middle of that traffic:
+// kill -9 of a node and its restart, SIGSTOP and SIGCONT of a node, an immediate restart of
+// PostgreSQL (crash recovery). After each round every acknowledged session, prompt, answer,
+// response and run must be there and readable from every node. While the database is down,
+// every node answers a clear 503 with Retry-After in the OpenAI error form.
+//
+// HERMES_CLUSTER_ROUNDS sets how many times the three faults are played (default 1).
+
+// leaseTTL is the engine's default session lease TTL.
+const leaseTTL = 10 * time.Second
+
+// clusterNode is one `hermes serve` process of the cluster; restarts replace proc.
+type clusterNode struct {
+	name string
+	home string
+	mu   sync.Mutex
+	proc *nodeProc
+	past strings.Builder // the logs of its earlier lives
+}
+
+// allLogs is the node's stderr over all its lives.
+func (n *clusterNode) allLogs() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.past.String() + n.proc.logs.String()
+}
+
+type nodeProc struct {
+	base    string
+	cmd     *exec.Cmd
+	logs    *lockedBuffer
+	done    chan struct{}
+	stopped atomic.Bool // SIGSTOPped
+}
+
+func (n *clusterNode) current() *nodeProc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
+}
+
+type cluster struct {
+	t      *testing.T
+	pg     *pgtest.Cluster
+	url    string
+	env    []string
+	nodes  []*clusterNode
+	client *http.Client
+
+	mu        sync.Mutex
+	sessions  map[string][]string // acknowledged session → its acknowledged prompts, in order
+	responses map[string]string   // acknowledged response id → the answer it carried
+	runs      map[string]string   // acknowledged run id → its session
+	runNode   map[string]int      // acknowledged run id → the node that admitted it
+	cut       map[string]bool     // runs admitted by a node later killed
+	open      map[string]bool     // runs some node still read as running after a round
+	differ    map[string]string   // runs whose settled status differs between nodes
+	events    int                 // stored events of the acknowledged sessions, last check
+	fenced    int                 // of them written under a lease generation
+	gens      int                 // sessions whose events carry more than one generation
+	acks      atomic.Int64        // acknowledgements so far
+	perNode   []atomic.Int64      // acknowledgements by node
+	refused   map[string]int      // answers that were not acknowledgements, by kind
+	samples   map[string]string   // the first body of each kind of refusal but 503
+	outage503 int                 // 503s with Retry-After seen while the database was down
+}
+
+func TestClusterFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the cluster fault harness takes minutes")
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		if pgtest.Required() {
+			t.Fatalf("PostgreSQL required (HERMES_PG=required): %v", err)
+		}
+		t.Skipf("no PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Close() })
+	url, err := pg.CreateDB(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := 1
+	if v := os.Getenv("HERMES_CLUSTER_ROUNDS"); v != "" {
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			t.Fatalf("HERMES_CLUSTER_ROUNDS=%q", v)
+		}
+	}
+	model := openaitest.New(t, openaitest.WithResponder(echoResponder))
+	c := &cluster{
+		t: t, pg: pg, url: url, client: &http.Client{Timeout: leaseTTL},
+		env: []string{"HERMES_STORE=" + url, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(),
+			"OPENAI_API_KEY=k", "HERMES_API_KEY=" + testAPIKey},
+		sessions: map[string][]string{}, responses: map[string]string{}, runs: map[string]string{}, runNode: map[string]int{}, cut: map[string]bool{}, open: map[string]bool{}, differ: map[string]string{},
+		refused: map[string]int{}, samples: map[string]string{}, perNode: make([]atomic.Int64, 3),
+	}
+	for i := range 3 {
+		n := &clusterNode{name: fmt.Sprintf("node%d", i), home: t.TempDir()}
+		c.nodes = append(c.nodes, n)
+		c.start(n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
+			p := n.current()
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			_ = p.cmd.Wait()
+		}
+	})
+	counts := map[string]int{}
+	for r := range rounds {
+		for _, fault := range []string{"kill", "stop", "postgres"} {
+			c.round(fault, c.nodes[(r+counts[fault])%3])
+			counts[fault]++
+		}
+	}
+	for _, n := range c.nodes {
+		for _, line := range strings.Split(n.allLogs(), "\n") {
+			if strings.Contains(line, "handler failed") {
+				t.Logf("%s: %s", n.name, line)
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rows := 0
+	for _, ps := range c.sessions {
+		rows += 2 * len(ps)
+	}
+	t.Logf("cluster faults: %d rounds (%d kill -9 and restart, %d SIGSTOP/SIGCONT, %d PostgreSQL immediate restarts); "+
+		"acknowledged and checked on 3 nodes: %d sessions, %d prompts (%d rows), %d chained responses, %d runs; "+
+		"503 with Retry-After during outages: %d; not acknowledged: %v; first refusals other than 503: %v; "+
+		"runs still read as running after their round (their node killed, or their last write in an outage): %d; "+
+		"runs read with another settled status on another node: %d %v; "+
+		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation",
+		3*rounds, counts["kill"], counts["stop"], counts["postgres"], len(c.sessions), rows/2, rows,
+		len(c.responses), len(c.runs), c.outage503, c.refused, c.samples, len(c.open), len(c.differ), c.differ, c.events, c.fenced, c.gens)
+}
+
+// echoResponder answers with the last user message and how many user messages the request
+// carried, so an answer shows the whole conversation reached the model.
+func echoResponder(r openaitest.Request) openaitest.Response {
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	users, last := 0, ""
+	for _, m := range body.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		users++
+		var s string
+		if json.Unmarshal(m.Content, &s) != nil {
+			var parts []struct{ Text string }
+			_ = json.Unmarshal(m.Content, &parts)
+			s = ""
+			for _, p := range parts {
+				s += p.Text
+			}
+		}
+		last = s
+	}
+	return openaitest.Text("echo ", last, fmt.Sprintf(" [%d]", users))
+}
+
+// start runs n as `hermes serve` on a free port and waits until it listens.
+func (c *cluster) start(n *clusterNode) {
+	t := c.t
+	t.Helper()
+	p := &nodeProc{logs: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = hermesCmd(t, n.home, append([]string{"HERMES_HOME=" + n.home}, c.env...), "serve", "--addr", "127.0.0.1:0")
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte(line + "\n"))
+			if _, after, ok := strings.Cut(line, "listening on http://"); ok && !sent {
+				sent = true
+				addr <- strings.Fields(after)[0]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			t.Fatalf("%s exited before listening:\n%s", n.name, p.logs.String())
+		}
+		p.base = "http://" + a
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%s did not start listening:\n%s", n.name, p.logs.String())
+	}
+	n.mu.Lock()
+	if n.proc != nil {
+		n.past.WriteString(n.proc.logs.String())
+	}
+	n.proc = p
+	n.mu.Unlock()
+}
+
+// answer is one HTTP exchange's outcome; status 0 is a transport failure (refused, timed out).
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+func (a answer) json() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(a.body, &m)
+	return m
+}
+
+func (c *cluster) do(p *nodeProc, method, path, body string) answer {
+	req, err := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.client.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return answer{status: res.StatusCode, header: res.Header, body: b, err: err}
+}
+
+// refuse counts an answer that acknowledged nothing; a 5xx must still be an OpenAI error
+// object, and a 503 must say when to retry.
+func (c *cluster) refuse(kind string, a answer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := kind + ":" + strconv.Itoa(a.status)
+	if a.status == 0 {
+		key = kind + ":no answer"
+	}
+	c.refused[key]++
+	if _, ok := c.samples[key]; !ok && a.status != 0 && a.status != 503 {
+		c.samples[key] = string(a.body)
+	}
+	defer func() {
+		// A client honours Retry-After (up to 2 s here).
+		if s, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil && a.status == 503 {
+			time.Sleep(min(time.Duration(s)*time.Second, 2*time.Second))
+		}
+	}()
+	if a.status >= 500 {
+		e, _ := a.json()["error"].(map[string]any)
+		if e == nil || e["message"] == nil || e["type"] == nil {
+			c.t.Errorf("%s answered %d without an OpenAI error object: %s", kind, a.status, a.body)
+		}
+		if a.status == 503 && a.header.Get("Retry-After") == "" {
+			c.t.Errorf("%s answered 503 without Retry-After: %s", kind, a.body)
+		}
+	}
+}
+
+func (c *cluster) acked(node int) {
+	c.acks.Add(1)
+	c.perNode[node].Add(1)
+}
+
+// worker runs one client's share of the workload until stop: its sessions and its response
+// chain are its own, so one session never has two turns asked at once; every step goes to
+// another node than the step before.
+type worker struct {
+	id      int
+	seq     int
+	node    int
+	mine    []string // acknowledged sessions of this worker
+	lastRsp string   // the end of its acknowledged response chain
+	chain   int      // user messages in that chain
+}
+
+func (c *cluster) pick(w *worker) (int, *nodeProc) {
+	for {
+		w.node = (w.node + 1 + rand.IntN(2)) % 3 // never the node of the previous step
+		// A stopped node is left out, as a load balancer's health check would.
+		if p := c.nodes[w.node].current(); !p.stopped.Load() {
+			return w.node, p
+		}
+	}
+}
+
+func (c *cluster) step(w *worker) {
+	w.seq++
+	tag := fmt.Sprintf("w%d-%d", w.id, w.seq)
+	i, p := c.pick(w)
+	switch {
+	case len(w.mine) == 0 || w.seq%5 == 0:
+		a := c.do(p, "POST", "/api/sessions", `{"id":"s-`+tag+`"}`)
+		if a.status != 201 {
+			c.refuse("create", a)
+			return
+		}
+		w.mine = append(w.mine, "s-"+tag)
+		c.mu.Lock()
+		c.sessions["s-"+tag] = nil
+		c.mu.Unlock()
+		c.acked(i)
+	case w.seq%5 == 1 || w.seq%5 == 3:
+		sid := w.mine[rand.IntN(len(w.mine))]
+		prompt := "p-" + tag
+		a := c.do(p, "POST", "/api/sessions/"+sid+"/chat", `{"input":"`+prompt+`"}`)
+		m := a.json()
+		msg, _ := m["message"].(map[string]any)
+		if a.status != 200 || m["status"] != "completed" || msg == nil || !strings.HasPrefix(fmt.Sprint(msg["content"]), "echo "+prompt+" [") {
+			c.refuse("chat", a)
+			return
+		}
+		c.mu.Lock()
+		c.sessions[sid] = append(c.sessions[sid], prompt)
+		c.mu.Unlock()
+		c.acked(i)
+	case w.seq%5 == 2:
+		prompt := "r-" + tag
+		body := map[string]any{"input": prompt, "store": true}
+		if w.lastRsp != "" {
+			body["previous_response_id"] = w.lastRsp
+		}
+		b, _ := json.Marshal(body)
+		a := c.do(p, "POST", "/v1/responses", string(b))
+		m := a.json()
+		id, _ := m["id"].(string)
+		want := fmt.Sprintf("echo %s [%d]", prompt, w.chain+1)
+		if a.status != 200 || id == "" || m["status"] != "completed" || outputText(m) != want {
+			if a.status == 200 && m["status"] == "completed" && outputText(m) != want {
+				c.t.Errorf("response %s on %s: %q, want %q (the chain did not reach the model whole)", id, c.nodes[i].name, outputText(m), want)
+			}
+			c.refuse("response", a)
+			return
+		}
+		w.lastRsp, w.chain = id, w.chain+1
+		c.mu.Lock()
+		c.responses[id] = want
+		c.mu.Unlock()
+		c.acked(i)
+	default:
+		a := c.do(p, "POST", "/v1/runs", `{"input":"run-`+tag+`","session_id":"run-`+tag+`"}`)
+		id, _ := a.json()["run_id"].(string)
+		if a.status != 202 || id == "" {
+			c.refuse("run", a)
+			return
+		}
+		c.mu.Lock()
+		c.runs[id], c.runNode[id] = "run-"+tag, i
+		c.mu.Unlock()
+		c.acked(i)
+	}
+}
+
+// outputText is the text of a response object's message output.
+func outputText(m map[string]any) string {
+	var b strings.Builder
+	out, _ := m["output"].([]any)
+	for _, o := range out {
+		item, _ := o.(map[string]any)
+		parts, _ := item["content"].([]any)
+		for _, p := range parts {
+			if pm, _ := p.(map[string]any); pm != nil {
+				if s, ok := pm["text"].(string); ok {
+					b.WriteString(s)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// waitFor polls cond until it holds, failing after d.
+func (c *cluster) waitFor(what string, d time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: not within %s\n%s", what, d, c.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *cluster) logs() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "--- %s\n%s", n.name, tail(n.allLogs(), 3000))
+	}
+	return b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// round plays one fault in the middle of the workload, then checks everything acknowledged.
+func (c *cluster) round(fault string, victim *clusterNode) {
+	t := c.t
+	t.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for id := range 4 {
+		w := &worker{id: id, node: id % 3}
+		c.mu.Lock()
+		for sid := range c.sessions { // earlier rounds' sessions stay in use
+			if strings.HasPrefix(sid, fmt.Sprintf("s-w%d-", id)) {
+				w.mine = append(w.mine, sid)
+			}
+		}
+		c.mu.Unlock()
+		w.seq = 1000 * (int(c.acks.Load()) + 1) // tags stay unique across rounds
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					c.step(w)
+				}
+			}
+		})
+	}
+	mid := c.acks.Load() + 12
+	c.waitFor("traffic before the fault", 120*time.Second, func() bool { return c.acks.Load() >= mid })
+
+	vi := slices.Index(c.nodes, victim)
+	switch fault {
+	case "kill":
+		p := victim.current()
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		_ = p.cmd.Wait()
+		c.mu.Lock()
+		for id, node := range c.runNode {
+			if node == vi {
+				c.cut[id] = true
+			}
+		}
+		c.mu.Unlock()
+		c.start(victim)
+	case "stop":
+		p := victim.current()
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		p.stopped.Store(true)
+		// The other two nodes go on serving while it is stopped.
+		others := make([]int64, 3)
+		for i := range c.nodes {
+			others[i] = c.perNode[i].Load()
+		}
+		// Stopped past the lease TTL (10 s): the sessions it held may be taken over by the
+		// others meanwhile, and what it was writing when it stopped must then be refused.
+		held := time.Now().Add(leaseTTL + 2*time.Second)
+		c.waitFor("traffic on the other nodes while "+victim.name+" is stopped", 120*time.Second, func() bool {
+			if time.Now().Before(held) {
+				return false
+			}
+			for i := range c.nodes {
+				if i != vi && c.perNode[i].Load() < others[i]+3 {
+					return false
+				}
+			}
+			return true
+		})
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		p.stopped.Store(false)
+	case "postgres":
+		if err := c.pg.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		c.checkOutage()
+		if err := c.pg.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every node serves again, by itself: each acknowledges work after the fault.
+	after := make([]int64, 3)
+	for i := range c.nodes {
+		after[i] = c.perNode[i].Load()
+	}
+	c.waitFor("every node serving after "+fault+" of "+victim.name, 120*time.Second, func() bool {
+		for i := range c.nodes {
+			if c.perNode[i].Load() < after[i]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	wg.Wait()
+	c.verify(fault)
+}
+
+// checkOutage asks every node, while the database is down, for a session it has: each answers
+// 503 with Retry-After and an OpenAI error object, not a hang and not a bare 500.
+func (c *cluster) checkOutage() {
+	t := c.t
+	t.Helper()
+	c.mu.Lock()
+	var sid string
+	for s := range c.sessions {
+		sid = s
+		break
+	}
+	c.mu.Unlock()
+	for _, n := range c.nodes {
+		for _, path := range []string{"/api/sessions/" + sid + "/messages", "/api/sessions"} {
+			a := c.do(n.current(), "GET", path, "")
+			e, _ := a.json()["error"].(map[string]any)
+			if a.status != 503 || a.header.Get("Retry-After") == "" || e == nil || e["type"] != "server_error" || e["message"] == nil {
+				t.Fatalf("%s GET %s with the database down: %d Retry-After %q %s", n.name, path, a.status, a.header.Get("Retry-After"), a.body)
+			}
+			c.mu.Lock()
+			c.outage503++
+			c.mu.Unlock()
+		}
+	}
+}
+
+// verify reads everything acknowledged so far from every node.
+func (c *cluster) verify(after string) {
+	t := c.t
+	t.Helper()
+	c.mu.Lock()
+	sessions := make(map[string][]string, len(c.sessions))
+	for k, v := range c.sessions {
+		sessions[k] = slices.Clone(v)
+	}
+	responses := maps.Clone(c.responses)
+	runs := maps.Clone(c.runs)
+	runNode := maps.Clone(c.runNode)
+	cut := maps.Clone(c.cut)
+	c.mu.Unlock()
+	for _, n := range c.nodes {
+		p := n.current()
+		for sid, prompts := range sessions {
+			a := c.retry(p, "GET", "/api/sessions/"+sid+"/messages?limit=1000", "")
+			if a.status != 200 {
+				t.Fatalf("after %s: %s GET session %s: %d %s", after, n.name, sid, a.status, a.body)
+			}
+			var list struct {
+				Data []struct {
+					Role    string `json:"role"`
+					Content string `json:"content"`
+					TurnID  string `json:"turn_id"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(a.body, &list); err != nil {
+				t.Fatal(err)
+			}
+			// The acknowledged prompts, each followed by its answer, in order (unacknowledged
+			// turns — cut off by a fault — may sit between them).
+			j := 0
+			for k, r := range list.Data {
+				if j < len(prompts) && r.Role == "user" && r.Content == prompts[j] {
+					if k+1 >= len(list.Data) || !strings.HasPrefix(list.Data[k+1].Content, "echo "+prompts[j]+" [") {
+						t.Fatalf("after %s: %s session %s: acknowledged prompt %q has no answer after it: %+v", after, n.name, sid, prompts[j], list.Data)
+					}
+					j++
+				}
+			}
+			// One writer at a time: a turn's rows are never split by another turn's.
+			seen := map[string]bool{}
+			for k, r := range list.Data {
+				if r.TurnID == "" || (k > 0 && list.Data[k-1].TurnID == r.TurnID) {
+					continue
+				}
+				if seen[r.TurnID] {
+					t.Fatalf("after %s: %s session %s: turn %s's rows are split by another turn's (two writers): %+v", after, n.name, sid, r.TurnID, list.Data)
+				}
+				seen[r.TurnID] = true
+			}
+			if j != len(prompts) {
+				t.Fatalf("after %s: %s session %s: %d of %d acknowledged prompts stored in order (missing %q): %+v",
+					after, n.name, sid, j, len(prompts), prompts[j], list.Data)
+			}
+		}
+		for id, want := range responses {
+			a := c.retry(p, "GET", "/v1/responses/"+id, "")
+			if a.status != 200 || outputText(a.json()) != want {
+				t.Fatalf("after %s: %s GET response %s: %d %s (want %q)", after, n.name, id, a.status, a.body, want)
+			}
+		}
+	}
+	c.checkWriters(after, sessions)
+	// Runs: readable from every node, with their session. Their statuses are counted, not
+	// asserted: a run whose node was killed, or whose last write fell in a database outage, may
+	// stay "running" in the record, and a status one node settled may not be what another reads.
+	settled := func(st string) bool {
+		return st == "completed" || st == "unknown" || st == "interrupted" || st == "failed" || st == "cancelled"
+	}
+	read := func(p *nodeProc, id, sid string) string {
+		a := c.retry(p, "GET", "/v1/runs/"+id, "")
+		m := a.json()
+		if a.status != 200 || m["session_id"] != sid {
+			t.Fatalf("after %s: GET run %s on %s: %d %s", after, id, p.base, a.status, a.body)
+		}
+		st, _ := m["status"].(string)
+		return st
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for id, sid := range runs {
+		st := read(c.nodes[runNode[id]].current(), id, sid)
+		for !settled(st) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			st = read(c.nodes[runNode[id]].current(), id, sid)
+		}
+		for _, n := range c.nodes {
+			got := read(n.current(), id, sid)
+			if !cut[id] && settled(st) {
+				for got != st && time.Now().Before(deadline) {
+					time.Sleep(100 * time.Millisecond)
+					got = read(n.current(), id, sid)
+				}
+				if got != st {
+					// Where the runs ledger is per node, nodes may disagree: counted, not failed.
+					c.mu.Lock()
+					c.differ[id] = fmt.Sprintf("%s on %s, %s on %s", st, c.nodes[runNode[id]].name, got, n.name)
+					c.mu.Unlock()
+				}
+			}
+			if !settled(got) {
+				c.mu.Lock()
+				c.open[id] = true
+				c.mu.Unlock()
+			}
+		}
+	}
+}
+
+// checkWriters reads the sessions' durable events straight from the database: the lease
+// generation each was written under never goes down within a session, so no session ever had
+// a writer after its lease was taken over (a zombie's write would carry the older generation).
+func (c *cluster) checkWriters(after string, sessions map[string][]string) {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := postgres.Open(ctx, c.url, postgres.Options{})
+	if err != nil {
+		t.Fatalf("after %s: open the store: %v", after, err)
+	}
+	defer st.Close()
+	events, fenced, gens := 0, 0, 0
+	for sid := range sessions {
+		evs, err := st.EventsSince(ctx, sid, 0, 0)
+		if err != nil {
+			t.Fatalf("after %s: events of %s: %v", after, sid, err)
+		}
+		var last uint64
+		changes := 0
+		for _, e := range evs {
+			if e.Generation == 0 {
+				continue
+			}
+			fenced++
+			if e.Generation < last {
+				t.Fatalf("after %s: session %s: event %d (%s) written under generation %d after generation %d: two writers",
+					after, sid, e.Seq, e.Type, e.Generation, last)
+			}
+			if last != 0 && e.Generation != last {
+				changes++
+			}
+			last = e.Generation
+		}
+		if changes > 0 {
+			gens++
+		}
+		events += len(evs)
+	}
+	c.mu.Lock()
+	c.events, c.fenced, c.gens = events, fenced, gens
+	c.mu.Unlock()
+}
+
+// retry sends a read again while the node answers 503 (a database that just came back, a pool
+// reconnecting), up to a minute.
+func (c *cluster) retry(p *nodeProc, method, path, body string) answer {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a := c.do(p, method, path, body)
+		if (a.status != 503 && a.status != 0) || time.Now().After(deadline) {
+			return a
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
