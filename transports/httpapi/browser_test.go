@@ -130,6 +130,7 @@ func toolResults(t *testing.T, tg *target, id string) []string {
 }
 
 func TestBrowserControlForwardsOnlyToTheOwner(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	idA := register(t, tg, testKey, `{"capabilities":["navigate","snapshot"]}`)
 	idB := register(t, tg, otherKey, `{"capabilities":["navigate","snapshot","click"]}`)
@@ -192,6 +193,7 @@ func TestBrowserControlForwardsOnlyToTheOwner(t *testing.T) {
 // A run (/v1/runs) is owned by the principal that admitted it: its turn's browser calls reach
 // that principal's controller, and another principal's controller sees nothing.
 func TestBrowserControlRunIsOwnedByItsPrincipal(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	idA := register(t, tg, testKey, `{"capabilities":["snapshot"]}`)
 	idB := register(t, tg, otherKey, `{"capabilities":["snapshot"]}`)
@@ -219,6 +221,7 @@ func TestBrowserControlRunIsOwnedByItsPrincipal(t *testing.T) {
 }
 
 func TestBrowserControlTurnWithoutAnOwnerIsRefused(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	id := register(t, tg, testKey, `{"capabilities":["snapshot"]}`)
 	a := connect(t, tg, testKey, id, func(map[string]any) map[string]any { return map[string]any{"ok": true, "content": "x"} })
@@ -245,6 +248,7 @@ func TestBrowserControlTurnWithoutAnOwnerIsRefused(t *testing.T) {
 }
 
 func TestBrowserControlTimeoutCancelsTheCommand(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, func(bc *httpapi.BrowserControl) { bc.Timeout = 300 * time.Millisecond })
 	id := register(t, tg, testKey, `{"capabilities":["screenshot"]}`)
 	a := connect(t, tg, testKey, id, func(map[string]any) map[string]any { return nil }) // never answers
@@ -272,6 +276,7 @@ func TestBrowserControlTimeoutCancelsTheCommand(t *testing.T) {
 }
 
 func TestBrowserControlReRegistrationReplaces(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	first := register(t, tg, testKey, `{"capabilities":["navigate"]}`)
 	old := connect(t, tg, testKey, first, nil)
@@ -292,6 +297,7 @@ func TestBrowserControlReRegistrationReplaces(t *testing.T) {
 }
 
 func TestBrowserControlBadInput(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	for _, c := range []struct{ body, code string }{
 		{`{`, "invalid_json"},
@@ -327,6 +333,7 @@ func TestBrowserControlBadInput(t *testing.T) {
 }
 
 func TestBrowserControlDisabled(t *testing.T) {
+	t.Parallel()
 	tg := newTarget(t, nil)
 	envelope(t, tg.do(t, "POST", "/v1/browser-control/register", `{"capabilities":["navigate"]}`, nil), 404, "browser_control_disabled")
 	envelope(t, tg.do(t, "GET", "/v1/browser-control/ws", "", nil), 404, "browser_control_disabled")

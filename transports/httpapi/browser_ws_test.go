@@ -13,6 +13,7 @@ import (
 // principal registered (a real second WebSocket); another principal's controller is never
 // used, and that principal's own /api/ws turn reaches only its own controller.
 func TestBrowserControlFromGatewayWebSocket(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	idA := register(t, tg, testKey, `{"capabilities":["navigate","snapshot"]}`)
 	idB := register(t, tg, otherKey, `{"capabilities":["snapshot"]}`)
@@ -83,6 +84,7 @@ func TestBrowserControlFromGatewayWebSocket(t *testing.T) {
 // A principal without a registered controller gets the browser tool's refusal on /api/ws,
 // even while another principal's controller is connected.
 func TestBrowserControlGatewayWithoutOwnController(t *testing.T) {
+	t.Parallel()
 	tg := browserTarget(t, nil)
 	idB := register(t, tg, otherKey, `{"capabilities":["snapshot"]}`)
 	b := connect(t, tg, otherKey, idB, func(map[string]any) map[string]any {
