@@ -96,6 +96,7 @@ type heldLease struct {
 	once   sync.Once
 	poke   chan struct{} // cap 1: the session may be idle, or the engine closes
 	paused atomic.Bool   // tests: a holder that hangs (no renewal, no inbox)
+	j      *journal      // the journal of the session object that acquired it
 
 	mu       sync.Mutex
 	lease    store.Lease
@@ -265,7 +266,10 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	h.deadline = sent.Add(ttl - ttl/10)
 	h.mu.Unlock()
 	s.held.Store(h)
-	// TODO(journal): the durable event log takes its fence here, j.own(ctx, st, gen), once it exists.
+	h.j = s.j
+	if err := s.j.own(ctx, st, l.Generation); err != nil { // this process numbers the session's events now
+		e.log.Warn("session lease: taking the event log over failed", "session_id", h.sid, "err", err)
+	}
 	if prev.Owner != "" && (prev.Owner != l.Owner || prev.Generation != l.Generation) {
 		h.takeover(ctx, s, prev, l)
 	}
@@ -429,8 +433,10 @@ func (h *heldLease) finish() {
 	h.active = false
 	lost, l, view := h.lost, h.lease, h.view
 	h.mu.Unlock()
+	if h.j != nil {
+		h.j.disown() // what it numbered is stored first; then it follows the log
+	}
 	if !lost {
-		// TODO(journal): the durable event log drops its fence here, j.disown(), once it exists.
 		ctx, cancel := context.WithTimeout(context.Background(), h.e.cfg.Leases.TTL)
 		if err := view.DeleteKV(ctx, markerPrefix+h.sid); err != nil && !errors.Is(err, store.ErrClosed) {
 			h.e.log.Warn("session lease: clearing the held marker failed", "session_id", h.sid, "err", err)
@@ -509,3 +515,6 @@ func (e *Engine) currentLease(ctx context.Context, sid string) (store.Lease, boo
 	}
 	return store.Lease{}, false
 }
+
+// Followers decode the takeover event's payload as what it is (eventlog.go).
+func init() { payloadTypes[EvTakeover] = decodeAs[Takeover] }

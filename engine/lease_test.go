@@ -177,14 +177,14 @@ func TestLeaseBusyAcrossEngines(t *testing.T) {
 				t.Fatalf("steered without a steer id: %+v", adm)
 			}
 			pa.gate(false)
-			// Let the first call answer (an interrupted one may not need it; a follow-up
-			// that was gated before the gate opened takes the second).
-			pa.release <- struct{}{}
-			pa.release <- struct{}{}
+			if mode != policy.Interrupt {
+				pa.release <- struct{}{} // the first call answers
+			}
 			out, err := sa.Wait(ctx, first.TurnID)
 			if err != nil {
 				t.Fatal(err)
 			}
+			pa.release <- struct{}{} // for a follow-up that was gated before the gate opened
 			switch mode {
 			case policy.Interrupt:
 				if out.Status != StatusCancelled {
@@ -291,7 +291,15 @@ func TestLeaseTakeover(t *testing.T) {
 			var mu sync.Mutex
 			var tookOver []Takeover
 			short := func(c *Config) { c.Leases.TTL = 300 * time.Millisecond }
-			ea := leaseEngine(t, st, pa, short)
+			leaseErrs := make(chan Event, 16) // the stale holder's error events (its journal may drop them with its log)
+			ea := leaseEngine(t, st, pa, func(c *Config) {
+				short(c)
+				c.OnEvent = func(ev Event) {
+					if info, ok := ev.Data.(ErrorInfo); ok && ev.Type == EvError && info.Code == "lease" {
+						leaseErrs <- ev
+					}
+				}
+			})
 			eb := leaseEngine(t, st, pb, func(c *Config) {
 				short(c)
 				c.OnTakeover = func(_ context.Context, tk Takeover) {
@@ -359,14 +367,12 @@ func TestLeaseTakeover(t *testing.T) {
 			if how == "fenced write" && !strings.Contains(outA.Error, store.ErrFenced.Error()) {
 				t.Fatalf("stale holder's error %q does not name the fence", outA.Error)
 			}
-			evs, _ := sa.EventsSince(0)
-			found := false
-			for _, ev := range evs {
-				if info, ok := ev.Data.(ErrorInfo); ok && ev.Type == EvError && ev.TurnID == first.TurnID && info.Code == "lease" {
-					found = true
+			select {
+			case ev := <-leaseErrs:
+				if ev.TurnID != first.TurnID {
+					t.Fatalf("lease error event of turn %s, want %s", ev.TurnID, first.TurnID)
 				}
-			}
-			if !found {
+			default:
 				t.Fatal("no lease error event for the stale holder's turn")
 			}
 			rows := contents(t, st, sa.ID())
