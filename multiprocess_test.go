@@ -483,3 +483,74 @@ func TestACPHeadlessOneHome(t *testing.T) {
 		}
 	}
 }
+
+// TestBusyInputAcrossProcesses: a turn runs in `hermes serve` (held at the model) when a
+// `hermes run` script, another process, prompts the same session. The busy-input policy of the
+// home (policy.js) answers it as it would in one process: queue, steer, interrupt or reject.
+func TestBusyInputAcrossProcesses(t *testing.T) {
+	for _, mode := range []string{"queue", "steer", "interrupt", "reject"} {
+		t.Run(mode, func(t *testing.T) {
+			home, cwd := t.TempDir(), t.TempDir()
+			t.Setenv(envStoreProcess, "on")
+			t.Setenv(envStoreIdle, "300ms")
+			t.Cleanup(func() { waitStoreProcessGone(t, home) })
+			if err := os.WriteFile(filepath.Join(home, "policy.js"), []byte(`export const busy_input = () => "`+mode+`";`+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			model := echoModel(t)
+			gate := openaitest.NewGate()
+			t.Cleanup(gate.Release)
+			model.Enqueue(openaitest.Response{Text: []string{"first ", "answer"}, FaultAt: 1, Gate: gate}) // held before any text
+			serve := serveHome(t, home, cwd, model.URL())
+			code, adm := serve.call(t, "POST", "/v1/runs", `{"input":"first","session_id":"busy"}`)
+			if code != 202 {
+				t.Fatalf("admission %d %v", code, adm)
+			}
+			select {
+			case <-gate.Reached():
+			case <-time.After(60 * time.Second):
+				t.Fatal("the first turn never reached the model")
+			}
+			env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k", "HERMES_POLICY="}
+			out, err := hermesRunScript(t, t.TempDir(), env, "second.js", `const hermes = require("hermes");
+const t = hermes.open("busy").prompt("second");
+print("status " + t.status);
+`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As in one process: an interrupt stops the running turn and queues the prompt as the
+			// next one.
+			want := map[string]string{"queue": "queued", "steer": "steered", "interrupt": "queued", "reject": "rejected"}[mode]
+			if !strings.Contains(out, "status "+want) {
+				t.Fatalf("a prompt from another process under %s: %s, want status %s", mode, out, want)
+			}
+			gate.Release()
+			ev := serve.terminalEvent(t, adm["run_id"].(string))
+			if wantEv := map[bool]string{true: "run.cancelled", false: "run.completed"}[mode == "interrupt"]; ev["event"] != wantEv {
+				t.Fatalf("the first run ended with %v, want %s", ev, wantEv)
+			}
+			wantRows := map[string]string{
+				"queue":     "user:first|assistant:first answer|user:second|assistant:echo second",
+				"steer":     "user:first|assistant:first answer",
+				"interrupt": "user:first|user:second|assistant:echo second",
+				"reject":    "user:first|assistant:first answer",
+			}[mode]
+			var rows string
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				_, m := serve.call(t, "GET", "/api/sessions/busy/messages", "")
+				var got []string
+				for _, r := range m["data"].([]any) {
+					r := r.(map[string]any)
+					got = append(got, fmt.Sprint(r["role"], ":", r["content"]))
+				}
+				if rows = strings.Join(got, "|"); rows == wantRows || time.Now().After(deadline) {
+					break
+				}
+			}
+			if rows != wantRows {
+				t.Fatalf("transcript %q, want %q", rows, wantRows)
+			}
+		})
+	}
+}
