@@ -315,6 +315,9 @@ func (l *Ledger) Admit(ctx context.Context, rec Record) (Admission, error) {
 		if err != nil {
 			return nil, false, err
 		}
+		if f.Queue, err = l.unsettled(ctx, f.Queue); err != nil {
+			return nil, false, err
+		}
 		f.Next++
 		pos, ahead = f.Next, len(f.Queue)
 		f.Queue = append(f.Queue, rec.RunID)
@@ -387,35 +390,41 @@ func (l *Ledger) Lookup(ctx context.Context, owner, keyHash, fingerprint string)
 	return e.RunID, false, nil
 }
 
-// Head returns the record at the head of a session's FIFO (ok false when it is empty). Settled
-// or missing heads (a settlement whose FIFO update did not land) are dropped on the way.
+// Head returns the record at the head of a session's FIFO: its first unsettled run (ok false
+// when there is none). A settlement does not rewrite the FIFO (one synced write less per run):
+// settled runs leave it at the next admission.
 func (l *Ledger) Head(ctx context.Context, sessionID string) (Record, bool, error) {
-	for {
-		b, err := l.st.GetKV(ctx, fifoPrefix+sessionID)
-		if errors.Is(err, store.ErrNotFound) {
-			return Record{}, false, nil
-		}
-		if err != nil {
-			return Record{}, false, err
-		}
-		f, err := decodeFIFO(b)
-		if err != nil {
-			return Record{}, false, err
-		}
-		if len(f.Queue) == 0 {
-			return Record{}, false, nil
-		}
-		rec, err := l.Get(ctx, f.Queue[0])
-		if err == nil && !rec.Settled() {
-			return rec, true, nil
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrInvalidRecord) {
-			return Record{}, false, err
-		}
-		if err := l.dequeue(ctx, sessionID, f.Queue[0]); err != nil {
-			return Record{}, false, err
-		}
+	q, err := l.Queue(ctx, sessionID)
+	if err != nil {
+		return Record{}, false, err
 	}
+	for _, id := range q {
+		rec, err := l.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidRecord) || (err == nil && rec.Settled()) {
+			continue
+		}
+		if err != nil {
+			return Record{}, false, err
+		}
+		return rec, true, nil
+	}
+	return Record{}, false, nil
+}
+
+// unsettled returns the ids of q whose runs are not settled (nor swept).
+func (l *Ledger) unsettled(ctx context.Context, q []string) ([]string, error) {
+	out := q[:0:0]
+	for _, id := range q {
+		rec, err := l.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidRecord) || (err == nil && rec.Settled()) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // Queue returns the ids of a session's unsettled runs in FIFO order.
@@ -429,23 +438,6 @@ func (l *Ledger) Queue(ctx context.Context, sessionID string) ([]string, error) 
 	}
 	f, err := decodeFIFO(b)
 	return f.Queue, err
-}
-
-// dequeue removes runID from its session's FIFO (an empty FIFO keeps its position counter).
-func (l *Ledger) dequeue(ctx context.Context, sessionID, runID string) error {
-	return casLoop(ctx, l.st, fifoPrefix+sessionID, func(cur []byte) ([]byte, bool, error) {
-		f, err := decodeFIFO(cur)
-		if err != nil || cur == nil {
-			return nil, true, err
-		}
-		i := indexOf(f.Queue, runID)
-		if i < 0 {
-			return nil, true, nil
-		}
-		f.Queue = append(f.Queue[:i:i], f.Queue[i+1:]...)
-		b, err := json.Marshal(f)
-		return b, false, err
-	})
 }
 
 func indexOf(s []string, v string) int {
@@ -465,11 +457,11 @@ func (l *Ledger) Claim(ctx context.Context, runID string) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	q, err := l.Queue(ctx, rec.SessionID)
+	head, ok, err := l.Head(ctx, rec.SessionID)
 	if err != nil {
 		return rec, err
 	}
-	if len(q) == 0 || q[0] != runID {
+	if !ok || head.RunID != runID {
 		return rec, ErrNotQueued
 	}
 	return l.Update(ctx, runID, func(rec *Record) error {
@@ -482,7 +474,7 @@ func (l *Ledger) Claim(ctx context.Context, runID string) (Record, error) {
 }
 
 // Settle writes the terminal status of a run this process runs (compare-and-set: a settled
-// run, or one running under another process, is refused), then takes it out of its FIFO. With
+// run, or one running under another process, is refused); the FIFO's head moves on. With
 // queuedOnly, only a run still queued is settled (stopped before it started).
 func (l *Ledger) Settle(ctx context.Context, runID, status string, res map[string]any, queuedOnly bool) (Record, error) {
 	rec, err := l.Update(ctx, runID, func(rec *Record) error {
@@ -497,10 +489,7 @@ func (l *Ledger) Settle(ctx context.Context, runID, status string, res map[strin
 		rec.Status, rec.Result, rec.SettledAt = status, res, time.Now().UTC()
 		return nil
 	})
-	if err != nil {
-		return rec, err
-	}
-	return rec, l.dequeue(ctx, rec.SessionID, runID)
+	return rec, err
 }
 
 // ResolveUnknown settles a restart-unknown run (running under a process that is gone) as
@@ -518,10 +507,7 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, runID, admissionID string, 
 		rec.Status, rec.Result, rec.SettledAt = Interrupted, res, time.Now().UTC()
 		return nil
 	})
-	if err != nil {
-		return rec, err
-	}
-	return rec, l.dequeue(ctx, rec.SessionID, runID)
+	return rec, err
 }
 
 // Unknown reports whether rec is restart-unknown: running under a process that is gone.

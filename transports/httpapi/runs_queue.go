@@ -480,9 +480,23 @@ func (s *Server) onLedger(changes []runs.Change) {
 			if !ok {
 				continue // nobody here asked about it; its session's worker will if it must
 			}
-			if rec, err := s.runs.ledger.Get(s.ctx, ch.RunID); err == nil {
-				s.refresh(r, rec)
+			r.mu.Lock()
+			mine := r.final || r.rec.Process == s.runs.ledger.Process() // its settlement or its execution is this process's
+			r.mu.Unlock()
+			if !mine {
+				if rec, err := s.runs.ledger.Get(s.ctx, ch.RunID); err == nil {
+					s.refresh(r, rec)
+				}
 			}
+			// A settlement moves the FIFO on without rewriting it: wake the session's worker.
+			s.runs.mu.Lock()
+			if w, ok := s.runs.workers[r.sessionID]; ok {
+				select {
+				case w <- struct{}{}:
+				default:
+				}
+			}
+			s.runs.mu.Unlock()
 		}
 	}
 }

@@ -55,6 +55,9 @@ func (h *host) start(t *testing.T) *life {
 		DefaultModel: "openai:fake-agent",
 		Tools:        tool.NewRegistry(builtin.Defaults(dangerCheck)...),
 		Cwd:          h.cwd,
+		// One engine at a time on the store, and a crash that cannot release what it holds:
+		// without leases the next life takes the session at once (with them, after their TTL).
+		Leases: engine.LeaseConfig{Off: true},
 	}
 	if h.eng != nil {
 		h.eng(&cfg)
