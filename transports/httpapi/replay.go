@@ -143,11 +143,12 @@ type attempt struct {
 
 	// The claim on the key while the request runs: cur is the stored claim (renewed by the
 	// beat goroutine), stop ends the renewals.
-	mu    sync.Mutex
-	cur   []byte
-	rec   replayRecord
-	stop  chan struct{}
-	beats sync.WaitGroup
+	mu      sync.Mutex
+	cur     []byte
+	rec     replayRecord
+	stop    chan struct{}
+	beats   sync.WaitGroup
+	settled bool
 }
 
 var (
@@ -252,8 +253,15 @@ func (a *attempt) beat() {
 	}
 }
 
-// settle stops the renewals and swaps the claim for next (nil removes it).
+// settle stops the renewals and swaps the claim for next (nil removes it), once.
 func (a *attempt) settle(next []byte) {
+	a.mu.Lock()
+	if a.settled {
+		a.mu.Unlock()
+		return
+	}
+	a.settled = true
+	a.mu.Unlock()
 	close(a.stop)
 	a.beats.Wait()
 	a.mu.Lock()
