@@ -139,9 +139,12 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64) error {
 	}
 }
 
-// disown stops writing the stored log (the lease is given back or lost): what is pending is
-// stored first (a fenced-off writer's events are refused by the store and forgotten here), and
-// from then on the journal follows the log.
+// disown gives the log's fence back (the lease is given back or lost): what is pending is
+// stored first, under the old fence (a fenced-off writer's events are refused by the store and
+// forgotten here, and it follows the log from then on). A journal that gave its lease back in
+// good order goes on numbering the events raised here between leases (background output, a
+// title), unfenced, as the last writer of the log: the next process that writes the log takes
+// it over, and this journal then follows it (refresh, or its next write refused).
 func (j *journal) disown() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -151,11 +154,11 @@ func (j *journal) disown() {
 	if !j.log.owner {
 		return
 	}
-	j.log.owner, j.log.fence = false, 0
+	j.log.fence = 0
 	if j.last > j.log.durable { // not stored in time: not in the log
+		j.log.owner = false
 		j.forgetLocked()
 	}
-	signal(j.log.urge)
 	j.startFollowLocked()
 }
 
