@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,35 @@ func leaseDefaults(c *LeaseConfig) {
 	}
 }
 
+// releaseDeadLocal gives back the session's lease when its holder was a process of this host
+// that no longer exists (killed, crashed): waiting out its TTL would only delay the restart
+// path, which the next acquirer runs because the holder left its held marker. The release is
+// refused by the store if the lease changed hands meanwhile. It reports whether it released.
+func (e *Engine) releaseDeadLocal(ctx context.Context, sid string) bool {
+	leases, err := e.cfg.Store.ListLeases(ctx)
+	if err != nil {
+		return false
+	}
+	host, _ := os.Hostname()
+	for _, l := range leases {
+		if l.SessionID != sid {
+			continue
+		}
+		h, rest, ok := strings.Cut(l.Owner, ":")
+		pid, _, _ := strings.Cut(rest, ":")
+		n, err := strconv.Atoi(pid)
+		if !ok || h != host || err != nil || n <= 0 || n == os.Getpid() || !pidGone(n) {
+			return false
+		}
+		if err := e.cfg.Store.ReleaseLease(ctx, l); err != nil {
+			return false
+		}
+		e.log.Warn("released the lease of a process of this host that no longer exists", "session_id", sid, "owner", l.Owner, "generation", l.Generation)
+		return true
+	}
+	return false
+}
+
 // LeaseOwner is the owner id this engine's leases carry.
 func (e *Engine) LeaseOwner() string { return e.cfg.Leases.Owner }
 
@@ -232,6 +262,9 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	ttl := e.cfg.Leases.TTL
 	sent := time.Now()
 	l, err := st.AcquireLease(ctx, h.sid, e.cfg.Leases.Owner, ttl)
+	if errors.Is(err, store.ErrLeaseHeld) && e.releaseDeadLocal(ctx, h.sid) {
+		l, err = st.AcquireLease(ctx, h.sid, e.cfg.Leases.Owner, ttl)
+	}
 	if errors.Is(err, store.ErrLeaseHeld) {
 		return &heldElsewhere{err: err}
 	}
