@@ -45,6 +45,17 @@ func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 		if !seesRun(c, r.owner) {
 			return nil, runNotFound(id)
 		}
+		// A mirror of a run another process executes follows it by change hints, which may
+		// still be on their way: answer from its record, so that a run another process
+		// reported settled is never read back as running here.
+		r.mu.Lock()
+		remote := !r.final && r.rec.Process != s.runs.ledger.Process()
+		r.mu.Unlock()
+		if remote {
+			if rec, err := s.runs.ledger.Get(c.Context(), id); err == nil {
+				s.refresh(r, rec)
+			}
+		}
 		return r, nil
 	}
 	if len(id) < 5 || id[:4] != "run_" || len(id) > maxHeaderID {
