@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/enginetest"
@@ -127,6 +128,23 @@ func TestWorkloadMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs = append(outs, out)
+	// A session gives its lease back once it is idle, just after its last turn ended: wait
+	// for that before the gauges are read.
+	ctx := enginetest.Context(t)
+	for {
+		ls, err := h.Store.ListLeases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("leases still held after the workload: %+v", ls)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 
 	after := scrape()
 	delta := func(name string, labels ...string) float64 {
