@@ -26,16 +26,6 @@ func TestEventsAcrossGatewayProcesses(t *testing.T) {
 	gate := openaitest.NewGate()
 	srv.Enqueue(openaitest.Response{Text: []string{"streamed ", "across ", "two ", "processes"}, FaultAt: 3, Gate: gate})
 	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=k"}
-	dial := func() *gwclient.Client {
-		cmd := hermesCmd(t, cwd, env, "gateway")
-		cmd.Stderr = os.Stderr
-		c, err := gwclient.Stdio(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	call := func(c *gwclient.Client, method string, params any) map[string]any {
@@ -46,7 +36,7 @@ func TestEventsAcrossGatewayProcesses(t *testing.T) {
 		}
 		return out
 	}
-	a, b := dial(), dial()
+	a, b := gatewayProcess(t, cwd, env), gatewayProcess(t, cwd, env)
 	created := call(a, "session.create", map[string]any{})
 	sid, stored := created["session_id"].(string), created["stored_session_id"].(string)
 	if r := call(a, "prompt.submit", map[string]any{"session_id": sid, "text": "hi"}); r["status"] != "streaming" {
@@ -145,4 +135,18 @@ func TestEventsAcrossGatewayProcesses(t *testing.T) {
 	if got := len(srv.Requests()); got != 1 {
 		t.Fatalf("model calls %d, want 1 (the turn runs in one process)", got)
 	}
+}
+
+// gatewayProcess starts `hermes gateway` over stdio with env and returns its client, closed
+// (and the process stopped) when the test ends.
+func gatewayProcess(t *testing.T, cwd string, env []string) *gwclient.Client {
+	t.Helper()
+	cmd := hermesCmd(t, cwd, env, "gateway")
+	cmd.Stderr = os.Stderr
+	c, err := gwclient.Stdio(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -29,16 +29,6 @@ func TestLeaseAcrossGatewayProcesses(t *testing.T) {
 			gate := openaitest.NewGate()
 			srv.Enqueue(openaitest.Response{Text: []string{"first ", "answer"}, FaultAt: 2, Gate: gate}, openaitest.Text("second answer"))
 			env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + srv.URL(), "OPENAI_API_KEY=k"}
-			dial := func() *gwclient.Client {
-				cmd := hermesCmd(t, cwd, env, "gateway")
-				cmd.Stderr = os.Stderr
-				c, err := gwclient.Stdio(cmd)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			call := func(c *gwclient.Client, method string, params any) map[string]any {
@@ -49,7 +39,7 @@ func TestLeaseAcrossGatewayProcesses(t *testing.T) {
 				}
 				return out
 			}
-			a, b := dial(), dial()
+			a, b := gatewayProcess(t, cwd, env), gatewayProcess(t, cwd, env)
 			created := call(a, "session.create", map[string]any{})
 			sid, stored := created["session_id"].(string), created["stored_session_id"].(string)
 			if r := call(a, "prompt.submit", map[string]any{"session_id": sid, "text": "first"}); r["status"] != "streaming" {
