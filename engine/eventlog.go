@@ -148,12 +148,22 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64) error {
 func (j *journal) disown() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	_ = j.flushWait(ctx)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if !j.log.owner {
-		return
+	for {
+		_ = j.flushWait(ctx)
+		j.mu.Lock()
+		if !j.log.owner {
+			j.mu.Unlock()
+			return
+		}
+		if ctx.Err() != nil || len(j.log.pending) == 0 && j.log.inflight == 0 {
+			break // held: nothing more is numbered under the fence
+		}
+		// Events raised since the flush settled (a turn's closing session.info races the
+		// release): store them under the fence too.
+		j.startFlushLocked()
+		j.mu.Unlock()
 	}
+	defer j.mu.Unlock()
 	j.log.fence = 0
 	if j.last > j.log.durable { // not stored in time: not in the log
 		j.log.owner = false

@@ -3,7 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/memstore"
 )
 
 func TestJournalLagCutsOffSlowSubscriber(t *testing.T) {
@@ -57,5 +62,56 @@ func TestJournalNextWaitsAndHonoursContext(t *testing.T) {
 	j.append(Event{Type: EvMessageDelta, Text: "hello"})
 	if ev := <-done; ev.Seq != 1 || ev.Text != "hello" || ev.SessionID != "s" || ev.Time.IsZero() {
 		t.Fatalf("event: %+v", ev)
+	}
+}
+
+// TestJournalDisownKeepsEventsRaisedMeanwhile: events appended while the owner gives its fence
+// back (a turn's closing session.info races the lease's release) are stored, not forgotten:
+// disown returns only once nothing it numbered under the fence is still pending, and events
+// after it go on being numbered and stored unfenced.
+func TestJournalDisownKeepsEventsRaisedMeanwhile(t *testing.T) {
+	t.Parallel()
+	for round := 0; round < 50; round++ {
+		st := memstore.New()
+		j := newStoredJournal("s", nil, st)
+		j.born()
+		ctx := context.Background()
+		if _, err := st.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := st.AcquireLease(ctx, "s", "me", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.own(ctx, st, l.Generation); err != nil {
+			t.Fatal(err)
+		}
+		sub := j.subscribe(0)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				j.append(Event{Type: EvMessageDelta, Text: "x"})
+			}
+		}()
+		j.disown()
+		wg.Wait()
+		if err := j.flushWait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := j.lastSeq(); got != 200 {
+			t.Fatalf("round %d: journal at %d after 200 appends", round, got)
+		}
+		if last, err := st.LastEventSeq(ctx, "s"); err != nil || last != 200 {
+			t.Fatalf("round %d: stored log at %d (%v), want 200", round, last, err)
+		}
+		for sub.Cursor() < 200 {
+			if _, err := sub.NextBatch(ctx, nil); err != nil {
+				t.Fatalf("round %d: subscriber at %d: %v", round, sub.Cursor(), err)
+			}
+		}
+		sub.Close()
+		j.close()
 	}
 }
