@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -71,6 +72,9 @@ type Store struct {
 	// skipped holds the keys of undecodable session records a listing has already logged, so
 	// a poll of the list does not log the same record every time.
 	skipped sync.Map
+	// listed is how many session records the last listing read: the next unfiltered one sizes
+	// its result with it instead of growing it record by record (a tenth of listing 10,000).
+	listed atomic.Int64
 
 	// Owned by the committer goroutine once Open returns.
 	nextRow      uint64                   // next row id
@@ -381,11 +385,17 @@ func (s *Store) GetSession(ctx context.Context, id string) (store.Session, error
 // ListSessions returns sessions newest first (by UpdatedAt, ties by id).
 func (s *Store) ListSessions(ctx context.Context, o store.ListOptions) ([]store.Session, error) {
 	var out []store.Session
+	if o.Source == "" && o.ParentID == "" {
+		out = make([]store.Session, 0, s.listed.Load())
+	}
 	err := s.view(ctx, func(txn *badger.Txn) error {
 		prefix := []byte(nsSession)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
+		records := int64(0)
+		defer func() { s.listed.Store(records) }()
 		for it.Rewind(); it.Valid(); it.Next() {
+			records++
 			item := it.Item()
 			var sess store.Session
 			err := item.Value(func(v []byte) error {

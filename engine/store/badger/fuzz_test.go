@@ -57,13 +57,15 @@ func FuzzDecodeRow(f *testing.F) {
 }
 
 // FuzzDecodeSession: arbitrary session bytes never panic, and an accepted record always carries
-// the id of the key it was read from.
+// the id of the key it was read from, decoded as encoding/json decodes it.
 func FuzzDecodeSession(f *testing.F) {
 	good, _ := encodeSession(store.Session{ID: "a", Title: "t", Meta: map[string]string{"k": "v"}, Version: 3})
 	f.Add("a", good)
 	f.Add("a", []byte(`{"id":"b"}`))
 	f.Add("x", []byte(`null`))
+	f.Add("s1", []byte(`{"id":"s1","created_at":"2025-03-01T10:00:00+02:00","usage":{"cost_usd":1e-3},"meta":{"a":"b"},"meta":{"c":"d"}}`))
 	f.Fuzz(func(t *testing.T, id string, val []byte) {
+		agree(t, val)
 		s, err := decodeSession(sessionKey(id), val)
 		if err == nil && s.ID != id {
 			t.Fatalf("session under key %q decoded with id %q", id, s.ID)

@@ -177,7 +177,7 @@ func encodeSession(s store.Session) ([]byte, error) {
 
 func decodeSession(key, val []byte) (store.Session, error) {
 	var s store.Session
-	if err := json.Unmarshal(val, &s); err != nil {
+	if err := unmarshalSession(val, &s); err != nil {
 		return store.Session{}, fmt.Errorf("%w: session %q: %v", store.ErrCorrupt, key, err)
 	}
 	if want := string(key[len(nsSession):]); s.ID != want {
