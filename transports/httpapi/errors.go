@@ -124,6 +124,16 @@ func storeUnavailable(err error) *apiError {
 		Type: "server_error", Code: "session_db_unavailable", RetryAfter: storeRetryAfter}
 }
 
+// storeOutage reports whether a turn failed because the store could not be reached (its
+// database restarting): what it wrote is kept, and the client may ask again after
+// Retry-After, so it is answered 503 like a request the store refused, never 502.
+func storeOutage(o engine.Outcome) bool {
+	return o.Status == engine.StatusFailed && o.ExitReason == exitStore && strings.Contains(o.Error, engine.ErrStoreUnavailable.Error())
+}
+
+// exitStore is the engine's exit reason of a turn a store write ended.
+const exitStore = "store_error"
+
 // writeError writes err as an OpenAI error response.
 func writeError(c *fiber.Ctx, err error) error {
 	e := classify(err)

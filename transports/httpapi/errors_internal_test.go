@@ -14,13 +14,25 @@ import (
 
 // A store that cannot be reached for now (its database restarting) is a 503 with Retry-After in
 // the OpenAI error form, wherever the error comes from: a handler's own store call (storeErr)
-// or an engine verb (classify).
+// or an engine verb (classify), or a turn whose writes it refused.
 func TestStoreUnavailableIs503(t *testing.T) {
 	down := fmt.Errorf("%w: dial tcp 127.0.0.1:5432: connect: connection refused", engine.ErrStoreUnavailable)
 	app := fiber.New()
 	app.Get("/engine", func(c *fiber.Ctx) error { return writeError(c, fmt.Errorf("append rows: %w", down)) })
 	app.Get("/handler", func(c *fiber.Ctx) error { return writeError(c, storeErr(down, "s1")) })
-	for _, path := range []string{"/engine", "/handler"} {
+	// A turn the outage ended (a write of the turn failed): the chat routes' 409 turn_failed
+	// and the session chat's 502 are for turns that failed on their own.
+	outage := engine.Outcome{Status: engine.StatusFailed, ExitReason: "store_error", Error: "save usage: " + down.Error()}
+	app.Get("/turn", func(c *fiber.Ctx) error { return writeError(c, turnError(outage)) })
+	app.Get("/outcome", func(c *fiber.Ctx) error { return writeError(c, outcomeError(outage)) })
+	if failedTurn(outage) {
+		t.Fatal("a turn a store outage ended is remembered as failed (replayed instead of run again)")
+	}
+	other := engine.Outcome{Status: engine.StatusFailed, ExitReason: "store_error", Error: "append rows: invalid record"}
+	if e := turnError(other); e.Status != 409 || !failedTurn(other) {
+		t.Fatalf("a turn another store error ended: %d %+v", e.Status, e)
+	}
+	for _, path := range []string{"/engine", "/handler", "/turn", "/outcome"} {
 		res, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
 		if err != nil {
 			t.Fatal(err)

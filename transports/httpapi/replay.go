@@ -303,6 +303,8 @@ func (a *attempt) finish(ans answer) {
 		return
 	}
 	switch {
+	case a.key != "" && storeOutage(ans.out):
+		a.settle(nil) // answered 503: a retry with the key runs again
 	case a.key != "":
 		a.settle(b)
 	case failedTurn(ans.out):
@@ -396,8 +398,9 @@ func (s *Server) outcomeOf(run *turnRun) engine.Outcome {
 	return out
 }
 
-// failedTurn reports whether o is a turn that failed (not one that was interrupted): the turn
-// answered 409 turn_failed and replayed for replayWindow.
+// failedTurn reports whether o is a turn that failed (not one that was interrupted, nor one a
+// store outage ended: that is a 503 to retry): the turn answered 409 turn_failed and replayed
+// for replayWindow.
 func failedTurn(o engine.Outcome) bool {
-	return o.Status == engine.StatusFailed && !o.Interrupted
+	return o.Status == engine.StatusFailed && !o.Interrupted && !storeOutage(o)
 }

@@ -182,6 +182,9 @@ func outcomeError(o engine.Outcome) *apiError {
 	if msg == "" {
 		msg = "the agent did not complete the turn (" + o.ExitReason + ")"
 	}
+	if storeOutage(o) {
+		return storeUnavailable(errors.New(msg))
+	}
 	return &apiError{Status: 502, Message: msg, Type: "server_error", Code: code, NoRetry: true}
 }
 
