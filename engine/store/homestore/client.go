@@ -319,7 +319,7 @@ func (c *Client) read(cc *clientConn) {
 		if resp.Bin {
 			body, err := readFrame(r, nil)
 			if err == nil {
-				resp.Sessions, err = decodeSessions(body)
+				resp.Sessions, err = decodeSessions(body, resp.Wide)
 			}
 			if err != nil {
 				c.log.Error("undecodable session listing from the store process", "err", err)
@@ -533,7 +533,7 @@ func (c *Client) UpdateSession(ctx context.Context, id string, expectVersion uin
 }
 
 func (c *Client) ListSessions(ctx context.Context, o store.ListOptions) ([]store.Session, error) {
-	resp, err := c.do(ctx, &request{Op: opList, List: &o}, true)
+	resp, err := c.do(ctx, &request{Op: opList, List: &o, Wide: true}, true)
 	if err != nil {
 		return nil, err
 	}

@@ -191,3 +191,26 @@ func TestStoppedAfterSocketRemoved(t *testing.T) {
 		t.Fatal("Serve did not return")
 	}
 }
+
+// TestListCarriesUsage: a listing over the store process carries every usage field, cost and
+// cache writes included, as the session record does.
+func TestListCarriesUsage(t *testing.T) {
+	ctx := context.Background()
+	home := shortHome(t)
+	inProcess(t, home)
+	c := dial(t, home)
+	if _, err := c.CreateSession(ctx, store.Session{ID: "u1", Source: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	want := store.Usage{InputTokens: 3, OutputTokens: 2, CachedTokens: 1, CacheWriteTokens: 7, ReasoningTokens: 4, APICalls: 1, ToolCalls: 5, CostUSD: 0.0125}
+	if _, err := c.UpdateSession(ctx, "u1", 0, func(s *store.Session) error { s.Usage = want; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.ListSessions(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Usage != want {
+		t.Fatalf("listed %+v, want one session with usage %+v", list, want)
+	}
+}

@@ -430,7 +430,7 @@ func (c *conn) serve(ctx context.Context) {
 func (c *conn) send(resp *response) {
 	var bin []byte
 	if len(resp.Sessions) > 0 {
-		bin = encodeSessions(make([]byte, 4, 64+100*len(resp.Sessions)), resp.Sessions)
+		bin = encodeSessions(make([]byte, 4, 64+100*len(resp.Sessions)), resp.Sessions, resp.Wide)
 		resp.Sessions, resp.Bin = nil, true
 	}
 	c.wmu.Lock()
@@ -495,6 +495,7 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 			o = *req.List
 		}
 		resp.Sessions, err = st.ListSessions(ctx, o)
+		resp.Wide = req.Wide
 	case opAppend:
 		resp.Rows, err = st.AppendRows(ctx, req.Session, store.Fence{Generation: req.Gen}, req.Rows)
 	case opRows:

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/store"
@@ -17,6 +18,12 @@ import (
 var sessionFields = []string{
 	"ID", "Title", "Source", "Model", "Cwd", "ParentID", "ParentKind", "ForkRowID", "CreatedAt",
 	"UpdatedAt", "EndedAt", "EndReason", "Usage", "RowCount", "Rewinds", "Meta", "Principal", "Version",
+}
+
+// usageFields pins the fields of store.Usage, in order: the narrow form carries all but
+// CacheWriteTokens and CostUSD, the wide form all of them.
+var usageFields = []string{
+	"InputTokens", "OutputTokens", "CachedTokens", "CacheWriteTokens", "ReasoningTokens", "APICalls", "ToolCalls", "CostUSD",
 }
 
 var errShortSessions = errors.New("session listing frame ends early")
@@ -35,8 +42,10 @@ func appendTime(b []byte, t time.Time) []byte {
 	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
 
-// encodeSessions appends the binary form of ss to b.
-func encodeSessions(b []byte, ss []store.Session) []byte {
+// encodeSessions appends the binary form of ss to b. The wide form adds the usage fields the
+// first form lacked (cache writes and cost) after each session's other fields; the narrow one is
+// what a client of an earlier build reads.
+func encodeSessions(b []byte, ss []store.Session, wide bool) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ss)))
 	for i := range ss {
 		s := &ss[i]
@@ -55,6 +64,10 @@ func encodeSessions(b []byte, ss []store.Session) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s.Meta)))
 		for k, v := range s.Meta {
 			b = appendString(appendString(b, k), v)
+		}
+		if wide {
+			b = binary.AppendVarint(b, s.Usage.CacheWriteTokens)
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(s.Usage.CostUSD))
 		}
 	}
 	return b
@@ -122,8 +135,8 @@ func (r *sessionReader) fail() {
 	r.b = nil
 }
 
-// decodeSessions reads what encodeSessions wrote.
-func decodeSessions(b []byte) ([]store.Session, error) {
+// decodeSessions reads what encodeSessions wrote, in the form wide says.
+func decodeSessions(b []byte, wide bool) ([]store.Session, error) {
 	r := &sessionReader{b: b}
 	n := r.uvarint()
 	if r.err != nil {
@@ -155,6 +168,15 @@ func decodeSessions(b []byte) ([]store.Session, error) {
 			}
 		} else if m > 0 {
 			r.fail()
+		}
+		if wide {
+			s.Usage.CacheWriteTokens = r.varint()
+			if len(r.b) < 8 {
+				r.fail()
+			} else {
+				s.Usage.CostUSD = math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+				r.b = r.b[8:]
+			}
 		}
 		if r.err != nil {
 			return nil, r.err

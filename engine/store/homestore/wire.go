@@ -79,6 +79,7 @@ type request struct {
 	Rows    []store.Row         `json:"rows,omitempty"`
 	Query   *store.RowQuery     `json:"q,omitempty"`
 	List    *store.ListOptions  `json:"list,omitempty"`
+	Wide    bool                `json:"wide,omitempty"` // list: answer in the wide listing form
 	Lease   *store.Lease        `json:"lease,omitempty"`
 	Watch   *store.Interest     `json:"watch,omitempty"`
 	Client  *ClientInfo         `json:"client,omitempty"` // hello
@@ -108,6 +109,9 @@ type response struct {
 	Problems []store.Problem     `json:"problems,omitempty"`
 	// Bin: Sessions follow in the next frame, in the binary form of sessions_codec.go.
 	Bin bool `json:"bin,omitempty"`
+	// Wide: that form carries every usage field (the request asked for it with Wide); a
+	// store process of an earlier build sends the narrow form, without cache writes and cost.
+	Wide bool `json:"wide,omitempty"`
 }
 
 // ClientInfo is what a client tells the store process about itself (shown by `hermes doctor`).

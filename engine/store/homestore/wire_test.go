@@ -155,36 +155,50 @@ func TestSessionCodec(t *testing.T) {
 	if !slices.Equal(names, known) {
 		t.Fatalf("store.Session fields %v, the listing codec carries %v: update sessions_codec.go", names, known)
 	}
+	names = nil
+	ut := reflect.TypeFor[store.Usage]()
+	for i := range ut.NumField() {
+		names = append(names, ut.Field(i).Name)
+	}
+	if !slices.Equal(names, usageFields) {
+		t.Fatalf("store.Usage fields %v, the wide listing codec carries %v: update sessions_codec.go", names, usageFields)
+	}
 	in := []store.Session{
 		{ID: "a", Title: "t\x00<&>", Source: "cli", Model: "m", Cwd: "/w", ParentID: "p", ParentKind: "branch", ForkRowID: 9,
 			CreatedAt: time.Date(1, 1, 1, 0, 0, 1, 5, time.UTC), UpdatedAt: time.Now().UTC(), EndedAt: time.Date(2300, 1, 1, 0, 0, 0, 999, time.UTC),
-			EndReason: "done", Usage: store.Usage{InputTokens: 1, OutputTokens: -2, CachedTokens: 3, ReasoningTokens: 4, APICalls: 5, ToolCalls: 6},
+			EndReason: "done", Usage: store.Usage{InputTokens: 1, OutputTokens: -2, CachedTokens: 3, CacheWriteTokens: 10, ReasoningTokens: 4, APICalls: 5, ToolCalls: 6, CostUSD: 0.0125},
 			RowCount: 7, Rewinds: 8, Meta: map[string]string{"k": "v", "": ""}, Principal: "key", Version: 1 << 60},
 		{ID: "b"},
 	}
-	out, err := decodeSessions(encodeSessions(nil, in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(in, out) {
-		t.Fatalf("round trip:\n%+v\n%+v", in, out)
-	}
-	enc := encodeSessions(nil, in)
-	for n := range len(enc) {
-		if _, err := decodeSessions(enc[:n]); err == nil {
-			t.Fatalf("listing cut at %d of %d bytes decoded", n, len(enc))
+	for _, wide := range []bool{true, false} {
+		out, err := decodeSessions(encodeSessions(nil, in, wide), wide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Clone(in)
+		if !wide { // the form of an earlier build's store process: no cache writes, no cost
+			want[0].Usage.CacheWriteTokens, want[0].Usage.CostUSD = 0, 0
+		}
+		if !reflect.DeepEqual(want, out) {
+			t.Fatalf("round trip (wide %v):\n%+v\n%+v", wide, want, out)
+		}
+		enc := encodeSessions(nil, in, wide)
+		for n := range len(enc) {
+			if _, err := decodeSessions(enc[:n], wide); err == nil {
+				t.Fatalf("listing cut at %d of %d bytes decoded (wide %v)", n, len(enc), wide)
+			}
 		}
 	}
 }
 
 func FuzzSessionCodec(f *testing.F) {
-	f.Add(encodeSessions(nil, []store.Session{{ID: "a", Meta: map[string]string{"k": "v"}, UpdatedAt: time.Now()}}))
+	f.Add(encodeSessions(nil, []store.Session{{ID: "a", Meta: map[string]string{"k": "v"}, UpdatedAt: time.Now()}}, true))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ss, err := decodeSessions(data)
+		ss, err := decodeSessions(data, true)
 		if err != nil {
 			return
 		}
-		again, err := decodeSessions(encodeSessions(nil, ss))
+		again, err := decodeSessions(encodeSessions(nil, ss, true), true)
 		if err != nil || len(again) != len(ss) {
 			t.Fatalf("re-encoding a decoded listing: %d sessions, %v", len(again), err)
 		}
