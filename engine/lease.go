@@ -133,28 +133,22 @@ func leaseDefaults(c *LeaseConfig) {
 // path, which the next acquirer runs because the holder left its held marker. The release is
 // refused by the store if the lease changed hands meanwhile. It reports whether it released.
 func (e *Engine) releaseDeadLocal(ctx context.Context, sid string) bool {
-	leases, err := e.cfg.Store.ListLeases(ctx)
+	l, err := e.cfg.Store.GetLease(ctx, sid)
 	if err != nil {
 		return false
 	}
 	host, _ := os.Hostname()
-	for _, l := range leases {
-		if l.SessionID != sid {
-			continue
-		}
-		h, rest, ok := strings.Cut(l.Owner, ":")
-		pid, _, _ := strings.Cut(rest, ":")
-		n, err := strconv.Atoi(pid)
-		if !ok || h != host || err != nil || n <= 0 || n == os.Getpid() || !pidGone(n) {
-			return false
-		}
-		if err := e.cfg.Store.ReleaseLease(ctx, l); err != nil {
-			return false
-		}
-		e.log.Warn("released the lease of a process of this host that no longer exists", "session_id", sid, "owner", l.Owner, "generation", l.Generation)
-		return true
+	h, rest, ok := strings.Cut(l.Owner, ":")
+	pid, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(pid)
+	if !ok || h != host || err != nil || n <= 0 || n == os.Getpid() || !pidGone(n) {
+		return false
 	}
-	return false
+	if err := e.cfg.Store.ReleaseLease(ctx, l); err != nil {
+		return false
+	}
+	e.log.Warn("released the lease of a process of this host that no longer exists", "session_id", sid, "owner", l.Owner, "generation", l.Generation)
+	return true
 }
 
 // LeaseOwner is the owner id this engine's leases carry.
@@ -537,16 +531,8 @@ func (s *Session) remoteOwner(ctx context.Context) bool {
 
 // currentLease looks up the live lease of a session.
 func (e *Engine) currentLease(ctx context.Context, sid string) (store.Lease, bool) {
-	ls, err := e.cfg.Store.ListLeases(ctx)
-	if err != nil {
-		return store.Lease{}, false
-	}
-	for _, l := range ls {
-		if l.SessionID == sid {
-			return l, true
-		}
-	}
-	return store.Lease{}, false
+	l, err := e.cfg.Store.GetLease(ctx, sid)
+	return l, err == nil
 }
 
 // Followers decode the takeover event's payload as what it is (eventlog.go).

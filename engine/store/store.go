@@ -227,6 +227,10 @@ type Store interface {
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// ReleaseLease gives up a lease; ErrFenced when it has passed to a newer generation.
 	ReleaseLease(ctx context.Context, l Lease) error
+	// GetLease returns the session's lease held now: ErrNotFound when nobody holds it (never
+	// leased, released or expired) or the session does not exist. It is the read a process
+	// makes to learn one session's holder; ListLeases is for listings (doctor, metrics).
+	GetLease(ctx context.Context, sessionID string) (Lease, error)
 	// ListLeases returns the leases held now (not released, not expired), by session id.
 	ListLeases(ctx context.Context) ([]Lease, error)
 

@@ -21,6 +21,7 @@ var storeOps = []string{
 	"acquire_lease",
 	"renew_lease",
 	"release_lease",
+	"get_lease",
 	"list_leases",
 	"watch",
 	"put_kv",
@@ -131,6 +132,13 @@ func (t *timedStore) ReleaseLease(ctx context.Context, l store.Lease) error {
 	err := t.st.ReleaseLease(ctx, l)
 	t.done("release_lease", start, err)
 	return err
+}
+
+func (t *timedStore) GetLease(ctx context.Context, sessionID string) (store.Lease, error) {
+	start := time.Now()
+	out, err := t.st.GetLease(ctx, sessionID)
+	t.done("get_lease", start, err)
+	return out, err
 }
 
 func (t *timedStore) ListLeases(ctx context.Context) ([]store.Lease, error) {

@@ -445,6 +445,23 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 	return out, nil
 }
 
+// GetLease returns the session's live lease (held and not expired); see store.Store.
+func (s *Store) GetLease(ctx context.Context, sessionID string) (store.Lease, error) {
+	var l leaseRecord
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		var err error
+		l, err = getLease(txn, sessionID)
+		return err
+	})
+	if err != nil {
+		return store.Lease{}, err
+	}
+	if l.Owner == "" || !time.Now().Before(l.Expires) {
+		return store.Lease{}, fmt.Errorf("lease of session %q: %w", sessionID, store.ErrNotFound)
+	}
+	return store.Lease{SessionID: sessionID, Owner: l.Owner, Generation: l.Generation, Expires: l.Expires}, nil
+}
+
 // ListLeases returns the live leases (held and not expired), by session id.
 func (s *Store) ListLeases(ctx context.Context) ([]store.Lease, error) {
 	var out []store.Lease

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -594,6 +595,30 @@ func (c *Client) RenewLease(ctx context.Context, l store.Lease, ttl time.Duratio
 func (c *Client) ReleaseLease(ctx context.Context, l store.Lease) error {
 	_, err := c.do(ctx, &request{Op: opRelease, Lease: &l}, false)
 	return err
+}
+
+func (c *Client) GetLease(ctx context.Context, sessionID string) (store.Lease, error) {
+	resp, err := c.do(ctx, &request{Op: opGetLease, Session: sessionID}, true)
+	if errors.Is(err, store.ErrInvalidRecord) && strings.Contains(err.Error(), "unknown operation") {
+		// A store process of an earlier build (it exits once idle): look the lease up in the list.
+		ls, err := c.ListLeases(ctx)
+		if err != nil {
+			return store.Lease{}, err
+		}
+		for _, l := range ls {
+			if l.SessionID == sessionID {
+				return l, nil
+			}
+		}
+		return store.Lease{}, fmt.Errorf("lease of session %q: %w", sessionID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Lease{}, err
+	}
+	if resp.Lease == nil {
+		return store.Lease{}, fmt.Errorf("%w: lease of session %q: the store process sent no lease", store.ErrInvalidRecord, sessionID)
+	}
+	return *resp.Lease, nil
 }
 
 func (c *Client) ListLeases(ctx context.Context) ([]store.Lease, error) {

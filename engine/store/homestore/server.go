@@ -526,6 +526,11 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 		var l store.Lease
 		l, err = st.RenewLease(ctx, *req.Lease, req.TTL)
 		resp.Lease = &l
+	case opGetLease:
+		var l store.Lease
+		if l, err = st.GetLease(ctx, req.Session); err == nil {
+			resp.Lease = &l
+		}
 	case opLeases:
 		resp.Leases, err = st.ListLeases(ctx)
 	case opPutKV:

@@ -37,6 +37,7 @@ const (
 	opRenew      = "renew"
 	opRelease    = "release"
 	opLeases     = "leases"
+	opGetLease   = "getlease"
 	opPutKV      = "put"
 	opGetKV      = "getkv"
 	opListKV     = "listkv"

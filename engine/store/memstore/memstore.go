@@ -584,6 +584,20 @@ func leaseLost(l store.Lease, owner string, gen uint64, expires, t time.Time) er
 	return nil
 }
 
+// GetLease returns the session's live lease; see store.Store.
+func (s *Store) GetLease(ctx context.Context, sessionID string) (store.Lease, error) {
+	if err := s.lock(ctx); err != nil {
+		return store.Lease{}, err
+	}
+	defer s.mu.Unlock()
+	if ss, ok := s.sessions[sessionID]; ok {
+		if l := ss.lease; l.owner != "" && now().Before(l.expires) {
+			return store.Lease{SessionID: sessionID, Owner: l.owner, Generation: l.generation, Expires: l.expires}, nil
+		}
+	}
+	return store.Lease{}, fmt.Errorf("lease of session %q: %w", sessionID, store.ErrNotFound)
+}
+
 // ListLeases returns the live leases by session id.
 func (s *Store) ListLeases(ctx context.Context) ([]store.Lease, error) {
 	if err := s.lock(ctx); err != nil {

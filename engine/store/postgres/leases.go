@@ -136,6 +136,27 @@ func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
 	return nil
 }
 
+// GetLease returns the session's lease held now (by the database's clock).
+func (s *Store) GetLease(ctx context.Context, sessionID string) (store.Lease, error) {
+	done, err := s.enter(ctx)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	defer done()
+	l := store.Lease{SessionID: sessionID}
+	var gen int64
+	err = s.pool.QueryRow(ctx, `SELECT owner, generation, expires_at FROM leases
+		WHERE session_id = $1 AND owner <> '' AND expires_at > clock_timestamp()`, sessionID).Scan(&l.Owner, &gen, &l.Expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Lease{}, fmt.Errorf("lease of session %q: %w", sessionID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Lease{}, mapErr(err)
+	}
+	l.Generation, l.Expires = uint64(gen), l.Expires.UTC()
+	return l, nil
+}
+
 // ListLeases returns the leases held now (by the database's clock), by session id.
 func (s *Store) ListLeases(ctx context.Context) ([]store.Lease, error) {
 	done, err := s.enter(ctx)

@@ -45,6 +45,7 @@ func Run(t *testing.T, h Harness) {
 		{"Leases", testLeases},
 		{"Fencing", testFencing},
 		{"LeaseRenew", testLeaseRenew},
+		{"GetLease", testGetLease},
 		{"LeaseRace", testLeaseRace},
 		{"FencedWrites", testFencedWrites},
 		{"Watch", testWatch},
@@ -1450,6 +1451,65 @@ func testLeaseRenew(t *testing.T, h Harness) {
 	_, err = s.RenewLease(ctx, store.Lease{SessionID: "missing", Owner: "x", Generation: 1}, time.Hour)
 	if err == nil {
 		t.Fatal("renewing a lease of a missing session succeeded")
+	}
+}
+
+// testGetLease: GetLease answers the one session's live lease, and ErrNotFound whenever
+// nobody holds it (never leased, released, expired, no such session).
+func testGetLease(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	create(t, s, store.Session{ID: "b"})
+	_, err := s.GetLease(ctx, "a")
+	wantErr(t, "lease never taken", err, store.ErrNotFound)
+	_, err = s.GetLease(ctx, "missing")
+	wantErr(t, "lease of a missing session", err, store.ErrNotFound)
+
+	la, err := s.AcquireLease(ctx, "a", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := s.AcquireLease(ctx, "b", "node-2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []store.Lease{la, lb} {
+		got, err := s.GetLease(ctx, want.SessionID)
+		if err != nil || got.SessionID != want.SessionID || got.Owner != want.Owner || got.Generation != want.Generation || !got.Expires.Equal(want.Expires) {
+			t.Fatalf("GetLease(%q) = %+v, %v; want %+v", want.SessionID, got, err, want)
+		}
+	}
+	// A renewal shows its new expiry.
+	r, err := s.RenewLease(ctx, la, 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetLease(ctx, "a"); err != nil || !got.Expires.Equal(r.Expires) || got.Generation != la.Generation {
+		t.Fatalf("GetLease after renewal = %+v, %v; want %+v", got, err, r)
+	}
+	// Released: nobody holds it, though the generation is remembered.
+	if err := s.ReleaseLease(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetLease(ctx, "a")
+	wantErr(t, "released lease", err, store.ErrNotFound)
+	if got, err := s.GetLease(ctx, "b"); err != nil || got.Owner != "node-2" {
+		t.Fatalf("GetLease(b) after releasing a = %+v, %v; want node-2's", got, err)
+	}
+	// Expired: nobody holds it either; the next holder shows with its newer generation.
+	short, err := s.AcquireLease(ctx, "a", "node-3", time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPast(short.Expires)
+	_, err = s.GetLease(ctx, "a")
+	wantErr(t, "expired lease", err, store.ErrNotFound)
+	l4, err := s.AcquireLease(ctx, "a", "node-4", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetLease(ctx, "a"); err != nil || got.Owner != "node-4" || got.Generation != l4.Generation || got.Generation <= short.Generation {
+		t.Fatalf("GetLease after takeover = %+v, %v; want node-4's generation %d", got, err, l4.Generation)
 	}
 }
 
