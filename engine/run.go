@@ -17,7 +17,8 @@ var ErrQueueDropped = errors.New("the queued prompt was dropped before it ran")
 // the turn the prompt started or, when the busy policy queued it, of the turn the queue starts
 // with it, and ends with that turn's message.complete (its Outcome) as the last event. A
 // steered, rejected or command admission has no turn of its own: its Follow is already at its
-// end. An error is one Submit would return; nothing was admitted.
+// end. A turn started by another process (the session's lease holder) is read from the events
+// it stores. An error is one Submit would return; nothing was admitted.
 //
 // The subscription is taken before the prompt is submitted, so no event of the turn is missed
 // or repeated. A handle the engine released while idle is made live again first.
@@ -39,6 +40,10 @@ func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error)
 		f.t, f.live = tk.t, !p.InLine
 	case tk.q != nil:
 		f.q = tk.q
+	case adm.Status == AdmitStarted && adm.TurnID != "":
+		// Started by the process holding the session's lease: its events reach this journal
+		// from the store.
+		f.remote = adm.TurnID
 	default:
 		f.end(io.EOF)
 	}
@@ -60,16 +65,17 @@ func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error)
 // A Follow is owned by one goroutine. Close detaches it; it does not stop the turn (Interrupt
 // does). While it is attached the engine does not release the session.
 type Follow struct {
-	s     *Session
-	sub   *Subscription
-	t     *turnState    // the turn followed; nil while a queued prompt waits for its turn
-	q     *queuedPrompt // the queue slot of a queued admission
-	chain bool          // Prompt.FollowQueue
-	live  bool          // the followed turn has started: turn-less events are passed on
-	buf   []Event
-	i     int
-	out   *Outcome // the last outcome read
-	err   error    // once set, what Next returns (io.EOF after the outcome)
+	s      *Session
+	sub    *Subscription
+	t      *turnState    // the turn followed; nil while a queued prompt waits for its turn
+	q      *queuedPrompt // the queue slot of a queued admission
+	remote string        // the turn another process started for the prompt (its lease holder)
+	chain  bool          // Prompt.FollowQueue
+	live   bool          // the followed turn has started: turn-less events are passed on
+	buf    []Event
+	i      int
+	out    *Outcome // the last outcome read
+	err    error    // once set, what Next returns (io.EOF after the outcome)
 }
 
 // Next returns the next event, waiting for it. It returns io.EOF after the outcome,
@@ -255,6 +261,9 @@ func (f *Follow) failed(ctx context.Context, err error) error {
 
 // accept decides whether ev is passed on and advances the Follow's state.
 func (f *Follow) accept(ev Event) (Event, bool) {
+	if f.remote != "" {
+		return f.acceptRemote(ev)
+	}
 	if f.t == nil {
 		f.s.mu.Lock()
 		t, dropped := f.q.turn, f.q.turn == nil && f.s.queued != f.q
@@ -286,6 +295,29 @@ func (f *Follow) accept(ev Event) (Event, bool) {
 		return Event{}, false
 	}
 	return ev, ev.TurnID == "" || ev.Type == EvRequestOpen
+}
+
+// acceptRemote is accept for a turn another process runs: it ends at the turn's
+// message.complete or, when that process went away before it (another took the session over),
+// with a failed outcome.
+func (f *Follow) acceptRemote(ev Event) (Event, bool) {
+	switch {
+	case ev.TurnID == f.remote:
+		f.live = true
+		if ev.Type == EvMessageComplete {
+			out, _ := ev.Data.(Outcome)
+			f.out = &out
+			f.end(io.EOF)
+		}
+		return ev, true
+	case ev.Type == EvTakeover:
+		out := Outcome{TurnID: f.remote, Status: StatusFailed, ExitReason: OutcomeRestartUnknown,
+			Error: "the process running the turn stopped before it ended"}
+		f.out = &out
+		f.end(io.EOF)
+		return Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.remote, Data: out}, true
+	}
+	return ev, f.live && (ev.TurnID == "" || ev.Type == EvRequestOpen)
 }
 
 // finished handles the followed turn's message.complete: the end, or with FollowQueue after a

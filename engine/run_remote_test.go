@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine/store/memstore"
+)
+
+// TestRunFollowsTurnOfLeaseHolder: a prompt sent through an engine while another engine holds
+// the session's lease (idle, not yet given back) starts its turn in the holder; the sender's
+// Follow reads that turn's events to its outcome instead of ending at once.
+func TestRunFollowsTurnOfLeaseHolder(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb := newGated(), newGated()
+	ea, eb := leaseEngine(t, st, pa, nil), leaseEngine(t, st, pb, nil)
+	ctx := waitCtx(t)
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sa.hold(ctx) // the holder keeps the lease while idle
+	if err != nil || h == nil {
+		t.Fatalf("hold: %v %v", h, err)
+	}
+	defer h.unpin()
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, f, err := sb.Run(ctx, Prompt{Text: "through b"})
+	if err != nil || adm.Status != AdmitStarted {
+		t.Fatalf("run through the other engine: %+v %v", adm, err)
+	}
+	defer f.Close()
+	sawOwn := false
+	for {
+		ev, err := f.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+		if ev.TurnID == adm.TurnID && ev.Type != EvMessageComplete {
+			sawOwn = true
+		}
+	}
+	out, ok := f.Outcome()
+	if !ok || out.TurnID != adm.TurnID || out.Status != StatusCompleted || out.Text != "answer to through b" || !sawOwn {
+		t.Fatalf("outcome %+v %v (events of the turn seen: %v)", out, ok, sawOwn)
+	}
+	if pa.Calls() != 1 || pb.Calls() != 0 {
+		t.Fatalf("model calls: holder %d, sender %d; the holder runs the turn", pa.Calls(), pb.Calls())
+	}
+}
