@@ -169,6 +169,7 @@ func TestStoreErrorsActionable(t *testing.T) {
 		// The store process's log cannot be opened, so it cannot be started (a read-only home
 		// fails the same way for a user other than root).
 		home := t.TempDir()
+		t.Cleanup(func() { waitStoreProcessGone(t, home) }) // a store process that failed may still be exiting
 		if err := os.Mkdir(homestore.LogPath(home), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +190,7 @@ func TestStoreErrorsActionable(t *testing.T) {
 		// Something that is not a socket, and that the store process cannot remove, holds the
 		// socket's path.
 		home := t.TempDir()
+		t.Cleanup(func() { waitStoreProcessGone(t, home) }) // a store process that failed may still be exiting
 		if err := os.MkdirAll(filepath.Join(homestore.SocketPath(home), "kept"), 0o700); err != nil {
 			t.Fatal(err)
 		}
