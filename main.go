@@ -139,6 +139,7 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	limit := fs.Int("n", 20, "how many sessions to list")
 	all := fs.Bool("all", false, "list every principal's sessions, also those API keys of hermes serve created")
 	jsonOut := fs.Bool("json", false, "print one JSON object a session (the stored record)")
+	empty := fs.Bool("empty", false, "list also the sessions never used (no message, no title)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -173,6 +174,9 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 			continue
 		}
 		if !*all && !engine.LocalOwner.Sees(s.Principal) {
+			continue
+		}
+		if !*empty && engine.Untouched(s) { // opened and left without a word
 			continue
 		}
 		n++

@@ -151,7 +151,8 @@ func (s *Session) Context() ContextInfo {
 			name = n
 		}
 		c.window = s.e.contextWindow(name)
-		if msgs, err := s.loadMessages(context.Background()); err == nil && s.Stored() {
+		// Nothing is used before anything was said (a session stored at birth, not prompted yet).
+		if msgs, err := s.loadMessages(context.Background()); err == nil && s.Stored() && !s.Unprompted() {
 			c.used, c.estimated = estimateTokens(msgs)+specTokens(s.toolSpecs()), true
 			s.noteContext(c.used, c.window, true)
 		}

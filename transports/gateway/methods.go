@@ -271,11 +271,12 @@ func sessionCreate(ctx context.Context, c *client, m string, raw json.RawMessage
 		}
 		history = append(history, engine.Row{Role: sm.Role, Content: text, DisplayKind: sm.DisplayKind})
 	}
-	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Lazy: len(history) == 0, Principal: c.who.ID, History: history})
+	s, err := c.g.eng.Create(ctx, engine.CreateOptions{Title: strings.TrimSpace(p.Title), Model: name, Cwd: p.Cwd, Source: src, Principal: c.who.ID, History: history})
 	if err != nil {
 		return nil, err
 	}
 	l := c.g.register(s)
+	l.lazy.Store(len(history) == 0)
 	l.mu.Lock()
 	if p.Cols > 0 {
 		l.cols = p.Cols
@@ -481,6 +482,9 @@ func sessionList(ctx context.Context, c *client, m string, raw json.RawMessage) 
 		if p.Title != "" && s.Title != p.Title {
 			continue
 		}
+		if engine.Untouched(s) && !p.IncludeHidden { // opened and left without a word: no clutter
+			continue
+		}
 		out = append(out, map[string]any{"id": s.ID, "title": s.Title, "started_at": s.CreatedAt.Unix(), "message_count": s.RowCount, "source": s.Source, "model": s.Model})
 		if p.Limit > 0 && len(out) >= p.Limit {
 			break
@@ -606,15 +610,16 @@ func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage
 	if err != nil {
 		return nil, err
 	}
+	rows, err := l.s.History(ctx, engine.RowQuery{})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 { // stored at birth, but nothing said yet
+		return nil, engine.ErrNothingToBranch
+	}
 	var upto uint64
-	if p.Count > 0 {
-		rows, err := l.s.History(ctx, engine.RowQuery{})
-		if err != nil {
-			return nil, err
-		}
-		if p.Count < len(rows) {
-			upto = rows[p.Count-1].ID
-		}
+	if p.Count > 0 && p.Count < len(rows) {
+		upto = rows[p.Count-1].ID
 	}
 	b, err := c.g.eng.Branch(ctx, l.s.ID(), engine.BranchOptions{UptoRowID: upto, Title: strings.TrimSpace(p.Name), Source: "tui"})
 	if err != nil {
@@ -622,7 +627,7 @@ func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage
 	}
 	nl := c.g.register(b)
 	c.attach(nl, nil)
-	rows, err := b.History(ctx, engine.RowQuery{})
+	rows, err = b.History(ctx, engine.RowQuery{})
 	if err != nil {
 		return nil, err
 	}

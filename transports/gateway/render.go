@@ -213,6 +213,19 @@ func sessionUsage(rec engine.Record) map[string]any {
 	}, u.CacheWriteTokens, u.CostUSD)
 }
 
+// lazyNow is info.lazy: true for a session this gateway created until its first turn starts
+// (the reference builds its agent, and writes its row, then). Once false it stays false.
+func (l *live) lazyNow() bool {
+	if !l.lazy.Load() {
+		return false
+	}
+	if l.s.Unprompted() {
+		return true
+	}
+	l.lazy.Store(false)
+	return false
+}
+
 // liveInfo is SessionLiveInfo.
 func liveInfo(l *live) map[string]any {
 	rec := l.s.Record()
@@ -222,7 +235,7 @@ func liveInfo(l *live) map[string]any {
 		"model": rec.Model, "provider": prov, "cwd": rec.Cwd, "title": rec.Title,
 		"stored_session_id": rec.ID, "running": snap.Inflight != nil, "approval_mode": "manual",
 		"usage": sessionUsage(rec), "status": snap.Info.Status, "tools": map[string]any{}, "skills": map[string]any{},
-		"desktop_contract": 2, "lazy": !l.s.Stored(),
+		"desktop_contract": 2, "lazy": l.lazyNow(),
 	}
 	if snap.Inflight != nil {
 		info["turn_started_at"] = snap.Inflight.Started.Unix()

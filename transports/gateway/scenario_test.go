@@ -700,7 +700,7 @@ func TestGatewayMethodsCatalogue(t *testing.T) {
 		if code != -32602 || !strings.Contains(err.Error(), "unknown model provider") {
 			t.Fatal(code, err)
 		}
-		if r := call(t, c, "session.title", map[string]any{"session_id": sid, "title": "Demo"}); r["pending"] != true {
+		if r := call(t, c, "session.title", map[string]any{"session_id": sid, "title": "Demo"}); r["pending"] != false { // stored at birth: applied at once
 			t.Fatal(r)
 		}
 		if code, _ := callErr(t, c, "session.title", map[string]any{"session_id": sid, "title": " "}); code != 4021 {
@@ -938,21 +938,29 @@ func TestGatewayDeletedSession(t *testing.T) {
 		if code, err := callErr(t, c, "session.history", map[string]any{"session_id": "nosuch"}); code != 4001 {
 			t.Fatalf("history of an unknown runtime id: %v", err)
 		}
-		// Neither its title nor the one tried on it is held.
-		if res := call(t, other, "session.create", map[string]any{"title": "gone"}); res["session_id"] == "" {
-			t.Fatalf("create under the deleted session's title: %v", res)
-		}
-		if res := call(t, other, "session.create", map[string]any{"title": "taken?"}); res["session_id"] == "" {
-			t.Fatalf("create under the title tried on the deleted session: %v", res)
-		}
-		list := call(t, c, "session.list", nil)["sessions"].([]any)
-		if len(list) != 1 || list[0].(map[string]any)["id"] != stored[1] {
-			t.Fatalf("list after delete: %v", list)
-		}
 		for _, ref := range []string{stored[0], "gone"} {
 			if code, _ := callErr(t, c, "session.resume", map[string]any{"session_id": ref}); code != 4007 {
 				t.Fatalf("resume of the deleted session by %q: %d", ref, code)
 			}
+		}
+		// Neither its title nor the one tried on it is held.
+		if res := call(t, other, "session.create", map[string]any{"title": "gone"}); res["session_id"] == "" {
+			t.Fatalf("create under the deleted session's title: %v", res)
+		}
+		if res := call(t, c, "session.resume", map[string]any{"session_id": "gone"}); res["resumed"] == stored[0] {
+			t.Fatalf("resume by the title now names the new session: %v", res)
+		}
+		if res := call(t, other, "session.create", map[string]any{"title": "taken?"}); res["session_id"] == "" {
+			t.Fatalf("create under the title tried on the deleted session: %v", res)
+		}
+		// Listed: the kept session and the two titled just now (stored at birth), not the deleted.
+		list := call(t, c, "session.list", nil)["sessions"].([]any)
+		listed := map[string]string{}
+		for _, s := range list {
+			listed[s.(map[string]any)["id"].(string)] = s.(map[string]any)["title"].(string)
+		}
+		if _, gone := listed[stored[0]]; gone || len(list) != 3 || listed[stored[1]] != "kept" {
+			t.Fatalf("list after delete: %v", list)
 		}
 		if res := call(t, c, "session.resume", map[string]any{"session_id": "kept"}); res["message_count"] != float64(1) {
 			t.Fatalf("resume of the kept session: %v", res)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-go/hermes/engine"
@@ -85,6 +86,9 @@ type live struct {
 	rid string
 	s   *engine.Session
 	mcp func() any // Options.MCPStatus; nil when none is configured
+	// lazy: made by session.create here without seeded messages; its info says lazy until
+	// its first turn (the session itself is stored at birth).
+	lazy atomic.Bool
 
 	mu                sync.Mutex
 	clients           map[*client]*attachment
