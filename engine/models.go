@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync"
 
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/model/catalog"
@@ -45,10 +46,13 @@ func (e *Engine) catalog() *catalog.Catalog {
 	if e.cfg.Catalog != nil {
 		return e.cfg.Catalog
 	}
-	return defaultCatalog
+	return defaultCatalog()
 }
 
-var defaultCatalog = catalog.Default()
+// defaultCatalog parses the embedded catalogue on first use, not at package initialisation:
+// every hermes command starts through this package's init, and most need no catalogue before
+// their first turn (`hermes acp` answers initialize without one).
+var defaultCatalog = sync.OnceValue(catalog.Default)
 
 // checkModel applies the catalogue to provider prov and model m: a name known to belong to
 // another provider is refused; any other is returned in the provider's form.
