@@ -37,7 +37,7 @@ func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error)
 	case tk.t != nil:
 		// A prompt that waited in line saw other turns go by: what belongs to no turn is
 		// passed on from its own turn's start.
-		f.t, f.live = tk.t, !p.InLine
+		f.t, f.live = tk.t, !p.InLine && p.Claim == nil
 	case tk.q != nil:
 		f.q = tk.q
 	case adm.Status == AdmitStarted && adm.TurnID != "":

@@ -640,6 +640,94 @@ func TestRunInLineAfterFollowUp(t *testing.T) {
 	}
 }
 
+// TestRunClaim: a durable admission's Claim is called once its turn comes (not while another
+// turn runs), with that turn's id and before its user row is written; a Claim that refuses
+// gives the turn back unstarted and the next prompt in line goes on.
+func TestRunClaim(t *testing.T) {
+	t.Parallel()
+	h := busyHarness(t, policy.Queue)
+	g := openaitest.NewGate()
+	h.srv.Enqueue(openaitest.Response{Text: []string{"first"}, FaultAt: 1, Gate: g}, openaitest.Text("claimed"))
+	s := h.create()
+	if _, err := s.Submit(ctxT(t), engine.Prompt{Text: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.Reached()
+	refused := errors.New("not queued any more")
+	type claim struct {
+		turnID string
+		users  int
+	}
+	claims := make(chan claim, 2)
+	users := func() int {
+		n := 0
+		for _, row := range mustRows(t, s) {
+			if row.Role == "user" {
+				n++
+			}
+		}
+		return n
+	}
+	type result struct {
+		adm engine.Admission
+		f   *engine.Follow
+		err error
+	}
+	gotB, gotC := make(chan result, 1), make(chan result, 1)
+	go func() {
+		adm, f, err := s.Run(ctxT(t), engine.Prompt{Text: "b", Claim: func(_ context.Context, turnID string) error {
+			claims <- claim{turnID, users()}
+			return refused
+		}})
+		gotB <- result{adm, f, err}
+	}()
+	waitInLine(t, s, 1)
+	go func() {
+		adm, f, err := s.Run(ctxT(t), engine.Prompt{Text: "c", Claim: func(_ context.Context, turnID string) error {
+			claims <- claim{turnID, users()}
+			return nil
+		}})
+		gotC <- result{adm, f, err}
+	}()
+	waitInLine(t, s, 2)
+	select {
+	case c := <-claims:
+		t.Fatalf("claimed while another turn runs: %+v", c)
+	default:
+	}
+	g.Release()
+	if r := <-gotB; !errors.Is(r.err, refused) {
+		t.Fatalf("a refused claim: %+v %v", r.adm, r.err)
+	}
+	if c := <-claims; c.turnID == "" || c.users != 1 {
+		t.Fatalf("first claim %+v", c)
+	}
+	r := <-gotC
+	if r.err != nil || r.adm.Status != engine.AdmitStarted {
+		t.Fatalf("claimed: %+v %v", r.adm, r.err)
+	}
+	defer r.f.Close()
+	if c := <-claims; c.turnID != r.adm.TurnID || c.users != 1 {
+		t.Fatalf("second claim %+v, turn %s", c, r.adm.TurnID)
+	}
+	evs, err := drain(t, r.f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomeOf(t, evs); o.Text != "claimed" {
+		t.Fatalf("outcome %+v", o)
+	}
+	var texts []string
+	for _, row := range mustRows(t, s) {
+		if row.Role == "user" {
+			texts = append(texts, row.Content)
+		}
+	}
+	if strings.Join(texts, ",") != "a,c" {
+		t.Fatalf("user rows %v", texts)
+	}
+}
+
 // TestRunInLineRefusedOnClose: closing the session refuses the prompts in line.
 func TestRunInLineRefusedOnClose(t *testing.T) {
 	t.Parallel()

@@ -282,6 +282,14 @@ type Prompt struct {
 	// turn) and returns once the prompt's own turn has started, or with ctx's error. The busy
 	// policy does not see it, an interrupt does not drop it, and it is never merged.
 	InLine bool
+	// Claim is a durable admission's start (a run of the runs ledger): it is called once the
+	// prompt's turn is claimed — the session is the prompt's, no other turn can start — and
+	// before its user row is written, with the turn's id. An error gives the turn back
+	// unstarted (the next prompt in line goes on) and is what Submit or Run returns. A prompt
+	// the engine answers without a turn of its own (a /model command, or one forwarded to the
+	// process holding the session's lease) is claimed before it is handed on. A prompt with
+	// a Claim is admitted in line (InLine), whatever InLine says.
+	Claim func(ctx context.Context, turnID string) error `json:"-"`
 }
 
 // Truncate asks a submit to cut the transcript before a user turn first.
@@ -337,11 +345,15 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 	if text == "" {
 		return Admission{}, ticket{}, ErrEmptyPrompt
 	}
+	p.InLine = p.InLine || p.Claim != nil
 	if err := s.revive(ctx); err != nil {
 		return Admission{}, ticket{}, err
 	}
 	if p.Truncate == nil {
 		if name, ok := strings.CutPrefix(text, "/model"); ok && (name == "" || name[0] == ' ') {
+			if err := p.claim(ctx, ""); err != nil {
+				return Admission{}, ticket{}, err
+			}
 			adm, err := s.modelCommand(ctx, strings.TrimSpace(name))
 			return adm, ticket{}, err
 		}
@@ -350,6 +362,9 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 	// decides, as this one would (inbox.go).
 	h, err := s.hold(ctx)
 	if elsewhere := (*heldElsewhere)(nil); errors.As(err, &elsewhere) {
+		if err := p.claim(ctx, ""); err != nil {
+			return Admission{}, ticket{}, err
+		}
 		adm, err := s.remoteAdmit(ctx, p)
 		return adm, ticket{}, err
 	}
@@ -399,6 +414,10 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 		t = s.newTurnLocked(text, p.Origin, trace.SpanContextFromContext(ctx))
 		s.mu.Unlock()
 	}
+	if err := p.claim(ctx, t.id); err != nil {
+		s.giveBackTurn(t, err)
+		return Admission{}, ticket{}, err
+	}
 
 	if err := s.ensureStored(ctx); err != nil {
 		s.abandonTurn(t)
@@ -427,6 +446,14 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 	t.userRowID = adm.UserRowID
 	s.startTurn(t)
 	return adm, ticket{t: t}, nil
+}
+
+// claim calls the prompt's Claim, if any.
+func (p *Prompt) claim(ctx context.Context, turnID string) error {
+	if p.Claim == nil {
+		return nil
+	}
+	return p.Claim(ctx, turnID)
 }
 
 // busyLocked applies the busy-input policy. Called with s.mu held; returns with it released.

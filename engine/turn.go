@@ -124,6 +124,19 @@ func (s *Session) abandonTurn(t *turnState) {
 	s.mu.Unlock()
 }
 
+// giveBackTurn ends a turn whose prompt's Claim refused it: it never started and leaves no
+// trace but its span; the session goes on with the next prompt in line, or is idle.
+func (s *Session) giveBackTurn(t *turnState, err error) {
+	t.cancel(err)
+	t.outcome = Outcome{TurnID: t.id, Status: StatusCancelled, Error: "turn not started: " + err.Error()}
+	t.abandoned = true
+	t.endSpan(t.outcome)
+	s.mu.Lock()
+	delete(s.turns, t.id)
+	s.endTurnLocked(t, nil)
+	s.mu.Unlock()
+}
+
 func (s *Session) startTurn(t *turnState) {
 	s.e.turns.Add(1)
 	go func() {

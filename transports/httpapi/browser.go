@@ -26,6 +26,7 @@ const (
 // controllers is what the server uses of the browser browserctl.
 type controllers interface {
 	Bind(principal, sessionID string, start func() (turnID string, err error)) error
+	Own(principal, sessionID, turnID string)
 	Unbind(sessionID, turnID string)
 	Register(principal string, caps []string) (*browserctl.Controller, error)
 	Claim(principal, id string) (*browserctl.Controller, error)
@@ -77,6 +78,14 @@ func withPrincipal(ctx context.Context, p string) context.Context {
 }
 
 type principalKey struct{}
+
+// own records the principal of ctx as the owner of a claimed turn that has not started
+// (engine.Prompt.Claim). Without browser control, or without a principal, it does nothing.
+func (bc *broker) own(ctx context.Context, sessionID, turnID string) {
+	if p, _ := ctx.Value(principalKey{}).(string); bc != nil && p != "" && turnID != "" {
+		bc.b.Own(p, sessionID, turnID)
+	}
+}
 
 // bind runs start (which submits a turn) and records the principal of ctx as the owner of the
 // turn it started. Without browser control, or without a principal, it only runs start.

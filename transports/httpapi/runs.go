@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,17 +235,7 @@ type runRequest struct {
 // follow turns the turn's engine events into run events until the turn ends or the server
 // stops (then the turn is interrupted and the run settled interrupted).
 func (s *Server) follow(r *run, tr *turnRun) {
-	for !tr.done {
-		ev, err := tr.next(s.ctx)
-		if errors.Is(err, errSilent) {
-			continue
-		}
-		if err != nil {
-			tr.close("shutdown")
-			s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
-				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdown})
-			return
-		}
+	err := s.pump(tr, nil, func(ev engine.Event) bool {
 		switch ev.Type {
 		case engine.EvMessageDelta:
 			if ev.Text != "" {
@@ -261,15 +250,11 @@ func (s *Server) follow(r *run, tr *turnRun) {
 				r.emit("tool.completed", "", map[string]any{"tool": tc.Name, "call_id": tc.CallID, "duration": float64(tc.Duration.Milliseconds()) / 1000, "error": tc.Result.IsError || tc.Blocked})
 			}
 		case engine.EvRequestOpen:
-			q, ok := ev.Data.(engine.Request)
-			if !ok {
-				continue
-			}
-			if q.Kind != engine.KindApproval {
+			if q, ok := ev.Data.(engine.Request); ok && q.Kind != engine.KindApproval {
 				_ = tr.sess.Withdraw(q.ID, noClient)
-				continue
+			} else if ok {
+				r.emit("approval.request", runWaiting, approvalFields(q))
 			}
-			r.emit("approval.request", runWaiting, approvalFields(q))
 		case engine.EvRequestResolved, engine.EvRequestCancel:
 			r.mu.Lock()
 			if r.status == runWaiting {
@@ -281,9 +266,15 @@ func (s *Server) follow(r *run, tr *turnRun) {
 				r.emit(name, "", fields)
 			}
 		}
-	}
+		return false // the run's log is its own: nothing to flush
+	}, nil)
 	// Free the slot before the terminal event: a client that saw it may start the next turn.
 	tr.close("shutdown")
+	if err != nil {
+		s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
+			"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdown})
+		return
+	}
 	status, res := outcomeResult(tr.out)
 	addContext(res, tr.sess.Context())
 	s.settle(r, status, res)

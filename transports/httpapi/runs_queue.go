@@ -539,35 +539,39 @@ func (s *Server) execute(r *run) {
 	s.follow(r, tr)
 }
 
-// startRun claims the run in the ledger (before the turn is submitted: a crash after this
-// point leaves a run that may have done work, which is what restart-unknown means) and submits
-// its prompt once the session is idle. The wait is for the run's status (queued, not running,
-// while another client's turn runs); a turn that slips in after it is waited for in the
-// session's line (engine.Prompt.InLine).
+// startRun submits the run's prompt as a durable admission: the engine admits it in the
+// session's line, behind the running turn and the busy policy's follow-up, and claims the run
+// in the ledger when its turn comes, before the turn starts (a crash after the claim leaves a
+// run that may have done work, which is what restart-unknown means). The run stays queued
+// while other turns go first.
 func (s *Server) startRun(r *run) (*turnRun, error) {
 	sess, err := s.eng.Open(s.ctx, r.sessionID)
 	if err != nil {
 		return nil, err
 	}
-	if err := sess.WaitIdle(s.ctx); err != nil {
-		return nil, err
-	}
-	rec, err := s.runs.ledger.Claim(s.storeCtx(), r.id)
-	if err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
-	r.rec = rec
+	prompt := r.rec.Prompt
 	r.mu.Unlock()
-	// A model the request named: the session moves to it now that it is idle.
-	if err := switchModel(s.ctx, sess, rec.SwitchModel); err != nil {
-		return nil, err
+	claim := func(_ context.Context, turnID string) error {
+		rec, err := s.runs.ledger.Claim(s.storeCtx(), r.id)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.rec = rec
+		r.mu.Unlock()
+		// A model the request named: the session moves to it before the turn starts.
+		if rec.SwitchModel != "" && sess.Record().Model != rec.SwitchModel {
+			if _, err := sess.SetModel(s.ctx, rec.SwitchModel); err != nil {
+				return err
+			}
+		}
+		// The run's owner (the principal that admitted it) owns the turn, so its browser tool
+		// calls reach that principal's controller only, even after a restart.
+		s.browser.own(withPrincipal(s.ctx, rec.Owner), sess.ID(), turnID)
+		return nil
 	}
-	// The run's owner (the principal that admitted it) owns the turn, so its browser tool
-	// calls reach that principal's controller only, even after a restart.
-	tr, err := s.browser.bind(withPrincipal(s.ctx, rec.Owner), sess, func() (*turnRun, error) {
-		return startTurn(withTrace(s.ctx, r.trace), sess, rec.Prompt, s.opts.KeepAlive, true)
-	})
+	tr, err := startTurn(withTrace(s.ctx, r.trace), sess, engine.Prompt{Text: prompt, Origin: Surface, Claim: claim}, s.opts.KeepAlive)
 	if err != nil {
 		return nil, err
 	}

@@ -10,27 +10,28 @@ import (
 var errClientGone = errors.New("client gone")
 
 // pump follows run to the end of its turn; it is the one loop of every route that answers
-// with a turn. Each event of the turn goes to onEvent, which reports whether it wrote to sse;
-// a quiet spell (Options.KeepAlive) goes to onQuiet, which writes a keep-alive. sse is flushed
-// after each write, and a failed flush ends the pump with errClientGone. pump returns nil once
-// the turn ended (run.done is set and run.out holds the outcome), or the error that ended the
-// follow first (the server shutting down). A route that answers only when the turn is over
-// passes a nil sse and nil callbacks.
+// with a turn, and of a run's worker. Each event of the turn goes to onEvent, which reports
+// whether it wrote to sse; a quiet spell (Options.KeepAlive) goes to onQuiet, which writes a
+// keep-alive. sse is flushed after each write, and a failed flush ends the pump with
+// errClientGone. pump returns nil once the turn ended (run.done is set and run.out holds the
+// outcome), or the error that ended the follow first (the server shutting down). A route that
+// answers only when the turn is over passes a nil sse and nil callbacks; a run, which writes
+// its own event log, a nil sse and onEvent.
 func (s *Server) pump(run *turnRun, sse *sseWriter, onEvent func(engine.Event) bool, onQuiet func()) error {
 	for !run.done {
 		ev, err := run.next(s.ctx)
 		switch {
 		case errors.Is(err, errSilent):
-			if sse == nil {
+			if onQuiet == nil {
 				continue
 			}
 			onQuiet()
 		case err != nil:
 			return err
-		case sse == nil || !onEvent(ev):
+		case onEvent == nil || !onEvent(ev):
 			continue
 		}
-		if sse.flush() != nil {
+		if sse != nil && sse.flush() != nil {
 			return errClientGone
 		}
 	}

@@ -65,7 +65,9 @@ func (s *Server) takeSlot() error {
 func (s *Server) startTurnHeld(ctx context.Context, sess *engine.Session, text string) (*turnRun, error) {
 	// The browser broker records whose request started the turn, so the turn's browser
 	// tool calls reach that principal's controller only.
-	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) { return startTurn(ctx, sess, text, s.opts.KeepAlive, false) })
+	r, err := s.browser.bind(ctx, sess, func() (*turnRun, error) {
+		return startTurn(ctx, sess, engine.Prompt{Text: text, Origin: Surface}, s.opts.KeepAlive)
+	})
 	if err != nil {
 		s.release()
 		return nil, err
@@ -80,15 +82,15 @@ func (s *Server) release() {
 	}
 }
 
-// startTurn submits text to sess and follows the turn it starts. These routes answer one
-// prompt with one turn: a session busy with another turn is a 409, also when the busy policy
-// would have queued or steered the prompt. A run's prompt (inLine) waits in the session's
-// line for a turn running meanwhile instead.
-func startTurn(ctx context.Context, sess *engine.Session, text string, quiet time.Duration, inLine bool) (*turnRun, error) {
-	if st := sess.Status(); st != engine.StatusIdle && !sess.Released() && !inLine {
+// startTurn submits p to sess and follows the turn it starts. These routes answer one prompt
+// with one turn: a session busy with another turn is a 409, also when the busy policy would
+// have queued or steered the prompt. A run's prompt (a durable admission, engine.Prompt.Claim)
+// waits in the session's line for the turns before it instead.
+func startTurn(ctx context.Context, sess *engine.Session, p engine.Prompt, quiet time.Duration) (*turnRun, error) {
+	if st := sess.Status(); st != engine.StatusIdle && !sess.Released() && !p.InLine && p.Claim == nil {
 		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
-	adm, f, err := sess.Run(ctx, engine.Prompt{Text: text, Origin: Surface, InLine: inLine})
+	adm, f, err := sess.Run(ctx, p)
 	if err != nil {
 		return nil, err
 	}

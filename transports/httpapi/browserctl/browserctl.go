@@ -148,6 +148,11 @@ func (b *Broker) Bind(principal, sessionID string, start func() (turnID string, 
 	return err
 }
 
+// Own records principal as the owner of a turn the caller has claimed and not started yet
+// (engine.Prompt.Claim): no other turn of the session can start meanwhile, so no start lock
+// is needed.
+func (b *Broker) Own(principal, sessionID, turnID string) { b.own(sessionID, turnID, principal) }
+
 func (b *Broker) own(sessionID, turnID, principal string) {
 	b.mu.Lock()
 	b.owners[sessionID] = turnOwner{turnID: turnID, principal: principal}
