@@ -223,9 +223,10 @@ func (c *client) leave() {
 func (c *client) onResponse(id string, result json.RawMessage, rerr *jsonrpc.Error) {
 	for _, a := range c.attachments() {
 		s := a.l.s
-		if !hasRequest(s, id) {
+		if !hasRequest(s, id) && !a.wasSent(id) {
 			continue
 		}
+		a.noteSent(id, false)
 		if rerr != nil {
 			_ = s.Withdraw(id, "client declined: "+rerr.Message)
 			return
@@ -267,6 +268,32 @@ type attachment struct {
 	cond      *sync.Cond
 	delivered uint64
 	dead      bool
+
+	// sent: requests sent to the client and not settled yet. A request another process's turn
+	// raised is open there, not in this process's session, and is answered through it.
+	smu  sync.Mutex
+	sent map[string]bool
+}
+
+// noteSent records a request sent to the client (sent true) or settled (false).
+func (a *attachment) noteSent(id string, sent bool) {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	if !sent {
+		delete(a.sent, id)
+		return
+	}
+	if a.sent == nil {
+		a.sent = map[string]bool{}
+	}
+	a.sent[id] = true
+}
+
+// wasSent reports whether request id was sent to the client and is not settled yet.
+func (a *attachment) wasSent(id string) bool {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.sent[id]
 }
 
 func (a *attachment) setDelivered(seq uint64) {
@@ -336,6 +363,12 @@ func (a *attachment) emitBatch(evs []engine.Event) error {
 	frames := a.frames[:0]
 	defer func() { a.frames = frames[:0] }()
 	for _, ev := range evs {
+		switch d := ev.Data.(type) {
+		case engine.RequestResolved:
+			a.noteSent(d.ID, false)
+		case engine.RequestCancel:
+			a.noteSent(d.ID, false)
+		}
 		if req, ok := ev.Data.(engine.Request); ok {
 			if err := a.c.conn.WriteFrames(frames); err != nil {
 				return err
@@ -372,6 +405,7 @@ func (a *attachment) emitRequest(req engine.Request) error {
 	if !a.c.answersRequests() {
 		return nil
 	}
+	a.noteSent(req.ID, true)
 	return a.c.conn.WriteRequest(req.ID, req.Kind, requestParams(a.l, req))
 }
 
