@@ -205,8 +205,7 @@ func TestBombsStayInTheirBox(t *testing.T) {
 	const (
 		rssCeiling = bombMemLimit + 256<<20 // the cap, the runtime and generous slack
 		// A VM that escaped its limits runs until the child is killed at wallLimit (two cores:
-		// minutes of CPU). A bomb stopped by its cap takes 2–4 s unloaded, and up to about 10 s
-		// on a loaded machine (the sparse join runs a loop per hole until the cap), so the
+		// minutes of CPU). A bomb stopped by its cap takes at most a few seconds of CPU, so the
 		// ceiling sits between the two.
 		cpuCeiling = 30 * time.Second
 		wallLimit  = 120 * time.Second

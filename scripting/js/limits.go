@@ -588,6 +588,13 @@ func (v *VM) join(c goja.FunctionCall, conv func(goja.Value) goja.String) goja.V
 	if s := c.Argument(0); !goja.IsUndefined(s) {
 		sep = v.str(s)
 	}
+	if n > 1 {
+		// The separators alone are a floor on what the call builds: a sparse array of 2**31
+		// holes fails at once instead of after a loop per hole.
+		if floor := (n - 1) * float64(sep.Length()) * charBytes; floor > float64(v.opts.MaxString) {
+			v.charge(floor, 0)
+		}
+	}
 	var buf goja.StringBuilder
 	total := 0.0
 	for i := 0.0; i < n; i++ {
