@@ -34,7 +34,10 @@ func TestMixedLoadKeepsAnswering(t *testing.T) {
 	release := make(chan struct{})
 	tg := newTargetWith(t, held{release: release}, func(o *httpapi.Options) {
 		o.MaxConcurrent = -1
-		o.Limits = httpapi.Limits{ReadHeaderTimeout: 500 * time.Millisecond, MaxConnsPerIP: flood / 2}
+		// Short enough that the flood cycles during the test, long enough that a starved client
+		// of the held streams (a loaded machine: seconds between its connect and its request)
+		// is not cut off as a slow sender (408).
+		o.Limits = httpapi.Limits{ReadHeaderTimeout: 3 * time.Second, MaxConnsPerIP: flood / 2}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
