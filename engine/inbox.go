@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/store"
@@ -20,24 +22,69 @@ import (
 // had been given locally and writes the reply. A sender whose session has no live holder
 // takes the lease itself, and its own inbox goroutine serves the command: a command given
 // while the holder is gone is served by the next one.
+//
+// Order: the holder takes the commands stored when it looks in id order (the sender's clock,
+// then its process), and prompts in line (Prompt.InLine) join the session's line in the order
+// they were taken, one after the other, whatever else the holder serves meanwhile.
+//
+// Nothing stays behind: a command carries the time its sender stops waiting (Deadline); past
+// it and a grace (inboxGrace) its sender has withdrawn it or is gone, and the holder drops it
+// unexecuted. A reply that nobody fetched (its sender gave up or died) is removed by the
+// session's next holder (at acquisition, then every inboxGrace) once past the same time.
 
 const (
 	inboxRoot = "inbox/"
 	replyRoot = "inbox-reply/"
 )
 
+// inboxGrace is how long past its deadline a command or its reply is kept: its sender (alive)
+// withdraws it and fetches the reply within a lease TTL of the deadline, and clocks of the
+// processes sharing a store may differ a little.
+const inboxGrace = time.Minute
+
 func inboxPrefix(sid string) string { return inboxRoot + sid + "/" }
+
+func replyPrefix(sid string) string { return replyRoot + sid + "/" }
 
 // inboxCommand is one command for a session's lease holder.
 type inboxCommand struct {
 	ID     string         `json:"id"`
-	Kind   string         `json:"kind"` // submit | steer | interrupt | answer
+	Kind   string         `json:"kind"` // submit | steer | interrupt | answer | withdraw
 	Reply  string         `json:"reply"`
 	Prompt *Prompt        `json:"prompt,omitempty"`
 	Text   string         `json:"text,omitempty"`   // steer text, interrupt reason
 	Hold   bool           `json:"hold,omitempty"`   // steer: SteerOrHold
 	Req    string         `json:"req,omitempty"`    // answer: request id
 	Answer map[string]any `json:"answer,omitempty"` // answer
+	// Deadline is when the sender stops waiting for the reply (zero in a command of an
+	// earlier build: its id's time and this process's InboxTimeout stand in).
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// pastUse reports whether a command (or its reply) is past any use at now: its sender has
+// withdrawn it or is gone. id is the command's id, for a record without a deadline.
+func (e *Engine) pastUse(id string, deadline, now time.Time) bool {
+	if deadline.IsZero() {
+		sent, ok := inboxSentAt(id)
+		if !ok {
+			return false
+		}
+		deadline = sent.Add(e.cfg.Leases.InboxTimeout)
+	}
+	return now.After(deadline.Add(e.cfg.Leases.TTL + inboxGrace))
+}
+
+// inboxSentAt reads the sending time an inbox id starts with.
+func inboxSentAt(id string) (time.Time, bool) {
+	hex, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(hex, 16, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
 }
 
 // inboxReply is what the holder did with a command.
@@ -48,6 +95,8 @@ type inboxReply struct {
 	Interrupted bool          `json:"interrupted,omitempty"`
 	Code        string        `json:"code,omitempty"` // a sentinel error's text (wireErrors)
 	Error       string        `json:"error,omitempty"`
+	// Deadline is the command's: a reply nobody fetched is removed once past its use.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // wireErrors are the errors a reply carries by name, so the sender's caller matches them with
@@ -96,6 +145,9 @@ func (h *heldLease) inboxLoop(sub *store.Subscription) {
 	defer sub.Close()
 	defer h.halt()
 	h.drain()
+	h.sweepReplies()
+	sweep := time.NewTicker(inboxGrace)
+	defer sweep.Stop()
 	for {
 		if h.idle() {
 			return
@@ -109,7 +161,35 @@ func (h *heldLease) inboxLoop(sub *store.Subscription) {
 			}
 			sub.Take() // a hint says where to look; on loss too, everything is read again
 			h.drain()
+		case <-sweep.C:
+			h.sweepReplies()
 		case <-h.poke:
+		}
+	}
+}
+
+// sweepReplies removes the session's replies that nobody fetched and nobody will: their
+// sender gave up waiting, or died.
+func (h *heldLease) sweepReplies() {
+	if h.paused.Load() {
+		return
+	}
+	st := h.e.cfg.Store
+	all, err := st.ListKV(h.ctx, replyPrefix(h.sid))
+	if err != nil {
+		if h.ctx.Err() == nil {
+			h.e.log.Warn("session inbox: reading replies failed", "session_id", h.sid, "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	for k, raw := range all {
+		var r inboxReply
+		if err := json.Unmarshal(raw, &r); err == nil && !h.e.pastUse(strings.TrimPrefix(k, replyPrefix(h.sid)), r.Deadline, now) {
+			continue
+		}
+		if err := st.DeleteKV(h.ctx, k); err != nil && h.ctx.Err() == nil {
+			h.e.log.Warn("session inbox: removing a reply nobody fetched failed", "session_id", h.sid, "key", k, "err", err)
 		}
 	}
 }
@@ -148,22 +228,55 @@ func (h *heldLease) drain() {
 		if !h.take(k, raw) {
 			continue
 		}
+		if h.e.pastUse(c.ID, c.Deadline, time.Now()) {
+			// Its sender withdrew it (and lost the race to this take) or is gone: nobody
+			// waits for it, and running it now would surprise.
+			h.e.log.Warn("session inbox: dropped a command past its deadline", "session_id", h.sid, "kind", c.Kind, "deadline", c.Deadline)
+			continue
+		}
 		h.mu.Lock()
 		h.pins++ // what the command starts keeps the lease
 		h.mu.Unlock()
 		if c.Kind == "submit" && c.Prompt != nil && c.Prompt.InLine {
-			// A prompt in line waits for its turn: it must not hold up the commands after it.
-			h.e.leaseWG.Add(1)
-			go func() {
-				defer h.e.leaseWG.Done()
-				defer h.unpin()
-				h.reply(c, h.execute(c))
-			}()
+			// A prompt in line waits for its turn: it must not hold up the commands after
+			// it, and it joins the line after the ones taken before it.
+			h.inLine(c)
 			continue
 		}
 		h.reply(c, h.execute(c))
 		h.unpin()
 	}
+}
+
+// inLine hands a prompt in line to the lease's line goroutine, which submits them one after
+// the other in the order taken: each joins the session's line once the one before it has
+// its turn (Submit of a prompt in line returns then), so none overtakes another.
+func (h *heldLease) inLine(c inboxCommand) {
+	h.mu.Lock()
+	h.lineq = append(h.lineq, c)
+	if h.lineRunning {
+		h.mu.Unlock()
+		return
+	}
+	h.lineRunning = true
+	h.mu.Unlock()
+	h.e.leaseWG.Add(1)
+	go func() {
+		defer h.e.leaseWG.Done()
+		for {
+			h.mu.Lock()
+			if len(h.lineq) == 0 {
+				h.lineRunning = false
+				h.mu.Unlock()
+				return
+			}
+			c := h.lineq[0]
+			h.lineq = h.lineq[1:]
+			h.mu.Unlock()
+			h.reply(c, h.execute(c))
+			h.unpin()
+		}
+	}()
 }
 
 // take claims a command: exactly one of the holder and the sender (withdrawing) wins.
@@ -199,6 +312,7 @@ func (h *heldLease) noteErr(err error) {
 // reply writes a command's reply. It is the sender's record, not the session's: it is written
 // whatever became of the lease meanwhile, so a sender waits no longer than needed.
 func (h *heldLease) reply(c inboxCommand, r inboxReply) {
+	r.Deadline = c.Deadline
 	b, _ := json.Marshal(r)
 	ctx, cancel := context.WithTimeout(context.Background(), h.e.cfg.Leases.TTL)
 	defer cancel()
@@ -237,6 +351,11 @@ func (h *heldLease) execute(c inboxCommand) inboxReply {
 			return replyErr(err)
 		}
 		return inboxReply{}
+	case "withdraw":
+		if err := s.withdrawRequest(c.Req, c.Text); err != nil {
+			return replyErr(err)
+		}
+		return inboxReply{}
 	}
 	return replyErr(fmt.Errorf("unknown inbox command %q", c.Kind))
 }
@@ -249,9 +368,11 @@ var inboxSeq = newID("")[:8]
 func (s *Session) send(ctx context.Context, c inboxCommand) (inboxReply, error) {
 	e := s.e
 	st := e.cfg.Store
-	c.ID = fmt.Sprintf("%016x-%s-%s", time.Now().UnixNano(), inboxSeq, newID("")[:8])
+	now := time.Now()
+	c.ID = fmt.Sprintf("%016x-%s-%s", now.UnixNano(), inboxSeq, newID("")[:8])
+	c.Deadline = now.Add(e.cfg.Leases.InboxTimeout).UTC()
 	key := inboxPrefix(s.id) + c.ID
-	c.Reply = replyRoot + s.id + "/" + c.ID
+	c.Reply = replyPrefix(s.id) + c.ID
 	sub, err := st.Watch(ctx, store.Interest{Sessions: []string{s.id}, KeyPrefixes: []string{c.Reply}})
 	if err != nil {
 		return inboxReply{}, err
@@ -351,7 +472,7 @@ func (s *Session) remoteAdmit(ctx context.Context, p Prompt) (Admission, error) 
 	return adm, nil
 }
 
-// remoteCall sends a steer, interrupt or answer to the lease holder, bounded by the inbox
+// remoteCall sends a steer, interrupt, answer or withdraw to the lease holder, bounded by the inbox
 // timeout (these methods take no context).
 func (s *Session) remoteCall(c inboxCommand) (inboxReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.e.cfg.Leases.InboxTimeout+time.Second)

@@ -99,13 +99,15 @@ type heldLease struct {
 	paused atomic.Bool   // tests: a holder that hangs (no renewal, no inbox)
 	j      *journal      // the journal of the session object that acquired it
 
-	mu       sync.Mutex
-	lease    store.Lease
-	view     store.Store // store.Fenced with the lease's generation
-	pins     int         // callers between hold and registering their work
-	active   bool        // false once releasing or lost
-	lost     bool
-	deadline time.Time // the lease is surely valid until then (renewal sent + TTL - margin)
+	mu          sync.Mutex
+	lease       store.Lease
+	view        store.Store    // store.Fenced with the lease's generation
+	pins        int            // callers between hold and registering their work
+	lineq       []inboxCommand // forwarded prompts in line not yet submitted, in the order taken
+	lineRunning bool           // the line goroutine runs (inbox.go inLine)
+	active      bool           // false once releasing or lost
+	lost        bool
+	deadline    time.Time // the lease is surely valid until then (renewal sent + TTL - margin)
 }
 
 func newOwnerID() string {

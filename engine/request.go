@@ -169,8 +169,21 @@ func (s *Session) answer(id string, a map[string]any) error {
 }
 
 // Withdraw cancels an open request with a reason (a client that cannot answer it, a surface
-// that left). The waiting tool sees a withdraw, which for approvals is a deny.
+// that left). The waiting tool sees a withdraw, which for approvals is a deny. A request open
+// in another process (the one running the session's turn) is withdrawn there.
 func (s *Session) Withdraw(id, reason string) error {
+	s.mu.Lock()
+	_, here := s.requests[id]
+	s.mu.Unlock()
+	if !here && s.remoteOwner(context.Background()) {
+		_, err := s.remoteCall(inboxCommand{Kind: "withdraw", Req: id, Text: reason})
+		return err
+	}
+	return s.withdrawRequest(id, reason)
+}
+
+// withdrawRequest is Withdraw on this process's open requests.
+func (s *Session) withdrawRequest(id, reason string) error {
 	s.mu.Lock()
 	p, ok := s.requests[id]
 	s.mu.Unlock()
