@@ -310,7 +310,9 @@ func (f *Follow) acceptRemote(ev Event) (Event, bool) {
 			f.end(io.EOF)
 		}
 		return ev, true
-	case ev.Type == EvTakeover:
+	case ev.Type == EvTakeover && (f.live || takenTurn(ev) == f.remote):
+		// The process that started the turn is gone. A takeover about an earlier turn (this
+		// engine took the session over and then started the prompt itself) is passed over.
 		out := Outcome{TurnID: f.remote, Status: StatusFailed, ExitReason: OutcomeRestartUnknown,
 			Error: "the process running the turn stopped before it ended"}
 		f.out = &out
@@ -318,6 +320,14 @@ func (f *Follow) acceptRemote(ev Event) (Event, bool) {
 		return Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.remote, Data: out}, true
 	}
 	return ev, f.live && (ev.TurnID == "" || ev.Type == EvRequestOpen)
+}
+
+// takenTurn is the turn a takeover event says its previous holder was running.
+func takenTurn(ev Event) string {
+	if tk, ok := ev.Data.(Takeover); ok {
+		return tk.TurnID
+	}
+	return ev.TurnID
 }
 
 // finished handles the followed turn's message.complete: the end, or with FollowQueue after a

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
+	"time"
 
+	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/store/memstore"
 )
 
@@ -54,5 +57,57 @@ func TestRunFollowsTurnOfLeaseHolder(t *testing.T) {
 	}
 	if pa.Calls() != 1 || pb.Calls() != 0 {
 		t.Fatalf("model calls: holder %d, sender %d; the holder runs the turn", pa.Calls(), pb.Calls())
+	}
+}
+
+// TestRunFollowsOwnTurnAfterTakingOver: the session's holder died elsewhere (another host, so
+// only its lease's expiry tells), and the engine a prompt was sent through takes the session
+// over and serves the prompt itself. The takeover event (about the dead holder's turn) comes
+// before the prompt's own turn and must not end its Follow with the dead turn's outcome.
+func TestRunFollowsOwnTurnAfterTakingOver(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pb := newGated()
+	eb := leaseEngine(t, st, pb, nil)
+	ctx := waitCtx(t)
+	if _, err := st.CreateSession(ctx, store.Session{ID: "taken", Model: "p:m"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendRows(ctx, "taken", store.Fence{}, []store.Row{{Role: "user", Content: "before", TurnID: "dead-turn", Time: time.Now().UTC()}}); err != nil {
+		t.Fatal(err)
+	}
+	ghost := "elsewhere.example:4242:serve:ghost"
+	l, err := st.AcquireLease(ctx, "taken", ghost, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, _ := json.Marshal(leaseMarker{Owner: ghost, Generation: l.Generation})
+	if err := st.PutKV(ctx, markerPrefix+"taken", mark); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := eb.Open(ctx, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, f, err := sb.Run(ctx, Prompt{Text: "after"})
+	if err != nil || adm.Status != AdmitStarted {
+		t.Fatalf("run: %+v %v", adm, err)
+	}
+	defer f.Close()
+	for {
+		_, err := f.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+	}
+	out, ok := f.Outcome()
+	if !ok || out.TurnID != adm.TurnID || out.Status != StatusCompleted || out.Text != "answer to after" {
+		t.Fatalf("outcome %+v %v, want the prompt's own completed turn %s", out, ok, adm.TurnID)
+	}
+	if pb.Calls() != 1 {
+		t.Fatalf("model calls %d, want 1", pb.Calls())
 	}
 }
