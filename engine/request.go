@@ -27,13 +27,16 @@ const (
 
 // Request is an open server-to-client question. Any subscriber of the session may answer it.
 type Request struct {
-	ID        string         `json:"id"`
-	Kind      string         `json:"method"`
-	SessionID string         `json:"session_id"`
-	TurnID    string         `json:"turn_id,omitempty"`
-	Payload   map[string]any `json:"params"`
-	Created   time.Time      `json:"created"`
-	Deadline  time.Time      `json:"deadline"`
+	ID        string `json:"id"`
+	Kind      string `json:"method"`
+	SessionID string `json:"session_id"`
+	TurnID    string `json:"turn_id,omitempty"`
+	// Origin is the surface that started the turn (Prompt.Origin), known in the process that
+	// runs it; not part of the event's wire form, so a follower in another process sees "".
+	Origin   string         `json:"-"`
+	Payload  map[string]any `json:"params"`
+	Created  time.Time      `json:"created"`
+	Deadline time.Time      `json:"deadline"`
 }
 
 type pendingRequest struct {
@@ -90,6 +93,9 @@ func (s *Session) ask(ctx context.Context, turnID, kind string, payload map[stri
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrSessionClosed
+	}
+	if t := s.turns[turnID]; t != nil {
+		p.req.Origin = t.origin
 	}
 	s.requests[p.req.ID] = p
 	s.setStatusLocked(StatusWaiting)

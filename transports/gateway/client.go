@@ -396,9 +396,10 @@ func (a *attachment) emitBatch(evs []engine.Event) error {
 // emitRequest turns an open engine request into a server→client request frame.
 func (a *attachment) emitRequest(req engine.Request) error {
 	attached, answers := a.l.gateRequests()
-	if attached && !answers {
+	if attached && !answers && gatewayTurn(req.Origin) {
 		// Every attached client predates server→client requests: fail fast rather than
-		// leave the agent waiting out the deadline.
+		// leave the agent waiting out the deadline. A turn another surface started (a run
+		// over HTTP, an editor over ACP) is answered there: an observer here leaves it be.
 		_ = a.l.s.Withdraw(req.ID, "no attached client answers server requests")
 		return nil
 	}
@@ -407,6 +408,13 @@ func (a *attachment) emitRequest(req engine.Request) error {
 	}
 	a.noteSent(req.ID, true)
 	return a.c.conn.WriteRequest(req.ID, req.Kind, requestParams(a.l, req))
+}
+
+// gatewayTurn reports whether a turn of this origin was started over this process's gateway,
+// so that only its clients can answer its requests. A request of a turn another process runs
+// has no origin here: it is left to its deadline or to a client that answers.
+func gatewayTurn(origin string) bool {
+	return origin == "tui" || origin == "background"
 }
 
 // eventParams is the params object of an event notification.
