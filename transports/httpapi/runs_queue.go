@@ -19,11 +19,11 @@ import (
 // mirrored here from its record, kept current by the ledger's change hints.
 type runTable struct {
 	ledger *runs.Ledger
+	lanes  *runs.Lanes // one worker per session with unsettled runs
 
-	mu      sync.Mutex
-	m       map[string]*run
-	workers map[string]chan struct{} // session id → its worker's wake-up (buffered 1)
-	pruned  time.Time                // when addLocked last dropped expired runs
+	mu     sync.Mutex
+	m      map[string]*run
+	pruned time.Time // when addLocked last dropped expired runs
 
 	admit sync.Mutex // serialises keyed admissions here: look up, admit and remember as one step
 }
@@ -72,7 +72,7 @@ func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 }
 
 // mirror returns the run of rec, from memory or rebuilt from the record. An unsettled one gets
-// its session's worker, which follows it to its end.
+// its session's lane, which follows it to its end.
 func (s *Server) mirror(rec runRecord) *run {
 	s.runs.mu.Lock()
 	if cur, ok := s.runs.m[rec.RunID]; ok {
@@ -88,7 +88,7 @@ func (s *Server) mirror(rec runRecord) *run {
 	}
 	s.runs.addLocked(r)
 	if !rec.Settled() {
-		s.kickLocked(rec.SessionID)
+		s.runs.lanes.Kick(rec.SessionID)
 	}
 	return r
 }
@@ -208,7 +208,7 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	// as chat and responses are. A run queued behind another waits for a slot when its turn
 	// comes.
 	// Only the caller's own queue counts: another principal's would be told apart by a 404.
-	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.hasQueue(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
+	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.lanes.Busy(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
 		s.rejected("turn_cap")
 		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 	}
@@ -257,7 +257,7 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 		r.emitLocked("run.queued", "", map[string]any{"session_id": r.sessionID, "ahead": adm.Ahead})
 	}
 	r.mu.Unlock()
-	s.kick(r.sessionID)
+	s.runs.lanes.Kick(r.sessionID)
 	if key != "" {
 		c.Set(HeaderSessionKey, key)
 	}
@@ -279,154 +279,6 @@ func (s *Server) seesSession(p engine.Principal, id string) bool {
 	}
 	rec, err := s.eng.Store().GetSession(s.ctx, id)
 	return err == nil && p.Sees(rec.Principal)
-}
-
-func (rs *runTable) hasQueue(sessionID string) bool {
-	if sessionID == "" {
-		return false
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	_, ok := rs.workers[sessionID]
-	return ok
-}
-
-// kick wakes the worker of a session's FIFO, starting one when it has none.
-func (s *Server) kick(sessionID string) {
-	s.runs.mu.Lock()
-	defer s.runs.mu.Unlock()
-	s.kickLocked(sessionID)
-}
-
-func (s *Server) kickLocked(sessionID string) {
-	if w, ok := s.runs.workers[sessionID]; ok {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-		return
-	}
-	if s.ctx.Err() != nil {
-		return
-	}
-	if s.runs.workers == nil {
-		s.runs.workers = map[string]chan struct{}{}
-	}
-	w := make(chan struct{}, 1)
-	s.runs.workers[sessionID] = w
-	s.reqs.Add(1)
-	go func() {
-		defer s.reqs.Done()
-		s.drain(sessionID, w)
-	}()
-}
-
-// drain is the worker of one session's FIFO in this process. It follows the FIFO's head: a
-// queued head is started here when this process admitted it (or its admitter is gone), a head
-// running here is followed to its end, a head another process runs is watched (its record's
-// hints keep the mirror current), and a restart-unknown head blocks the FIFO until resolved.
-// It exits when the FIFO is empty. When the server stops, the runs it admitted that are still
-// queued are settled as interrupted.
-func (s *Server) drain(sessionID string, wake chan struct{}) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if s.ctx.Err() != nil {
-			s.stopQueue(sessionID)
-			s.runs.mu.Lock()
-			delete(s.runs.workers, sessionID)
-			s.runs.mu.Unlock()
-			return
-		}
-		head, ok, err := s.runs.ledger.Head(s.ctx, sessionID)
-		if err != nil && s.ctx.Err() == nil {
-			s.log.Warn("runs: reading a session's FIFO failed", "session_id", sessionID, "err", err)
-		}
-		if err == nil && !ok {
-			s.runs.mu.Lock()
-			select {
-			case <-wake: // an admission arrived meanwhile: look again
-				s.runs.mu.Unlock()
-				continue
-			default:
-			}
-			delete(s.runs.workers, sessionID)
-			s.runs.mu.Unlock()
-			return
-		}
-		var recheck time.Time
-		var done <-chan struct{}
-		if err != nil {
-			recheck = time.Now().Add(time.Second)
-		} else {
-			r := s.mirror(head)
-			switch {
-			case head.Status == recQueued && (head.Admitter == s.runs.ledger.Process() || !s.runs.ledger.Alive(s.ctx, head.Admitter)):
-				s.execute(r)
-				continue
-			case head.Status == recQueued:
-				recheck = s.runs.ledger.Recheck(s.ctx, head.Admitter) // its admitter starts it
-			case head.Process == s.runs.ledger.Process():
-				// Executed here and settled in memory, but its settlement did not reach the
-				// store (or its FIFO): write it again shortly.
-				recheck = time.Now().Add(time.Second)
-				select {
-				case <-r.done:
-					r.mu.Lock()
-					status, res := r.status, r.result
-					r.mu.Unlock()
-					if _, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, false); err == nil || errors.Is(err, runs.ErrSettled) {
-						continue
-					}
-				default:
-					done = r.done
-				}
-			default:
-				s.refresh(r, head)
-				recheck = s.runs.ledger.Recheck(s.ctx, head.Process)
-			}
-		}
-		var tc <-chan time.Time
-		if !recheck.IsZero() {
-			if timer == nil {
-				timer = time.NewTimer(time.Until(recheck))
-			} else {
-				timer.Reset(time.Until(recheck))
-			}
-			tc = timer.C
-		}
-		select {
-		case <-wake:
-		case <-done:
-		case <-tc:
-		case <-s.ctx.Done():
-		}
-		if timer != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
-}
-
-// stopQueue settles the queued runs this process admitted to a session, from the FIFO's head,
-// as interrupted (the server is stopping). A head another process admitted or runs is left to
-// it, and so is what is behind it.
-func (s *Server) stopQueue(sessionID string) {
-	for {
-		head, ok, err := s.runs.ledger.Head(s.storeCtx(), sessionID)
-		if err != nil || !ok || head.Status != recQueued || head.Admitter != s.runs.ledger.Process() {
-			return
-		}
-		if !s.settleQueued(s.mirror(head), runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)") {
-			return
-		}
-	}
 }
 
 // refresh brings the mirror of a run this process does not execute up to its record: started
@@ -483,7 +335,7 @@ func (s *Server) onLedger(changes []runs.Change) {
 				}
 			}
 		case ch.SessionID != "":
-			s.kick(ch.SessionID)
+			s.runs.lanes.Kick(ch.SessionID)
 		case ch.RunID != "":
 			s.runs.mu.Lock()
 			r, ok := s.runs.m[ch.RunID]
@@ -500,16 +352,37 @@ func (s *Server) onLedger(changes []runs.Change) {
 				}
 			}
 			// A settlement moves the FIFO on without rewriting it: wake the session's worker.
-			s.runs.mu.Lock()
-			if w, ok := s.runs.workers[r.sessionID]; ok {
-				select {
-				case w <- struct{}{}:
-				default:
-				}
-			}
-			s.runs.mu.Unlock()
+			s.runs.lanes.Wake(r.sessionID)
 		}
 	}
+}
+
+// laneFuncs are this server's parts of the sessions' lanes (engine/runs.Lanes).
+func (s *Server) laneFuncs() runs.LaneFuncs {
+	return runs.LaneFuncs{
+		Start: func(rec runRecord) { s.execute(s.mirror(rec)) },
+		Watch: func(rec runRecord) { s.refresh(s.mirror(rec), rec) },
+		Local: s.local,
+		StopQueued: func(rec runRecord) bool {
+			return s.settleQueued(s.mirror(rec), runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)")
+		},
+	}
+}
+
+// local is given the head of a FIFO running in this process: when it has ended here, its
+// settlement did not reach the store (or its FIFO), and is written again.
+func (s *Server) local(rec runRecord) (bool, <-chan struct{}) {
+	r := s.mirror(rec)
+	select {
+	case <-r.done:
+	default:
+		return false, r.done
+	}
+	r.mu.Lock()
+	status, res := r.status, r.result
+	r.mu.Unlock()
+	_, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, false)
+	return err == nil || errors.Is(err, runs.ErrSettled), nil
 }
 
 // execute starts a queued head of a FIFO and follows it to its end.

@@ -21,6 +21,7 @@ func (s *Server) initRuns() error {
 		return fmt.Errorf("httpapi: opening the runs ledger: %w", err)
 	}
 	s.runs.ledger = l
+	s.runs.lanes = runs.NewLanes(s.ctx, l, s.log, s.laneFuncs())
 	follow, err := l.Follow(s.ctx)
 	if err != nil {
 		l.Close()

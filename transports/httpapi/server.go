@@ -270,6 +270,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	s.reqs.Wait()
+	s.runs.lanes.Wait()
 	<-s.sweepDone
 	s.runs.ledger.Close() // after the workers: the runs it left running are unknown from now on
 	return err

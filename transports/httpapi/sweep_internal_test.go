@@ -21,9 +21,7 @@ func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 		return sess
 	}
 	api, gatewayOwned, queued := create(Surface), create("tui"), create(Surface)
-	s.runs.mu.Lock()
-	s.runs.workers = map[string]chan struct{}{queued.ID(): make(chan struct{}, 1)} // a FIFO worker holds it
-	s.runs.mu.Unlock()
+	release := s.runs.lanes.Hold(queued.ID()) // a FIFO worker holds it
 
 	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
 		t.Fatalf("released %d sessions, want 1 (the idle API session)", n)
@@ -38,9 +36,7 @@ func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 		t.Fatal("a session with a queued run was released")
 	}
 
-	s.runs.mu.Lock()
-	delete(s.runs.workers, queued.ID())
-	s.runs.mu.Unlock()
+	release()
 	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
 		t.Fatalf("released %d once the queue emptied, want 1", n)
 	}
