@@ -23,6 +23,9 @@ var forbiddenEdges = []struct{ from, to, reason string }{
 	{"transports", "conformance", "the conformance runner drives the transports, not the reverse"},
 	{"stdlib", "transports", "script modules call the engine in process; reaching a surface would bypass its admission and limits"},
 	{"stdlib", "conformance", "the conformance runner tests the script API from outside"},
+	{"engine", "internal/cli", "the commands compose the engine from configuration; the engine is handed what it needs and never reaches back into a command"},
+	{"transports", "internal/cli", "a command starts a surface with its options; a surface depending on the commands would close a cycle through the composition root"},
+	{"stdlib", "internal/cli", "script modules are also hosted by embedders, without the hermes commands"},
 }
 
 // TestLayering enforces the one-way flow: transports → engine ← policy (scripting). Each

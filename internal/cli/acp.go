@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -22,10 +22,6 @@ import (
 	"github.com/hermes-go/hermes/engine/tool/mcptool"
 	"github.com/hermes-go/hermes/transports/acp"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"acp", "serve the Agent Client Protocol on stdio, for editors (--check, --setup, --version)", runACP})
-}
 
 func runACP(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,10 +7,6 @@ import (
 
 	"github.com/hermes-go/hermes/stdlib"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"api", "print the script API as TypeScript declarations, EmmyLua annotations or a Markdown reference", runAPI})
-}
 
 // runAPI prints what is generated from the script API's one definition; the files shipped in
 // scripts/types and scripts/API.md are its output.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 func TestShippedTypings(t *testing.T) {
 	for format, file := range map[string]string{"ts": "scripts/types/hermes.d.ts", "lua": "scripts/types/hermes.lua", "md": "scripts/API.md"} {
 		r := hermes(t, ".", []string{"HERMES_HOME=" + t.TempDir()}, "api", "--format", format)
-		want, err := os.ReadFile(file)
+		want, err := os.ReadFile(repoPath(file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -19,9 +19,14 @@ import (
 // TestMain lets the test binary act as the hermes binary in a child process, so CLI tests run
 // the real program in a real subprocess.
 func TestMain(m *testing.M) {
+	// Command tests open badger in their own process (the escape hatch), each on a home of its
+	// own; the store_open tests, and engine/store/homestore's, run the store process. Set
+	// before acting as hermes too: a child inherits the choice its test made.
+	if os.Getenv(envStoreProcess) == "" {
+		os.Setenv(envStoreProcess, "off")
+	}
 	if os.Getenv("HERMES_TEST_AS_MAIN") == "1" {
-		startEnv(os.Stderr) // as main does
-		os.Exit(run(context.Background(), os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+		os.Exit(Main(context.Background(), "", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -59,7 +64,7 @@ func TestChatOneShotFromCassette(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(work, "build"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
 	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette}
 	r := hermes(t, work, env, "chat", "--approve", "deny", "-q", demoPrompt)
 	if r.code != 0 || !strings.Contains(r.stdout, demoAnswer) {
@@ -144,7 +149,7 @@ func TestChatPolicyFlag(t *testing.T) {
 	}
 	pol := filepath.Join(t.TempDir(), "deny_rm.js")
 	os.WriteFile(pol, []byte(`export function approval(req) { return req.pattern === "recursive delete" ? {decision: "deny", reason: "no rm -r in this repo"} : "allow"; }`), 0o600)
-	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
 	r := hermes(t, work, []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette}, "chat", "--policy", pol, "--approve", "once", "-q", demoPrompt)
 	if r.code != 0 || !strings.Contains(r.err, "no rm -r in this repo") || strings.Contains(r.err, "approval needed") {
 		t.Fatalf("the policy must deny without asking: exit %d\n%s", r.code, r.err)

@@ -1,9 +1,8 @@
-// Command hermes runs the Hermes agent: an LLM tool-calling loop over durable sessions, driven
-// from the terminal (chat, demo), and by other programs over the surfaces added to it.
-//
-// main.go is the composition root: it reads configuration, opens the store, builds providers,
-// tools and policy, assembles the engine and starts the chosen surface.
-package main
+// Package cli is the hermes command: every subcommand, the command table that names them
+// (commands.go) and the composition root they share. It reads configuration, opens the store,
+// builds providers, tools and policy, assembles the engine and starts the chosen surface. The
+// hermes binary's main package only calls Main.
+package cli
 
 import (
 	"bufio"
@@ -20,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +39,8 @@ import (
 	"github.com/hermes-go/hermes/internal/telemetry"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is the build's version: Main sets it from the hermes binary's own (which -ldflags
+// "-X main.version=…" sets at build time).
 var version = "dev"
 
 type command struct {
@@ -55,29 +54,10 @@ type stdio struct {
 	out, err io.Writer
 }
 
-// coreCommands are listed first in --help; other files add theirs to extraCommands in init.
-var (
-	coreCommands = []command{
-		{"chat", "chat with the agent in the terminal; -q PROMPT runs one turn", runChat},
-		{"demo", "run the main job end to end offline: embedded store and recorded model cassette", runDemo},
-		{"sessions", "list stored sessions", runSessions},
-		{"config", "show the effective configuration (config show)", runConfig},
-		{"version", "print the version", runVersion},
-	}
-	extraCommands []command
-)
-
-func commands() []command {
-	out := append([]command(nil), coreCommands...)
-	extra := append([]command(nil), extraCommands...)
-	slices.SortFunc(extra, func(a, b command) int { return strings.Compare(a.name, b.name) })
-	return append(out, extra...)
-}
-
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "hermes — an AI agent over durable sessions, driven from the terminal and by other programs.\n\n")
 	fmt.Fprintf(w, "Usage:\n  hermes <command> [flags]\n\nCommands:\n")
-	for _, c := range commands() {
+	for _, c := range commands {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'hermes <command> -h' for a command's flags.\n")
@@ -85,10 +65,15 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "OPENAI_API_KEY, HERMES_API_KEY (or API_SERVER_KEY), HERMES_POLICY, HERMES_MAX_ITERATIONS.\n")
 }
 
-func main() {
-	ctx := context.Background()
-	startEnv(os.Stderr)
-	os.Exit(run(ctx, os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr}))
+// Main runs hermes with args (the command line without the program name) on the given
+// standard streams and returns the exit status. ver is the build's version ("dev" when not
+// set). Every command starts with $HERMES_HOME/.env loaded (dotenv.go).
+func Main(ctx context.Context, ver string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if ver != "" {
+		version = ver
+	}
+	startEnv(stderr)
+	return run(ctx, args, stdio{stdin, stdout, stderr})
 }
 
 func run(ctx context.Context, args []string, io stdio) int {
@@ -99,12 +84,10 @@ func run(ctx context.Context, args []string, io stdio) int {
 	if args[0] == "--version" || args[0] == "-v" {
 		args[0] = "version"
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			tr := startTracing(ctx, io.err)
-			defer tr.Shutdown(ctx)
-			return c.run(ctx, args[1:], io)
-		}
+	if c, ok := lookup(args[0]); ok {
+		tr := startTracing(ctx, io.err)
+		defer tr.Shutdown(ctx)
+		return c.run(ctx, args[1:], io)
 	}
 	fmt.Fprintf(io.err, "hermes: unknown command %q\n\n", args[0])
 	usage(io.err)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,10 +9,6 @@ import (
 
 	"github.com/hermes-go/hermes/conformance"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"conformance", "replay the recorded wire fixtures against a hermes build or a running server (--target BINARY|URL)", runConformance})
-}
 
 func runConformance(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,10 +14,7 @@ import (
 func startConformanceServe(t *testing.T, key string) string {
 	t.Helper()
 	home := t.TempDir()
-	cassette, err := filepath.Abs("scripts/demo/demo.cassette.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
 	cmd := hermesCmd(t, home, []string{"HERMES_HOME=" + home, "HERMES_API_KEY=" + key, "HERMES_MODEL=replay:" + cassette, "HERMES_POLICY="},
 		"serve", "--addr", "127.0.0.1:0")
 	logs, err := cmd.StderrPipe()

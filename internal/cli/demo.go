@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	_ "embed"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,10 +14,8 @@ import (
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/model/replay"
 	"github.com/hermes-go/hermes/engine/store"
+	demofiles "github.com/hermes-go/hermes/scripts/demo"
 )
-
-//go:embed scripts/demo/demo.cassette.json
-var demoCassette []byte
 
 // demoPrompt is the prompt the demo cassette was recorded with.
 const demoPrompt = "Set up a scratch project: write notes/todo.md with three tasks, show me the files, then remove the old build directory."
@@ -44,7 +41,7 @@ func runDemo(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	cas, err := replay.Parse(demoCassette, "demo.cassette.json")
+	cas, err := replay.Parse(demofiles.Cassette, "demo.cassette.json")
 	if err != nil {
 		return fail(io, err)
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,7 +52,7 @@ func TestRecordDemoCassette(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("recording run: %d %v\n%s", code, err, errb.String())
 	}
-	if err := rec.Save(filepath.Join("scripts", "demo", "demo.cassette.json")); err != nil {
+	if err := rec.Save(repoPath("scripts", "demo", "demo.cassette.json")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -80,7 +79,7 @@ func TestHelpListsCommands(t *testing.T) {
 	if code := run(context.Background(), []string{"--help"}, stdio{nil, &out, &out}); code != 0 {
 		t.Fatal(code)
 	}
-	for _, c := range commands() {
+	for _, c := range commands {
 		if !strings.Contains(out.String(), "  "+c.name+" ") {
 			t.Errorf("--help lacks %s", c.name)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,10 +14,6 @@ import (
 	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store/homestore"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"doctor", "check the home, the store (--quarantine moves unreadable records aside), the model endpoints, MCP servers, the policy and the API keys; say what to do (--json)", runDoctor})
-}
 
 // The areas doctor checks, in the order it checks them (--check picks some).
 var doctorAreas = []string{"home", "keys", "store", "models", "mcp", "policy"}

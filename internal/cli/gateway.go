@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -28,13 +28,6 @@ import (
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 	"github.com/hermes-go/hermes/transports/modelopts"
 )
-
-func init() {
-	extraCommands = append(extraCommands,
-		command{"gateway", "serve the TUI gateway (JSON-RPC 2.0) on stdin/stdout", runGateway},
-		command{"serve", "serve HTTP: the OpenAI-compatible API under /v1 and the gateway over WebSocket at /api/ws", runServe},
-	)
-}
 
 // assemble opens the store and builds the engine for a long-running surface. Diagnostics go to
 // the logger on stderr; stdout stays free for protocol frames.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -20,10 +20,6 @@ import (
 	"github.com/hermes-go/hermes/engine/tool/mcptool"
 	"github.com/hermes-go/hermes/transports/mcpserver"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"mcp", "serve Hermes sessions as MCP tools (mcp serve [--http ADDR]); check MCP servers (mcp status)", runMCP})
-}
 
 func runMCP(ctx context.Context, args []string, io stdio) int {
 	if len(args) == 1 && args[0] == "status" {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -614,7 +614,9 @@ func holdStream(ctx context.Context, client openai.Client, prompt string) *heldS
 // shipped program, not of a test binary that also links the test dependencies.
 func buildHermes(dir string) (string, error) {
 	bin := filepath.Join(dir, "hermes")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = repoRoot()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -26,10 +26,6 @@ import (
 	"github.com/hermes-go/hermes/scripting"
 	"github.com/hermes-go/hermes/stdlib"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"policy", "policy scripts: test FILE (check its examples), replay SESSION --policy FILE, show", runPolicy})
-}
 
 // policyPath is the policy file in effect: the configured one (HERMES_POLICY, config policy:),
 // else $HERMES_HOME/policy.js, policy.ts or policy.lua; "" when there is none.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -68,7 +68,7 @@ examples = {
 func TestPolicyDecidesChatAndReplay(t *testing.T) {
 	home, work := t.TempDir(), t.TempDir()
 	os.MkdirAll(filepath.Join(work, "build"), 0o755)
-	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
 	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette}
 	writeTemp(t, home, "policy.js", denyRmJS)
 

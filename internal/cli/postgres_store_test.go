@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestPostgresStoreSelected(t *testing.T) {
 		t.Fatal(err)
 	}
 	home, work := t.TempDir(), t.TempDir()
-	cassette, _ := filepath.Abs(filepath.Join("scripts", "demo", "demo.cassette.json"))
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
 	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + cassette, "HERMES_STORE=" + url}
 	r := hermes(t, work, env, "chat", "--approve", "deny", "-q", demoPrompt)
 	if r.code != 0 || !strings.Contains(r.stdout, demoAnswer) {

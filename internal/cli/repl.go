@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -18,10 +18,6 @@ import (
 	"github.com/hermes-go/hermes/engine/config"
 	"github.com/hermes-go/hermes/stdlib"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"repl", "interactive JS or Lua console with the script API preloaded (--lang js|lua)", runRepl})
-}
 
 const replHelp = `The script API is preloaded as hermes (also json, assert, log, time, re, path):
   s = hermes.create({model, cwd, title, policy})   s.run("prompt", {approval, clarify})

@@ -1,6 +1,6 @@
 //go:build !(linux || darwin)
 
-package main
+package cli
 
 // raiseOpenFiles does nothing where the open-file limit is not an rlimit the process can
 // raise; 0 means the limit is unknown.

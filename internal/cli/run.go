@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -24,10 +24,6 @@ import (
 	"github.com/hermes-go/hermes/stdlib"
 	hermesapi "github.com/hermes-go/hermes/stdlib/hermes"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"run", "run a JS or Lua script against the engine (CI): exit 0 ok, 1 failed, 2 usage", runRun})
-}
 
 // listFlag is a repeatable string flag.
 type listFlag []string

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -20,23 +20,14 @@ func demoWork(t *testing.T) string {
 	return work
 }
 
-func absPath(t *testing.T, p string) string {
-	t.Helper()
-	a, err := filepath.Abs(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 // TestRunCassetteTurn drives the recorded demo turn from a script in each language; the
 // script answers the approval and checks the files.
 func TestRunCassetteTurn(t *testing.T) {
-	cassette := absPath(t, "scripts/demo/demo.cassette.json")
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
 	for _, script := range []string{"scripts/ci/cassette_turn.js", "scripts/ci/cassette_turn.lua"} {
 		t.Run(filepath.Ext(script), func(t *testing.T) {
 			work := demoWork(t)
-			r := hermes(t, work, []string{"HERMES_HOME=" + t.TempDir()}, "run", "--grant", "fs", absPath(t, script), cassette, demoPrompt)
+			r := hermes(t, work, []string{"HERMES_HOME=" + t.TempDir()}, "run", "--grant", "fs", repoPath(script), cassette, demoPrompt)
 			if r.code != 0 || !strings.Contains(r.stdout, "text_response(finish_reason=stop), 3 tool results") {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.err)
 			}
@@ -50,11 +41,11 @@ func TestRunCassetteTurn(t *testing.T) {
 // TestRunReviewSession: the review example passes on a clean session and fails (exit 1, with
 // the blocked call named) on one where the policy denied a call.
 func TestRunReviewSession(t *testing.T) {
-	cassette := absPath(t, "scripts/demo/demo.cassette.json")
-	review := absPath(t, "scripts/ci/review_session.js")
+	cassette := repoPath("scripts", "demo", "demo.cassette.json")
+	review := repoPath("scripts", "ci", "review_session.js")
 	home := t.TempDir()
 	env := []string{"HERMES_HOME=" + home}
-	r := hermes(t, demoWork(t), env, "run", "--grant", "fs", absPath(t, "scripts/ci/cassette_turn.lua"), cassette, demoPrompt)
+	r := hermes(t, demoWork(t), env, "run", "--grant", "fs", repoPath("scripts", "ci", "cassette_turn.lua"), cassette, demoPrompt)
 	id := regexp.MustCompile(`session (\S+) turn`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || id == nil {
 		t.Fatalf("setup: %d %s %s", r.code, r.stdout, r.err)
@@ -65,7 +56,7 @@ func TestRunReviewSession(t *testing.T) {
 	}
 	// The strict CI policy denies the recursive delete, so the review fails.
 	work := demoWork(t)
-	ci := hermes(t, work, append(env, "HERMES_MODEL=replay:"+cassette, "HERMES_POLICY="+absPath(t, "scripts/policies/ci.js")), "chat", "-q", demoPrompt)
+	ci := hermes(t, work, append(env, "HERMES_MODEL=replay:"+cassette, "HERMES_POLICY="+repoPath("scripts", "policies", "ci.js")), "chat", "-q", demoPrompt)
 	id = regexp.MustCompile(`\[session (\S+) ·`).FindStringSubmatch(ci.err)
 	if id == nil || !strings.Contains(ci.err, "CI never runs flagged commands") {
 		t.Fatalf("ci chat: %d %s", ci.code, ci.err)
@@ -82,7 +73,7 @@ func TestRunReviewSession(t *testing.T) {
 func TestRunJSONEvents(t *testing.T) {
 	work := demoWork(t)
 	r := hermes(t, work, []string{"HERMES_HOME=" + t.TempDir()}, "run", "--json", "--grant", "fs",
-		absPath(t, "scripts/ci/cassette_turn.js"), absPath(t, "scripts/demo/demo.cassette.json"), demoPrompt)
+		repoPath("scripts", "ci", "cassette_turn.js"), repoPath("scripts", "demo", "demo.cassette.json"), demoPrompt)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.err)
 	}
@@ -91,7 +82,7 @@ func TestRunJSONEvents(t *testing.T) {
 	}
 	seen := map[string]int{}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if last := lines[len(lines)-1]; last != `{"type":"script.result","status":"ok","exit_code":0,"file":"`+absPath(t, "scripts/ci/cassette_turn.js")+`"}` {
+	if last := lines[len(lines)-1]; last != `{"type":"script.result","status":"ok","exit_code":0,"file":"`+repoPath("scripts", "ci", "cassette_turn.js")+`"}` {
 		t.Errorf("the last line is not the result: %s", last)
 	}
 	sc := bufio.NewScanner(strings.NewReader(r.stdout))

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -29,10 +29,6 @@ const (
 	envStoreIdle    = "HERMES_STORE_IDLE"    // how long the store process outlives its last client
 	defaultIdle     = 30 * time.Second
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"store-server", "(started by other commands) serve this home's session store to every hermes process", runStoreServer})
-}
 
 // openHomeStore opens cfg's badger store through the home's store process, or in this process
 // when HERMES_STORE_PROCESS=off.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,14 +14,6 @@ import (
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/store/homestore"
 )
-
-func init() {
-	// Command tests open badger in their own process (the escape hatch), each on a home of its
-	// own; the tests below, and engine/store/homestore's, run the store process.
-	if os.Getenv(envStoreProcess) == "" {
-		os.Setenv(envStoreProcess, "off")
-	}
-}
 
 // waitStoreProcessGone waits until no store process holds home (it exits after its idle time).
 func waitStoreProcessGone(t *testing.T, home string) {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -21,10 +21,6 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/scripting"
 )
-
-func init() {
-	extraCommands = append(extraCommands, command{"test", "run *_test.js, *_test.lua and *_test.ts files (test/describe): exit 0 only when every test passed", runTest})
-}
 
 // defaultTestTimeout bounds one test unless --timeout says otherwise.
 const defaultTestTimeout = 5 * time.Minute

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -187,7 +187,7 @@ func TestHermesTestLoadFailureAndTimeout(t *testing.T) {
 // TestShippedScriptTests: the example suite under scripts/tests (JS, Lua and TypeScript, with
 // modules and scripted models) passes, and its JUnit report counts every test.
 func TestShippedScriptTests(t *testing.T) {
-	r := hermes(t, ".", []string{"HERMES_HOME=" + t.TempDir()}, "test", "--reporter", "junit", "scripts/tests")
+	r := hermes(t, repoPath(), []string{"HERMES_HOME=" + t.TempDir()}, "test", "--reporter", "junit", "scripts/tests")
 	var doc struct {
 		Tests    int `xml:"tests,attr"`
 		Failures int `xml:"failures,attr"`
