@@ -27,7 +27,7 @@ import (
 // client connected over a pair of pipes with newline framing, as stdio does. A target serves
 // its connections either as stdio ones or as WebSocket ones (ws: server→client requests need
 // the client's opt-in, gateway.ready announces heartbeats); the WebSocket transport itself and
-// the subprocess are tested in the root package.
+// the subprocess are tested in internal/cli.
 
 // target is one gateway under test.
 type target struct {
