@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"iter"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -392,35 +391,6 @@ func waitSeen(t *testing.T, m *pacedModel, s string) {
 	}
 }
 
-// pgWarmModel is a zero-latency model: to a user's "tool" prompt (with tools offered) a call of
-// the echo tool, otherwise three text deltas; each answer carries usage.
-type pgWarmModel struct{}
-
-func (pgWarmModel) Stream(_ context.Context, r model.Request) iter.Seq2[model.Chunk, error] {
-	usage := &model.Usage{PromptTokens: 100, CompletionTokens: 3, TotalTokens: 103}
-	chunks := []model.Chunk{{Text: "one "}, {Text: "two "}, {Text: "three"}, {Usage: usage, FinishReason: "stop"}}
-	if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && last.Content == "tool" {
-		chunks = []model.Chunk{{ToolCalls: []model.ToolCallDelta{{Index: 0, ID: "call_1", Name: "echo", Arguments: `{"text":"hi"}`}}}, {Usage: usage, FinishReason: "tool_calls"}}
-	}
-	return func(yield func(model.Chunk, error) bool) {
-		for _, c := range chunks {
-			if !yield(c, nil) {
-				return
-			}
-		}
-	}
-}
-
-type pgWarmEcho struct{}
-
-func (pgWarmEcho) Spec() model.ToolSpec {
-	return model.ToolSpec{Name: "echo", Description: "echo the text", Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}
-}
-
-func (pgWarmEcho) Call(_ context.Context, c tool.Call, _ *tool.Env) (tool.Result, error) {
-	return tool.Result{Content: "echo: " + string(c.Args)}, nil
-}
-
 // BenchmarkPostgresWarmTurn measures a warm turn (the 2nd+ prompt of a session, submit →
 // outcome) through the engine with a zero-latency model, one engine on the PostgreSQL store (a
 // private cluster, fsync and synchronous_commit on) and one on badger (synced writes), each
@@ -443,8 +413,8 @@ func BenchmarkPostgresWarmTurn(b *testing.B) {
 			}
 			var turns [2]func()
 			for k, st := range []store.Store{ps, bs} {
-				eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"fake": pgWarmModel{}}, DefaultModel: "fake:m",
-					Tools: tool.NewRegistry(pgWarmEcho{}), Cwd: b.TempDir(), Policy: policy.Set{Approver: policy.Defaults{}, Busy: policy.NewBusySetting(policy.Queue)}})
+				eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"fake": toolOrText{}}, DefaultModel: "fake:m",
+					Tools: tool.NewRegistry(benchEcho{}), Cwd: b.TempDir(), Policy: policy.Set{Approver: policy.Defaults{}, Busy: policy.NewBusySetting(policy.Queue)}})
 				if err != nil {
 					b.Fatal(err)
 				}
