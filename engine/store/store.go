@@ -142,10 +142,14 @@ type StoredEvent struct {
 // MaxEventBatch bounds the events of one AppendEvents call (a group commit is far smaller).
 const MaxEventBatch = 4096
 
-// CheckEvents validates an append of evs after the stored last seq: seqs must be last+1,
-// last+2, ... (an empty log may start at any seq: the owner's journal may have retained only
-// its tail). Stores call it inside the write's transaction.
-func CheckEvents(sessionID string, last uint64, evs []StoredEvent) error {
+// CheckEvents validates an append of evs after the stored last seq by a writer of lease
+// generation gen (0: unfenced): seqs must be last+1, last+2, ... An empty log may start at any
+// seq (the owner's journal may have retained only its tail), and so may a fenced append: a
+// lease holder that took a session over from one that did not release it numbers its events
+// past every seq the previous holder reserved, published or not, so a seq is never reused and
+// at worst skipped. A seq at or below last is always refused. Stores call it inside the
+// write's transaction.
+func CheckEvents(sessionID string, last, gen uint64, evs []StoredEvent) error {
 	if len(evs) > MaxEventBatch {
 		return fmt.Errorf("%w: %d events in one append, at most %d", ErrInvalidRecord, len(evs), MaxEventBatch)
 	}
@@ -157,7 +161,7 @@ func CheckEvents(sessionID string, last uint64, evs []StoredEvent) error {
 			return fmt.Errorf("%w: event %d of session %q: data is not JSON", ErrInvalidRecord, e.Seq, sessionID)
 		}
 		want := last + 1 + uint64(i)
-		if i == 0 && last == 0 && e.Seq > 0 {
+		if i == 0 && e.Seq > last && (last == 0 || gen != 0) {
 			want = e.Seq
 		}
 		if i > 0 {
@@ -240,7 +244,8 @@ type Store interface {
 
 	// AppendEvents appends to the session's durable event log (ErrNotFound for an unknown
 	// session). The seqs are the writer's and must continue the stored log (see CheckEvents):
-	// a gap or a seq already stored is refused with ErrEventSeq and nothing is written. It is
+	// a seq already stored, or an unfenced append's gap, is refused with ErrEventSeq and nothing
+	// is written (a fenced append may start past the stored last seq). It is
 	// fenced like AppendRows (f, and the context's fence) and each event is stored with the
 	// generation that wrote it. Watchers of the session get a hint naming it.
 	//

@@ -42,7 +42,7 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fenc
 		if err != nil {
 			return err
 		}
-		if err := store.CheckEvents(sessionID, last, evs); err != nil {
+		if err := store.CheckEvents(sessionID, last, gen, evs); err != nil {
 			return err
 		}
 		for i, e := range evs {

@@ -100,7 +100,7 @@ func FuzzFrame(f *testing.F) {
 			_ = checkText(&req)
 			// An events frame decodes into events the store can judge (a refusal, never a panic),
 			// and a payload that decoded is valid JSON the store keeps byte for byte.
-			if err := store.CheckEvents(req.Session, 0, req.Events); err == nil {
+			if err := store.CheckEvents(req.Session, 0, 0, req.Events); err == nil {
 				for _, e := range req.Events {
 					if len(e.Data) > 0 && !json.Valid(e.Data) {
 						t.Fatalf("accepted event data %q is not JSON", e.Data)

@@ -748,13 +748,13 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fenc
 	if n := len(ss.events); n > 0 {
 		last = ss.events[n-1].Seq
 	}
-	if err := store.CheckEvents(sessionID, last, evs); err != nil {
+	gen := store.WriterGeneration(ctx, sessionID, f)
+	if err := store.CheckEvents(sessionID, last, gen, evs); err != nil {
 		return err
 	}
 	if len(evs) == 0 {
 		return nil
 	}
-	gen := store.WriterGeneration(ctx, sessionID, f)
 	for _, e := range evs {
 		e.Data = slices.Clone(e.Data)
 		e.Generation = gen

@@ -17,7 +17,7 @@ import (
 // sees the other's events), the check against the stored last seq, and one insert.
 func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fence, evs []store.StoredEvent) error {
 	if len(evs) > store.MaxEventBatch {
-		return store.CheckEvents(sessionID, 0, evs)
+		return store.CheckEvents(sessionID, 0, 0, evs)
 	}
 	done, err := s.enter(ctx)
 	if err != nil {
@@ -56,7 +56,7 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fenc
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1", sessionID).Scan(&last); err != nil {
 			return err
 		}
-		if err := store.CheckEvents(sessionID, uint64(last), evs); err != nil {
+		if err := store.CheckEvents(sessionID, uint64(last), gen, evs); err != nil {
 			return err
 		}
 		if n == 0 {

@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"KVCompareAndSwap", testKVCAS},
 		{"Events", testEvents},
 		{"EventsFenced", testEventsFenced},
+		{"EventsTakeoverGap", testEventsTakeoverGap},
 		{"EventsConcurrent", testEventsConcurrent},
 		{"EventsLargeBatch", testEventsLargeBatch},
 		{"EventsReopen", testEventsReopen},
@@ -1123,6 +1124,61 @@ func testEventsFenced(t *testing.T, h Harness) {
 		if e.Generation != want {
 			t.Fatalf("event %d stored with generation %d, want %d", e.Seq, e.Generation, want)
 		}
+	}
+}
+
+// testEventsTakeoverGap: a lease holder that took a session over from one that did not release
+// it numbers its events past the seqs the previous holder reserved, so its first fenced append
+// may skip seqs; an unfenced append may not, and no append reuses a stored seq. Readers see the
+// log across the gap.
+func testEventsTakeoverGap(t *testing.T, h Harness) {
+	s := open(t, h)
+	create(t, s, store.Session{ID: "a"})
+	l1, err := s.AcquireLease(ctx, "a", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Fenced(s, "a", l1.Generation).AppendEvents(ctx, "a", store.Fence{}, evs(1, 3)); err != nil {
+		t.Fatalf("append under the first lease: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, l1); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.AcquireLease(ctx, "a", "node-2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "unfenced gap", s.AppendEvents(ctx, "a", store.Fence{}, evs(5, 5)), store.ErrEventSeq)
+	wantErr(t, "stale holder's gap", s.AppendEvents(ctx, "a", store.Fence{Generation: l1.Generation}, evs(9, 9)), store.ErrFenced)
+	fresh := store.Fenced(s, "a", l2.Generation)
+	wantErr(t, "fenced reuse", fresh.AppendEvents(ctx, "a", store.Fence{}, evs(3, 4)), store.ErrEventSeq)
+	wantErr(t, "fenced hole inside the batch", fresh.AppendEvents(ctx, "a", store.Fence{}, append(evs(9, 9), evs(11, 11)...)), store.ErrEventSeq)
+	if n := lastEventSeq(t, s, "a"); n != 3 {
+		t.Fatalf("refused appends moved the log to %d", n)
+	}
+	if err := fresh.AppendEvents(ctx, "a", store.Fence{}, evs(9, 10)); err != nil {
+		t.Fatalf("fenced append past a gap: %v", err)
+	}
+	if err := s.AppendEvents(ctx, "a", store.Fence{Generation: l2.Generation}, evs(11, 11)); err != nil {
+		t.Fatalf("continuing after the gap: %v", err)
+	}
+	want := append(evs(1, 3), evs(9, 11)...)
+	wantEvents(t, "log with a gap", eventsSince(t, s, "a", 0, 0), want)
+	wantEvents(t, "after a seq in the gap", eventsSince(t, s, "a", 5, 0), evs(9, 11))
+	wantEvents(t, "across the gap, limit 2", eventsSince(t, s, "a", 2, 2), append(evs(3, 3), evs(9, 9)...))
+	if n := lastEventSeq(t, s, "a"); n != 11 {
+		t.Fatalf("last seq = %d, want 11", n)
+	}
+	for _, e := range eventsSince(t, s, "a", 0, 0) {
+		if g := map[bool]uint64{true: l1.Generation, false: l2.Generation}[e.Seq <= 3]; e.Generation != g {
+			t.Fatalf("event %d stored with generation %d, want %d", e.Seq, e.Generation, g)
+		}
+	}
+	if h.Reopen != nil {
+		s = h.Reopen(t, s)
+		t.Cleanup(func() { s.Close() })
+		wantEvents(t, "log with a gap after reopen", eventsSince(t, s, "a", 0, 0), want)
+		wantErr(t, "reuse after reopen", s.AppendEvents(ctx, "a", store.Fence{Generation: l2.Generation}, evs(10, 10)), store.ErrEventSeq)
 	}
 }
 
