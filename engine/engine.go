@@ -229,7 +229,7 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	if name == "" {
 		return "", nil, fmt.Errorf("%w: no model configured (set HERMES_MODEL=provider:model)", ErrInvalidModel)
 	}
-	prov, m := model.ParseName(name)
+	prov, m := e.customEndpoint(model.ParseName(name))
 	if prov == "" {
 		prov, _ = model.ParseName(e.cfg.DefaultModel)
 	}
@@ -243,7 +243,7 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	p, ok := e.cfg.Providers[prov]
 	if !ok {
 		return "", nil, &ModelNameError{Model: name, Provider: prov, Suggestions: e.Providers(),
-			Err: fmt.Errorf("%w %q in model %q (configured: %s)", model.ErrUnknownProvider, prov, name, strings.Join(e.Providers(), ", "))}
+			Err: fmt.Errorf("%w %q in model %q (configured: %s)%s", model.ErrUnknownProvider, prov, name, strings.Join(e.Providers(), ", "), customHint(prov))}
 	}
 	m, err := e.checkModel(prov, m)
 	if err != nil {

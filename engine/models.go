@@ -145,7 +145,7 @@ func (r *routed) next(tried []string) (string, model.Provider) {
 
 // resolveDirect resolves a fallback model name to its canonical name and bare provider.
 func (e *Engine) resolveDirect(name string) (string, model.Provider, error) {
-	prov, m := model.ParseName(strings.TrimSpace(name))
+	prov, m := e.customEndpoint(model.ParseName(strings.TrimSpace(name)))
 	if prov == "" {
 		prov, _ = model.ParseName(e.cfg.DefaultModel)
 	}
@@ -158,4 +158,28 @@ func (e *Engine) resolveDirect(name string) (string, model.Provider, error) {
 		return "", nil, err
 	}
 	return prov + ":" + m, p, nil
+}
+
+// customEndpoint maps the reference's names of custom endpoints onto the configured
+// providers: "custom:<name>:<model>" is <name>:<model> when <name> is a configured provider (a
+// saved endpoint of config.yaml), and "custom:<model>" is the provider named custom when one
+// is configured (else it stays unknown, with customHint saying how to configure one).
+func (e *Engine) customEndpoint(prov, m string) (string, string) {
+	if prov != "custom" {
+		return prov, m
+	}
+	if name, rest := model.ParseName(m); name != "" {
+		if _, ok := e.cfg.Providers[name]; ok {
+			return name, rest
+		}
+	}
+	return prov, m
+}
+
+// customHint explains an unknown provider named custom.
+func customHint(prov string) string {
+	if prov != "custom" {
+		return ""
+	}
+	return "; a custom endpoint is a provider of config.yaml: custom:<name>:<model> names provider <name>, custom:<model> a provider named custom"
 }
