@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,11 +17,22 @@ import (
 
 // Heartbeat timing: a ledger rewrites its heartbeat every BeatEvery, valid for BeatTTL. A
 // process on another host (or one whose liveness this host cannot check) is gone once its
-// heartbeat is BeatTTL old.
+// heartbeat is BeatTTL old. The heartbeat decides only who starts a queued head (and whether a
+// run claimed without a session lease is restart-unknown); a running run lives by its
+// session's lease (Check).
 const (
 	BeatTTL   = 15 * time.Second
 	BeatEvery = 5 * time.Second
 )
+
+// LapseGrace is how long a process sees a running run's lease gone before it lapses the run:
+// the settlement its executing process writes right after the turn ended (when the session's
+// lease may already be released or passed on) lands first.
+const LapseGrace = 3 * time.Second
+
+// lapseTTL is the lifetime of the lease a ledger takes to fence a gone holder; it gives it back
+// at once.
+const lapseTTL = 5 * time.Second
 
 // heartbeat is a process's liveness record.
 type heartbeat struct {
@@ -42,8 +55,12 @@ var hostname = sync.OnceValue(func() string {
 
 // Ledger is the runs ledger of one process over a store.
 type Ledger struct {
-	st   store.Store
-	proc string
+	st    store.Store
+	proc  string
+	grace time.Duration // LapseGrace; tests shorten it
+
+	mu   sync.Mutex
+	gone map[string]sighting // run id → when this process first saw its lease gone
 
 	stop    context.CancelFunc
 	done    chan struct{}
@@ -55,7 +72,7 @@ type Ledger struct {
 func Open(ctx context.Context, st store.Store) (*Ledger, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	l := &Ledger{st: st, proc: "proc_" + hex.EncodeToString(b[:]), done: make(chan struct{})}
+	l := &Ledger{st: st, proc: "proc_" + hex.EncodeToString(b[:]), grace: LapseGrace, gone: map[string]sighting{}, done: make(chan struct{})}
 	if err := l.beat(ctx); err != nil {
 		return nil, err
 	}
@@ -72,6 +89,7 @@ func Open(ctx context.Context, st store.Store) (*Ledger, error) {
 				return
 			case <-t.C:
 				_ = l.beat(bctx)
+				l.lapseScan(bctx)
 			}
 		}
 	}()
@@ -149,4 +167,131 @@ func (l *Ledger) alive(ctx context.Context, proc string) (bool, time.Time) {
 func (l *Ledger) Recheck(ctx context.Context, proc string) time.Time {
 	_, at := l.alive(ctx, proc)
 	return at
+}
+
+// lapseScan checks (Check) the running head of every session's FIFO that another process
+// runs; a ledger does it every BeatEvery, so a run whose lease is gone is lapsed by whichever
+// process looks first, without anybody asking for it.
+func (l *Ledger) lapseScan(ctx context.Context) {
+	fifos, err := l.st.ListKV(ctx, fifoPrefix)
+	if err != nil {
+		return
+	}
+	for _, b := range fifos {
+		f, err := decodeFIFO(b)
+		if err != nil {
+			continue
+		}
+		for _, id := range f.Queue {
+			rec, err := l.Get(ctx, id)
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidRecord) || (err == nil && rec.Settled()) {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			if rec.Status == Running && rec.Process != l.proc {
+				l.Check(ctx, rec)
+			}
+			break // only a FIFO's head runs
+		}
+	}
+}
+
+// sighting is a run whose lease a process saw gone: at, while the record was at version.
+type sighting struct {
+	version uint64
+	at      time.Time
+}
+
+// errUnchanged aborts an Update that has nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// Check looks at a run running under another process: the generation of its session's lease
+// its turn runs under (Record.LeaseGeneration). While that generation is held, the run is
+// running, and Check returns when the lease would expire. Once it is not — another generation
+// holds the lease, or it expired or was released with the run unsettled — for LapseGrace as
+// this process sees it (at once when the holder was a process of this host that exited), Check
+// fences that holder and marks the run Lapsed (restart-unknown). Fencing: a lease nobody holds
+// is taken here and given back, so its generation moves on and the holder, should it come back
+// (a database outage, a process stopped past its TTL), can neither renew it nor write another
+// row; a lease another generation holds fences it already. A store error decides nothing.
+// A zero time means only a change of the record changes what Check says (settled, lapsed, or
+// claimed without a lease and its process gone).
+func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
+	if rec.Status != Running || rec.Lapsed || rec.LeaseGeneration == 0 {
+		l.forget(rec.RunID)
+		if rec.Status == Running && rec.LeaseGeneration == 0 {
+			return l.Recheck(ctx, rec.Process)
+		}
+		return time.Time{}
+	}
+	now := time.Now()
+	lease, err := l.st.GetLease(ctx, rec.SessionID)
+	free := errors.Is(err, store.ErrNotFound)
+	switch {
+	case err == nil && lease.Generation == rec.LeaseGeneration && exited(lease.Owner):
+		// Its holder was a process of this host that no longer exists: nothing to wait for.
+		if err := l.st.ReleaseLease(ctx, lease); err != nil {
+			return now.Add(time.Second)
+		}
+		free = true
+	case err == nil && lease.Generation == rec.LeaseGeneration:
+		l.forget(rec.RunID)
+		return now.Add(min(max(lease.Expires.Sub(now), 500*time.Millisecond), 30*time.Second))
+	case err != nil && !free:
+		return now.Add(time.Second)
+	default:
+		if at := l.sighted(rec, now); now.Before(at) {
+			return at
+		}
+	}
+	if free {
+		mine, err := l.st.AcquireLease(ctx, rec.SessionID, "runs:"+l.proc, lapseTTL)
+		if err != nil {
+			return now.Add(time.Second) // taken meanwhile (or a store error): look again
+		}
+		defer func() { _ = l.st.ReleaseLease(context.WithoutCancel(ctx), mine) }()
+	}
+	_, err = l.Update(ctx, rec.RunID, func(cur *Record) error {
+		if cur.Status != Running || cur.Lapsed || cur.LeaseGeneration != rec.LeaseGeneration {
+			return errUnchanged
+		}
+		cur.Lapsed = true
+		return nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return now.Add(time.Second)
+	}
+	l.forget(rec.RunID)
+	return time.Time{}
+}
+
+// sighted records when this process first saw rec's lease gone (again when the record changed
+// since) and returns when the grace ends.
+func (l *Ledger) sighted(rec Record, now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.gone[rec.RunID]
+	if !ok || s.version != rec.Version {
+		s = sighting{version: rec.Version, at: now}
+		l.gone[rec.RunID] = s
+	}
+	return s.at.Add(l.grace)
+}
+
+func (l *Ledger) forget(runID string) {
+	l.mu.Lock()
+	delete(l.gone, runID)
+	l.mu.Unlock()
+}
+
+// exited reports whether a lease owner named as the engine names it ("host:pid:…") is a
+// process of this host that no longer exists.
+func exited(owner string) bool {
+	host, _ := os.Hostname()
+	h, rest, ok := strings.Cut(owner, ":")
+	pid, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(pid)
+	return ok && h == host && err == nil && n > 0 && n != os.Getpid() && !pidExists(n)
 }

@@ -13,10 +13,15 @@
 //     positions, and only the FIFO's head is ever claimed;
 //   - an Idempotency-Key claim per (principal, key digest) (idemPrefix), so one key admits one run
 //     across processes;
-//   - a heartbeat per process (procPrefix): a run left running by a process whose heartbeat
-//     expired (or which is known dead on this host) is restart-unknown until an operator resolves
-//     it with the exact admission_id and execution_generation. A run running under a live process
-//     is that process's, and nobody else's recovery touches it.
+//   - the session lease a run's turn runs under (Record.LeaseGeneration, taken at the claim): a
+//     run is running while that generation of its session's lease is held. Once it is not (the
+//     holder was taken over, or its lease expired or was released with the run unsettled), a
+//     process following the ledger takes the lease over, so that holder can write nothing more,
+//     and marks the run Lapsed: restart-unknown, the same for every process, until its
+//     executing process settles it after all or an operator resolves it with the exact
+//     admission_id and execution_generation (see Ledger.Check);
+//   - a heartbeat per process (procPrefix), which only decides who starts a queued head: the
+//     process that admitted it while it is there, any process once it is gone.
 package runs
 
 import (
@@ -104,13 +109,19 @@ type Record struct {
 	Prompt  string `json:"prompt"`
 	Model   string `json:"model,omitempty"`
 	// SwitchModel is the model the request named: the session moves to it when the run starts.
-	SwitchModel string         `json:"switch_model,omitempty"`
-	SessionKey  string         `json:"session_key,omitempty"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StartedAt   time.Time      `json:"started_at,omitzero"`
-	SettledAt   time.Time      `json:"settled_at,omitzero"`
-	Result      map[string]any `json:"result,omitempty"` // the terminal fields (completed, partial, …)
-	Version     uint64         `json:"version"`          // bumped by every write
+	SwitchModel string `json:"switch_model,omitempty"`
+	SessionKey  string `json:"session_key,omitempty"`
+	// LeaseGeneration is the generation of the session's lease the run's turn runs under,
+	// taken when it was claimed (0: the store had no lease for the session; the run is then
+	// alive while its process is). Lapsed is set once that lease was gone with the run still
+	// running: the run is restart-unknown.
+	LeaseGeneration uint64         `json:"lease_generation,omitempty"`
+	Lapsed          bool           `json:"lapsed,omitempty"`
+	CreatedAt       time.Time      `json:"created_at"`
+	StartedAt       time.Time      `json:"started_at,omitzero"`
+	SettledAt       time.Time      `json:"settled_at,omitzero"`
+	Result          map[string]any `json:"result,omitempty"` // the terminal fields (completed, partial, …)
+	Version         uint64         `json:"version"`          // bumped by every write
 }
 
 // Settled reports whether the run has its terminal status.
@@ -451,7 +462,9 @@ func indexOf(s []string, v string) int {
 
 // Claim hands a queued run to this ledger's process: running, execution generation + 1. Only a
 // queued run at the head of its FIFO is claimed (ErrNotQueued otherwise), so of two processes
-// claiming, one wins, and runs of a session start in admission order.
+// claiming, one wins, and runs of a session start in admission order. The run is recorded
+// under the session lease's generation its turn runs under: the fence ctx carries for the
+// session (the engine claims a turn with its lease's), else the lease held now.
 func (l *Ledger) Claim(ctx context.Context, runID string) (Record, error) {
 	rec, err := l.Get(ctx, runID)
 	if err != nil {
@@ -464,11 +477,20 @@ func (l *Ledger) Claim(ctx context.Context, runID string) (Record, error) {
 	if !ok || head.RunID != runID {
 		return rec, ErrNotQueued
 	}
+	var gen uint64
+	if f, ok := store.FenceOf(ctx); ok && f.SessionID == rec.SessionID {
+		gen = f.Generation
+	} else if lease, err := l.st.GetLease(ctx, rec.SessionID); err == nil {
+		gen = lease.Generation
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return rec, err
+	}
 	return l.Update(ctx, runID, func(rec *Record) error {
 		if rec.Status != Queued {
 			return ErrNotQueued
 		}
 		rec.Status, rec.Generation, rec.Process, rec.StartedAt = Running, rec.Generation+1, l.proc, time.Now().UTC()
+		rec.LeaseGeneration, rec.Lapsed = gen, false
 		return nil
 	})
 }
@@ -497,8 +519,11 @@ func (l *Ledger) Settle(ctx context.Context, runID, status string, res map[strin
 // the write are one compare-and-set: of concurrent resolutions, from any process, exactly one
 // succeeds; the others get ErrNotUnknown.
 func (l *Ledger) ResolveUnknown(ctx context.Context, runID, admissionID string, generation int64, res map[string]any) (Record, error) {
+	if cur, err := l.Get(ctx, runID); err == nil {
+		l.Unknown(ctx, cur) // lapses it when its lease is gone
+	}
 	rec, err := l.Update(ctx, runID, func(rec *Record) error {
-		if rec.Status != Running || l.Alive(ctx, rec.Process) {
+		if !l.unknown(ctx, *rec) {
 			return ErrNotUnknown
 		}
 		if rec.AdmissionID != admissionID || rec.Generation != generation {
@@ -510,9 +535,30 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, runID, admissionID string, 
 	return rec, err
 }
 
-// Unknown reports whether rec is restart-unknown: running under a process that is gone.
+// Unknown reports whether rec is restart-unknown: running, and Lapsed (the session lease its
+// turn ran under is gone), or, for a run claimed without a lease, running under a process that
+// is gone. For a run another process runs it checks the lease first (Check), so a run whose
+// holder exited on this host, or whose lease has been gone past the grace, is lapsed now.
+// Whether a run is unknown is written in its record, so every process that reads it says the
+// same.
 func (l *Ledger) Unknown(ctx context.Context, rec Record) bool {
-	return rec.Status == Running && !l.Alive(ctx, rec.Process)
+	if rec.Status == Running && rec.LeaseGeneration != 0 && !rec.Lapsed && rec.Process != l.proc && l.Check(ctx, rec).IsZero() {
+		if cur, err := l.Get(ctx, rec.RunID); err == nil {
+			rec = cur
+		}
+	}
+	return l.unknown(ctx, rec)
+}
+
+// unknown is Unknown from the record alone.
+func (l *Ledger) unknown(ctx context.Context, rec Record) bool {
+	if rec.Status != Running {
+		return false
+	}
+	if rec.LeaseGeneration != 0 {
+		return rec.Lapsed
+	}
+	return !l.Alive(ctx, rec.Process)
 }
 
 // Recover reads the ledger when a process starts: expired records are dropped with their
