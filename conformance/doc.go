@@ -70,6 +70,7 @@
 //	gateway_reconnect              20,22 an open request survives a reconnect and is answered from the new connection
 //	gateway_ws_browser             i17.9 a prompt.submit over /api/ws drives the controller its key registered
 //	gateway_live_events            i17.8 usage ticks, sub-agent lifecycle, background process output, a failed turn kept as inflight with its corrections
+//	gateway_display                i17.8 the display section's busy_input_mode loads (queue); a display_kind hidden prompt is marked hidden in session.history
 //	acp_turn                       23,26 ACP initialize, streaming prompt, permission request
 //	behaviour_24_acp_load          24    session/load in a new process replays the history (tool calls, plan) before its response
 //	behaviour_25_acp_queue_cancel  25    a second prompt is queued at once; session/cancel ends the first cancelled
