@@ -42,11 +42,65 @@ type LaneFuncs struct {
 	// StopQueued settles a queued head this process admitted as interrupted (the process is
 	// stopping); false leaves it and what is behind it.
 	StopQueued func(Record) bool
+	// Viewed is asked, when a run's record changed, about the surface's view of that run: ok
+	// is false when it has none (the run's session's worker reads the record if it must);
+	// otherwise sessionID is the run's session, and follow reports whether the view follows
+	// the record (the run is neither settled nor executed by this process): the record is
+	// then read and given to Watch.
+	Viewed func(runID string) (sessionID string, follow, ok bool)
 }
 
 // NewLanes returns the lanes of this ledger's process; their workers stop when ctx ends.
 func NewLanes(ctx context.Context, l *Ledger, log *slog.Logger, h LaneFuncs) *Lanes {
 	return &Lanes{l: l, ctx: ctx, log: log, h: h, workers: map[string]chan struct{}{}}
+}
+
+// Follow subscribes to the ledger's change hints (the subscription is in place when it
+// returns) and applies them until ctx ends; Wait waits for that too.
+func (ls *Lanes) Follow() error {
+	follow, err := ls.l.Follow(ls.ctx)
+	if err != nil {
+		return err
+	}
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		follow(ls.apply)
+	}()
+	return nil
+}
+
+// apply applies change hints: a changed FIFO wakes (or starts) its session's worker, a changed
+// record refreshes the surface's view of it, and lost hints re-read every unsettled record.
+func (ls *Lanes) apply(changes []Change) {
+	for _, ch := range changes {
+		switch {
+		case ch.All:
+			recs, err := ls.l.List(ls.ctx, nil)
+			if err != nil {
+				continue
+			}
+			for _, rec := range recs {
+				if !rec.Settled() {
+					ls.h.Watch(rec)
+				}
+			}
+		case ch.SessionID != "":
+			ls.Kick(ch.SessionID)
+		case ch.RunID != "":
+			sessionID, follow, ok := ls.h.Viewed(ch.RunID)
+			if !ok {
+				continue // nobody here asked about it; its session's worker will if it must
+			}
+			if follow {
+				if rec, err := ls.l.Get(ls.ctx, ch.RunID); err == nil {
+					ls.h.Watch(rec)
+				}
+			}
+			// A settlement moves the FIFO on without rewriting it: wake the session's worker.
+			ls.Wake(sessionID)
+		}
+	}
 }
 
 // Kick wakes the worker of a session's FIFO, starting one when it has none (not once ctx

@@ -319,44 +319,6 @@ func unknownFields(rec runRecord) map[string]any {
 		"execution_generation": rec.Generation, "restart_unknown": true, "error": msgUnknown}
 }
 
-// onLedger applies the ledger's change hints: a changed record refreshes its mirror here, a
-// changed FIFO wakes (or starts) its session's worker, and lost hints re-read everything.
-func (s *Server) onLedger(changes []runs.Change) {
-	for _, ch := range changes {
-		switch {
-		case ch.All:
-			recs, err := s.runs.ledger.List(s.ctx, nil)
-			if err != nil {
-				continue
-			}
-			for _, rec := range recs {
-				if !rec.Settled() {
-					s.refresh(s.mirror(rec), rec)
-				}
-			}
-		case ch.SessionID != "":
-			s.runs.lanes.Kick(ch.SessionID)
-		case ch.RunID != "":
-			s.runs.mu.Lock()
-			r, ok := s.runs.m[ch.RunID]
-			s.runs.mu.Unlock()
-			if !ok {
-				continue // nobody here asked about it; its session's worker will if it must
-			}
-			r.mu.Lock()
-			mine := r.final || r.rec.Process == s.runs.ledger.Process() // its settlement or its execution is this process's
-			r.mu.Unlock()
-			if !mine {
-				if rec, err := s.runs.ledger.Get(s.ctx, ch.RunID); err == nil {
-					s.refresh(r, rec)
-				}
-			}
-			// A settlement moves the FIFO on without rewriting it: wake the session's worker.
-			s.runs.lanes.Wake(r.sessionID)
-		}
-	}
-}
-
 // laneFuncs are this server's parts of the sessions' lanes (engine/runs.Lanes).
 func (s *Server) laneFuncs() runs.LaneFuncs {
 	return runs.LaneFuncs{
@@ -366,7 +328,22 @@ func (s *Server) laneFuncs() runs.LaneFuncs {
 		StopQueued: func(rec runRecord) bool {
 			return s.settleQueued(s.mirror(rec), runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)")
 		},
+		Viewed: s.viewed,
 	}
+}
+
+// viewed reports the session of this server's view of a run whose record changed, and whether
+// the view follows the record: its settlement and its execution are another process's.
+func (s *Server) viewed(runID string) (string, bool, bool) {
+	s.runs.mu.Lock()
+	r, ok := s.runs.m[runID]
+	s.runs.mu.Unlock()
+	if !ok {
+		return "", false, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessionID, !r.final && r.rec.Process != s.runs.ledger.Process(), true
 }
 
 // local is given the head of a FIFO running in this process: when it has ended here, its

@@ -22,16 +22,10 @@ func (s *Server) initRuns() error {
 	}
 	s.runs.ledger = l
 	s.runs.lanes = runs.NewLanes(s.ctx, l, s.log, s.laneFuncs())
-	follow, err := l.Follow(s.ctx)
-	if err != nil {
+	if err := s.runs.lanes.Follow(); err != nil {
 		l.Close()
 		return fmt.Errorf("httpapi: following the runs ledger: %w", err)
 	}
-	s.reqs.Add(1)
-	go func() {
-		defer s.reqs.Done()
-		follow(s.onLedger)
-	}()
 	recs, err := l.Recover(s.ctx, func(key string, err error) {
 		s.log.Warn("runs: skipping an unreadable run record", "key", key, "err", err)
 	})
