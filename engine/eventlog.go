@@ -34,6 +34,16 @@ import (
 // the store's contiguity check (ErrEventSeq) is then the arbiter, and a journal that lost it
 // forgets the events it numbered that the log does not have (its subscribers lag, and resume
 // from the store).
+//
+// A seq is never reused, not even after kill -9 of a lease holder whose clients already had
+// events it had not stored yet. A lease holder publishes only seqs it reserved in the store
+// first: its lease's held marker (lease.go) records the highest seq it may publish, reserved
+// seqBlock ahead and extended by the flusher before the block runs low, so a turn never waits
+// for it. A holder that takes a session over from one that did not release it (its marker is
+// still there) numbers its events past that reservation: the log then has a gap, never two
+// events under one seq. A clean release stores everything first and deletes the marker, so the
+// next holder continues at the stored last seq. Between leases, a journal that still numbers
+// the session's events publishes them once they are stored.
 
 const (
 	// storedGeneration is the journal generation (Session.Generation) of a journal that mirrors
@@ -42,7 +52,10 @@ const (
 	flushEvery       = 20 * time.Millisecond
 	flushBatch       = 256
 	followBatch      = 512
-	storeTimeout     = 10 * time.Second
+	// seqBlock is how many seqs a lease holder reserves at once (seqs it may publish before
+	// they are stored); it extends the reservation when fewer than half are left.
+	seqBlock     = 4096
+	storeTimeout = 10 * time.Second
 )
 
 // logState is a journal's side of the durable log; guarded by journal.mu.
@@ -52,6 +65,9 @@ type logState struct {
 	aligned   bool        // the journal's seqs are the stored log's
 	owner     bool
 	fence     uint64  // the owner's lease generation (0: unfenced)
+	leased    bool    // the log is written under leases: publish only reserved or stored seqs
+	reserved  uint64  // the owner's lease reserved the seqs up to here (fence != 0)
+	dropped   bool    // since own, events numbered here were forgotten unstored
 	durable   uint64  // seqs up to here are stored
 	pending   []Event // appended by the owner, not yet handed to the store
 	inflight  int     // events being written now
@@ -62,6 +78,9 @@ type logState struct {
 	stop      context.CancelFunc
 	urge      chan struct{} // flush now: a batch is full, a turn ended, the journal closes
 	flushed   chan struct{} // closed (and replaced) whenever a flush settled
+
+	// reserve records a bigger reservation, fenced with the lease (nil: no lease).
+	reserve func(ctx context.Context, upto uint64) error
 }
 
 func (l *logState) init(st store.Store) {
@@ -92,12 +111,21 @@ func (j *journal) born() {
 	j.log.needSync = false
 }
 
+// seqLease is what a lease holder's journal publishes under: the seq its numbering starts past
+// (the stored last seq, or a previous holder's reservation when that one did not release the
+// lease), the seqs reserved in the store so far, and how to reserve more.
+type seqLease struct {
+	floor, reserved uint64
+	reserve         func(ctx context.Context, upto uint64) error
+}
+
 // own makes this process the writer of the session's stored log, fenced with generation gen
-// of the session's lease (0: unfenced). The journal continues from the stored last seq: a new
-// session's events so far are stored, and a log that moved on without this journal is taken
-// as it is (the window restarts there; events this journal numbered that the log does not have
-// are forgotten and its subscribers lag). Calling it again while owning changes the fence.
-func (j *journal) own(ctx context.Context, st store.Store, gen uint64) error {
+// of the session's lease (0 and sl nil: unfenced). The journal continues from the stored last
+// seq, or past sl.floor: a new session's events so far are stored, and a log that moved on
+// without this journal is taken as it is (the window restarts there; events this journal
+// numbered that the log does not have are forgotten and its subscribers lag). Calling it again
+// while owning changes the fence.
+func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLease) error {
 	for {
 		last, err := st.LastEventSeq(ctx, j.sid)
 		if err != nil {
@@ -120,19 +148,31 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64) error {
 			j.log.init(st)
 		}
 		j.log.st = st
+		start := last
+		if sl != nil {
+			start = max(last, sl.floor)
+		}
 		switch {
-		case !j.log.aligned && last == 0:
+		case !j.log.aligned && start == 0:
 			// Nothing stored yet: what this journal numbered so far becomes the log's start.
 			j.log.pending = append(j.log.pending[:0], j.events...)
 			j.log.durable = 0
 		case !j.log.aligned:
-			j.resetLocked(last, j.last > 0)
-		case last != j.log.durable || j.last != j.log.durable && !j.log.owner:
-			j.resetLocked(last, j.last > last)
+			j.resetLocked(start, j.last > 0)
+		case start != j.log.durable || j.last != j.log.durable && !j.log.owner:
+			j.resetLocked(start, j.last > last)
 		}
 		j.log.aligned, j.log.needSync = true, false
 		j.gen = storedGeneration
-		j.log.owner, j.log.fence = true, gen
+		j.log.owner, j.log.fence, j.log.dropped = true, gen, false
+		if sl != nil {
+			j.log.leased = true
+			j.log.reserved, j.log.reserve = sl.reserved, sl.reserve
+			if j.last+seqBlock/2 > j.log.reserved {
+				signal(j.log.urge) // numbered past what is reserved: reserve more at once
+			}
+			j.wakeLocked()
+		}
 		j.startFlushLocked()
 		j.mu.Unlock()
 		return nil
@@ -144,8 +184,10 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64) error {
 // forgotten here, and it follows the log from then on). A journal that gave its lease back in
 // good order goes on numbering the events raised here between leases (background output, a
 // title), unfenced, as the last writer of the log: the next process that writes the log takes
-// it over, and this journal then follows it (refresh, or its next write refused).
-func (j *journal) disown() {
+// it over, and this journal then follows it (refresh, or its next write refused). It reports
+// whether everything numbered under the fence was stored: when not, some of it may have been
+// published, and the lease's reservation must stay recorded (its held marker kept).
+func (j *journal) disown() (clean bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	for {
@@ -153,7 +195,7 @@ func (j *journal) disown() {
 		j.mu.Lock()
 		if !j.log.owner {
 			j.mu.Unlock()
-			return
+			return !j.log.dropped
 		}
 		if ctx.Err() != nil || len(j.log.pending) == 0 && j.log.inflight == 0 {
 			break // held: nothing more is numbered under the fence
@@ -164,12 +206,14 @@ func (j *journal) disown() {
 		j.mu.Unlock()
 	}
 	defer j.mu.Unlock()
-	j.log.fence = 0
+	clean = j.last == j.log.durable && j.log.inflight == 0 && !j.log.dropped
+	j.log.fence, j.log.reserve = 0, nil
 	if j.last > j.log.durable { // not stored in time: not in the log
 		j.log.owner = false
 		j.forgetLocked()
 	}
 	j.startFollowLocked()
+	return clean
 }
 
 // ownForTurn takes the log over for a turn when no lease did (see the package comment).
@@ -182,7 +226,7 @@ func (j *journal) ownForTurn(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	_ = j.own(ctx, st, 0) // the turn runs either way; its events then stay in this process
+	_ = j.own(ctx, st, 0, nil) // the turn runs either way; its events then stay in this process
 }
 
 // resetLocked makes the journal mirror a stored log ending at last: the window empties (older
@@ -200,6 +244,9 @@ func (j *journal) resetLocked(last uint64, forget bool) {
 
 // forgetLocked drops the events after the stored ones (numbered here, never stored).
 func (j *journal) forgetLocked() {
+	if j.last > j.log.durable {
+		j.log.dropped = true
+	}
 	for len(j.events) > 0 && j.events[len(j.events)-1].Seq > j.log.durable {
 		j.events = j.events[:len(j.events)-1]
 	}
@@ -262,13 +309,33 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	batch := append([]Event(nil), j.log.pending[:min(len(j.log.pending), store.MaxEventBatch)]...)
 	j.log.inflight = len(batch)
 	fence, resets := j.log.fence, j.log.resets
+	var upto uint64
+	reserve := j.log.reserve
+	if fence != 0 && reserve != nil && j.last+seqBlock/2 > j.log.reserved {
+		upto = j.last + seqBlock
+	}
 	j.mu.Unlock()
 
+	var err error
+	if upto > 0 {
+		// More seqs are reserved before they are published (the events past the reservation
+		// wait for it), and before anything is stored past it.
+		if err = retryUnavailable(func(ctx context.Context) error { return reserve(ctx, upto) }); err == nil {
+			j.mu.Lock()
+			if j.log.fence == fence && j.log.owner {
+				j.log.reserved = max(j.log.reserved, upto)
+				j.wakeLocked()
+			}
+			j.mu.Unlock()
+		}
+	}
 	evs := make([]store.StoredEvent, len(batch))
 	for i, e := range batch {
 		evs[i] = storedEvent(e)
 	}
-	err := j.write(st, fence, evs)
+	if err == nil {
+		err = j.write(st, fence, evs)
+	}
 
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -291,8 +358,41 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	}
 	j.log.durable = batch[len(batch)-1].Seq
 	j.log.pending = j.log.pending[len(batch):]
+	if j.log.leased && j.log.fence == 0 {
+		j.wakeLocked() // between leases an event is published once stored
+	}
 	j.settledLocked()
 	return len(j.log.pending) > 0, false
+}
+
+// retryUnavailable runs an idempotent store write, retrying while the store is unreachable.
+func retryUnavailable(write func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := write(ctx)
+		if !errors.Is(err, store.ErrUnavailable) {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// visibleLocked is the last seq subscribers may see. A lease holder publishes the seqs its
+// lease reserved, and between leases the seqs stored: a seq a client saw is then either stored
+// or past what the next holder numbers from (see the package comment).
+func (j *journal) visibleLocked() uint64 {
+	if !j.log.leased || !j.log.owner {
+		return j.last
+	}
+	if j.log.fence != 0 {
+		return min(j.last, j.log.reserved)
+	}
+	return min(j.last, j.log.durable)
 }
 
 // write appends evs, retrying while the store is unreachable: an append whose answer was lost
@@ -470,6 +570,12 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 
 // pushLocked adds an event that already has its seq to the window.
 func (j *journal) pushLocked(e Event) {
+	if len(j.events) > 0 && e.Seq != j.last+1 {
+		// A gap in the stored log (a holder took over past a dead one's reserved seqs): the
+		// window holds contiguous seqs, so it restarts here; older ones are read from the store.
+		clear(j.events)
+		j.events = j.events[:0]
+	}
 	if len(j.events) == 0 {
 		j.first = e.Seq
 	}

@@ -79,7 +79,8 @@ func (j *journal) append(e Event) uint64 {
 	j.pushLocked(e)
 	if j.log.owner {
 		j.log.pending = append(j.log.pending, e)
-		if len(j.log.pending) == flushBatch {
+		if len(j.log.pending) == flushBatch || j.log.leased && (j.log.fence == 0 || e.Seq+seqBlock/2 > j.log.reserved) {
+			// A batch is full, the reservation runs low, or between leases (published once stored).
 			signal(j.log.urge)
 		}
 		j.startFlushLocked()
@@ -128,7 +129,7 @@ func (j *journal) lastSeq() uint64 {
 	j.sync(context.Background())
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.last
+	return j.visibleLocked()
 }
 
 func (j *journal) close() {
@@ -216,16 +217,25 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 			s.err = ErrLagged
 			return buf, s.err
 		}
-		if s.cursor < j.last {
+		if vis := j.visibleLocked(); s.cursor < vis {
 			if len(j.events) == 0 || s.cursor+1 < j.first {
 				if st := j.log.st; j.log.aligned && st != nil && s.cursor < j.log.durable {
 					// Out of the window but stored: read it back.
+					durable := j.log.durable
 					j.mu.Unlock()
 					evs, err := j.fromStore(ctx, st, s.cursor, max)
-					if err == nil && len(evs) > 0 && evs[0].Seq == s.cursor+1 {
+					if err == nil && len(evs) > 0 {
+						// The first may be past cursor+1: the log has a gap there (eventlog.go).
 						buf = append(buf, evs...)
 						s.cursor = evs[len(evs)-1].Seq
 						return buf, nil
+					}
+					if err == nil {
+						// Nothing stored after the cursor up to the durable seq: a gap.
+						if durable > s.cursor {
+							s.cursor = durable
+						}
+						continue
 					}
 					if ctx.Err() != nil {
 						return buf, ctx.Err()
@@ -246,7 +256,7 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 				return buf, s.err
 			}
 			i := int(s.cursor + 1 - j.first)
-			avail := j.events[i:]
+			avail := j.events[i : vis+1-j.first]
 			if max > 0 && len(avail) > max {
 				avail = avail[:max]
 			}
@@ -282,33 +292,41 @@ func (j *journal) eventsSince(since uint64) (out []Event, ok bool) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if since >= j.last {
+	vis := j.visibleLocked()
+	if since >= vis {
 		return nil, true
 	}
 	if len(j.events) == 0 || since+1 < j.first {
 		if st := j.log.st; j.log.aligned && st != nil && since < j.log.durable {
-			// Older than the window but stored: read it back, then the window after it.
+			// Older than the window but stored: read it back, then the window after it. The
+			// log may have a gap (eventlog.go): what is stored after since is what there is.
 			first, last := j.first, j.last
 			j.mu.Unlock()
 			stored, err := j.fromStore(ctx, st, since, 0)
 			j.mu.Lock()
-			if err != nil || len(stored) == 0 || stored[0].Seq != since+1 {
+			if err != nil {
 				return nil, false
 			}
-			end := stored[len(stored)-1].Seq
-			if j.first != first || j.last < last || len(j.events) > 0 && end+1 < j.first {
-				return stored, false // the window moved meanwhile, or more than a window is missing
+			vis = j.visibleLocked()
+			end := since
+			if len(stored) > 0 {
+				end = stored[len(stored)-1].Seq
 			}
+			if j.first != first || j.last < last {
+				return stored, false // the window moved meanwhile
+			}
+			// Fewer than asked for is all there is up to the window; a full read may not be.
+			complete := len(stored) < j.window || len(j.events) > 0 && end+1 >= j.first
 			for _, e := range j.events {
-				if e.Seq > end {
+				if e.Seq > end && e.Seq <= vis {
 					stored = append(stored, e)
 				}
 			}
-			return stored, stored[len(stored)-1].Seq == j.last
+			return stored, complete
 		}
 		return nil, false
 	}
-	return append([]Event(nil), j.events[since+1-j.first:]...), true
+	return append([]Event(nil), j.events[since+1-j.first:vis+1-j.first]...), true
 }
 
 // Events is the iterator form of a subscription: replay after since, then live events, until

@@ -83,7 +83,7 @@ func TestJournalDisownKeepsEventsRaisedMeanwhile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := j.own(ctx, st, l.Generation); err != nil {
+		if err := j.own(ctx, st, l.Generation, &seqLease{reserved: seqBlock, reserve: func(context.Context, uint64) error { return nil }}); err != nil {
 			t.Fatal(err)
 		}
 		sub := j.subscribe(0)

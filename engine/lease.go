@@ -74,12 +74,17 @@ var errLeaseLost = fmt.Errorf("%w: another process took this session over; the t
 
 // markerPrefix keys a session's "held" marker: written (fenced) after each acquisition and
 // deleted before a clean release, so an acquirer that finds another holder's marker knows that
-// holder did not finish (takeover).
+// holder did not finish (takeover). It also records the event seqs the holder reserved (it
+// publishes none past them): a holder that takes over numbers its events past them, so no seq
+// a client saw from the one before is ever reused (eventlog.go).
 const markerPrefix = "lease/held/"
 
 type leaseMarker struct {
 	Owner      string `json:"owner"`
 	Generation uint64 `json:"generation"`
+	// Reserved is the last event seq the holder may publish (0 in markers written before
+	// seqs were reserved).
+	Reserved uint64 `json:"reserved,omitempty"`
 }
 
 // heldLease is the lease of one session held by this engine: its renewal goroutine and its
@@ -275,12 +280,22 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 		return err
 	}
 	view := store.Fenced(st, h.sid, l.Generation)
-	mark, _ := json.Marshal(leaseMarker{Owner: l.Owner, Generation: l.Generation})
-	if prev != (leaseMarker{Owner: l.Owner, Generation: l.Generation}) {
-		if err := view.PutKV(ctx, markerPrefix+h.sid, mark); err != nil {
-			_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-			return err
-		}
+	// The event seqs this holder numbers from and reserves: past the stored log, and past what
+	// a holder that left its marker behind may have published without storing it.
+	last, err := st.LastEventSeq(ctx, h.sid)
+	if err != nil {
+		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
+		return err
+	}
+	sl := &seqLease{floor: max(last, prev.Reserved)}
+	sl.reserved = sl.floor + seqBlock
+	sl.reserve = func(ctx context.Context, upto uint64) error {
+		b, _ := json.Marshal(leaseMarker{Owner: l.Owner, Generation: l.Generation, Reserved: upto})
+		return view.PutKV(ctx, markerPrefix+h.sid, b)
+	}
+	if err := sl.reserve(ctx, sl.reserved); err != nil {
+		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
+		return err
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	sub, err := st.Watch(h.ctx, store.Interest{KeyPrefixes: []string{inboxPrefix(h.sid)}})
@@ -296,7 +311,7 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	h.mu.Unlock()
 	s.held.Store(h)
 	h.j = s.j
-	if err := s.j.own(ctx, st, l.Generation); err != nil { // this process numbers the session's events now
+	if err := s.j.own(ctx, st, l.Generation, sl); err != nil { // this process numbers the session's events now
 		e.log.Warn("session lease: taking the event log over failed", "session_id", h.sid, "err", err)
 	}
 	if prev.Owner != "" && (prev.Owner != l.Owner || prev.Generation != l.Generation) {
@@ -462,12 +477,17 @@ func (h *heldLease) finish() {
 	h.active = false
 	lost, l, view := h.lost, h.lease, h.view
 	h.mu.Unlock()
+	clean := true
 	if h.j != nil {
-		h.j.disown() // what it numbered is stored first; then it follows the log
+		clean = h.j.disown() // what it numbered is stored first; then it follows the log
 	}
 	if !lost {
 		ctx, cancel := context.WithTimeout(context.Background(), h.e.cfg.Leases.TTL)
-		if err := view.DeleteKV(ctx, markerPrefix+h.sid); err != nil && !errors.Is(err, store.ErrClosed) {
+		if !clean {
+			// Events it published may not be stored: the marker keeps their seqs reserved, and
+			// the next holder runs the takeover path.
+			h.e.log.Warn("session lease: released with events not stored; the next holder takes over", "session_id", h.sid)
+		} else if err := view.DeleteKV(ctx, markerPrefix+h.sid); err != nil && !errors.Is(err, store.ErrClosed) {
 			h.e.log.Warn("session lease: clearing the held marker failed", "session_id", h.sid, "err", err)
 		}
 		if err := h.e.cfg.Store.ReleaseLease(ctx, l); err != nil && !errors.Is(err, store.ErrClosed) {

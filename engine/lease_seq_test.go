@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/memstore"
+)
+
+// stalledEvents is a store whose event appends hang once stalled (until released or their
+// context ends): a process that published events and died before its group commit stored them.
+type stalledEvents struct {
+	store.Store
+	stalled atomic.Bool
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stalledEvents) AppendEvents(ctx context.Context, sid string, f store.Fence, evs []store.StoredEvent) error {
+	if s.stalled.Load() {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Store.AppendEvents(ctx, sid, f, evs)
+}
+
+func (s *stalledEvents) unstall() { s.once.Do(func() { close(s.release) }) }
+
+// TestLeaseTakeoverNeverReusesSeq: the holder of a session's lease publishes events its client
+// receives and dies before storing them (its appends hang, its renewals stop); the engine that
+// takes the session over numbers its events past every seq the dead holder could have
+// published, so no seq names two events, and a client resuming with any cursor the dead holder
+// gave it (inside the gap or at its end) reads the new holder's events across the gap.
+func TestLeaseTakeoverNeverReusesSeq(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	sta := &stalledEvents{Store: st, release: make(chan struct{})}
+	pa, pb := newGated(), newGated()
+	short := func(c *Config) { c.Leases.TTL = 300 * time.Millisecond }
+	ea := leaseEngine(t, sta, pa, short)
+	eb := leaseEngine(t, st, pb, short)
+	t.Cleanup(func() { // before the engines close: the dead holder's leftovers are refused
+		sta.unstall()
+		pa.release <- struct{}{}
+	})
+	ctx := waitCtx(t)
+
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa.gate(true)
+	if _, err := sa.Submit(ctx, Prompt{Text: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	reachedCall(t, pa) // A holds the lease and runs the turn
+	if err := sa.j.flushWait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := st.LastEventSeq(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := sa.j.subscribe(sa.LastSeq())
+	defer sub.Close()
+	sta.stalled.Store(true) // from here A's events reach its clients and never the store
+	const unstored = 5
+	for i := range unstored {
+		sa.j.append(Event{Type: EvTerminalOutput, Text: fmt.Sprintf("from A %d", i)})
+	}
+	seenA := map[uint64]string{}
+	for len(seenA) < unstored {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("A's client: %v", err)
+		}
+		seenA[ev.Seq] = ev.Text
+	}
+	lastA := sub.Cursor()
+	if lastA <= stored {
+		t.Fatalf("A's client is at seq %d, the store at %d: nothing unstored was published", lastA, stored)
+	}
+	ea.lmu.Lock()
+	ea.leases[sa.ID()].paused.Store(true) // A is dead: no renewals, its lease expires
+	ea.lmu.Unlock()
+
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := sb.Submit(ctx, Prompt{Text: "next"})
+	if err != nil || adm.Status != AdmitStarted {
+		t.Fatalf("submit after the holder died: %+v %v", adm, err)
+	}
+	if out, err := sb.Wait(ctx, adm.TurnID); err != nil || out.Status != StatusCompleted {
+		t.Fatalf("the new holder's turn: %+v %v", out, err)
+	}
+	if err := sb.j.flushWait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	logged, err := st.EventsSince(ctx, sa.ID(), stored, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) == 0 || logged[0].Type != string(EvTakeover) {
+		t.Fatalf("the log after seq %d does not start with the takeover: %+v", stored, logged)
+	}
+	for _, e := range logged {
+		if text, ok := seenA[e.Seq]; ok {
+			t.Fatalf("seq %d reused: A's client got %q under it, the log has %s %q", e.Seq, text, e.Type, e.Text)
+		}
+		if e.Seq <= lastA {
+			t.Fatalf("the new holder numbered seq %d, at or below the %d A's client reached", e.Seq, lastA)
+		}
+	}
+	// A client of A's resumes through B from where it was, or from inside the gap: it reads
+	// B's events, the takeover first, with nothing lagged.
+	for _, since := range []uint64{lastA, stored + 1, stored} {
+		ev := waitEvent(t, sb, since, func(Event) bool { return true })
+		if ev.Seq != logged[0].Seq || ev.Type != EvTakeover {
+			t.Fatalf("resuming after seq %d: first event %d %s, want the takeover at %d", since, ev.Seq, ev.Type, logged[0].Seq)
+		}
+		if evs, complete := sb.j.eventsSince(since); !complete || len(evs) != len(logged) || evs[0].Seq != logged[0].Seq {
+			t.Fatalf("events since %d: %d events from %+v (complete %v), want %d from the takeover at %d", since, len(evs), evs, complete, len(logged), logged[0].Seq)
+		}
+	}
+}
