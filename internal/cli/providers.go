@@ -42,12 +42,15 @@ func recordDialect(cfg *config.Config) string {
 
 // advertisedModels are the provider:model names hermes serve lists (GET /v1/models) and accepts
 // in an HTTP request's model field: each provider's models list from config.yaml, and for a
-// built-in provider the model catalogue's models too.
+// built-in provider that can be used (it needs no key, or its key is set) the model
+// catalogue's models too. A frontend offers what GET /v1/models lists: a provider without its
+// key would only fail every turn.
 func advertisedModels(cfg *config.Config, eng *engine.Engine) []string {
 	var out []string
 	for _, name := range eng.Providers() {
-		names := slices.Clone(cfg.Providers[name].Models)
-		if config.BuiltinProvider(name) {
+		p := cfg.Providers[name]
+		names := slices.Clone(p.Models)
+		if config.BuiltinProvider(name) && (p.KeyEnv == "" || p.APIKey != "") {
 			for _, m := range eng.Catalog().Models(name) {
 				if !slices.Contains(names, m.ID) {
 					names = append(names, m.ID)
