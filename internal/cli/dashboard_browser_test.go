@@ -82,7 +82,7 @@ func TestDashboardBrowser(t *testing.T) {
 	cmd.Dir = cwd
 	cmd.Env = append(os.Environ(), "HERMES_HOME="+home, "HERMES_MODEL="+interopModel,
 		"OPENAI_BASE_URL="+model.URL(), "OPENAI_API_KEY=k", "HERMES_API_KEY="+testAPIKey)
-	hostport, _, logs := startServeCmd(t, cmd)
+	hostport, exited, logs := startServeCmd(t, cmd)
 	t.Cleanup(hold.Release) // before the server stops (cleanups run last first)
 	// The dashboard's address is logged right after the listening line.
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "dashboard at http://"+hostport+"/ui"); {
@@ -128,7 +128,24 @@ func TestDashboardBrowser(t *testing.T) {
 		if errors.As(err, &ee) || err != nil {
 			t.Errorf("dashboard.mjs: %v", err)
 		}
-		t.Fatalf("the browser walk did not finish.\nsteps:\n%s\nstderr:\n%s\nserver log:\n%s", got, stderr.String(), logs.String())
+		// What the server answers the second key now, and where its goroutines stand (SIGQUIT
+		// makes a Go process print every goroutine's stack on its way out).
+		now := "GET /v1/runs as the other key: "
+		req, _ := http.NewRequest(http.MethodGet, "http://"+hostport+"/v1/runs?limit=200", nil)
+		req.Header.Set("Authorization", "Bearer "+otherAPIKey)
+		if resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err != nil {
+			now += err.Error()
+		} else {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			now += resp.Status + " " + string(b)
+		}
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("the browser walk did not finish.\nsteps:\n%s\nstderr:\n%s\n%s\nserver log:\n%s", got, stderr.String(), now, logs.String())
 	}
 	for _, want := range []string{"login shown", "unauthenticated api refused", "bad key refused", "logged in", "session opened",
 		"tool card shown", "partial answer shown", "approved", "answer complete", "run completed in table", "run denied in table", "search works",

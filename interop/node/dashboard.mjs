@@ -22,12 +22,17 @@ const browser = await puppeteer.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
 });
 const problems = [];
+let page;
 try {
-  const page = await browser.newPage();
+  page = await browser.newPage();
   page.setDefaultTimeout(T);
   page.on('pageerror', (e) => problems.push('page error: ' + e.message));
   // Failed loads are checked by their responses below (the 401s this walk provokes are expected).
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push('console: ' + m.text()); });
+  // A view's failed refresh is a warning on the page: shown on stderr, so a walk that times out
+  // says why the view never changed.
+  page.on('console', (m) => { if (m.type() === 'warning') console.error('page warning: ' + m.text()); });
+  page.on('requestfailed', (r) => console.error('request failed: ' + r.method() + ' ' + new URL(r.url()).pathname + ': ' + (r.failure()?.errorText ?? '')));
   const failed = [];
   page.on('response', (r) => { if (r.status() >= 400) failed.push(r.status() + ' ' + r.request().method() + ' ' + new URL(r.url()).pathname); });
 
@@ -165,6 +170,20 @@ try {
   // The only failed loads: the two unauthenticated calls and the refused key's login check.
   assert.deepEqual(failed.sort(), ['401 GET /api/sessions', '401 GET /api/sessions', '401 GET /v1/runs']);
   console.log('dashboard: ok');
+} catch (err) {
+  // Where the page stood when the walk failed: which view, what it showed, and the last
+  // requests it completed.
+  const state = await page?.evaluate(() => ({
+    hash: location.hash,
+    view: document.querySelector('#view')?.dataset.view,
+    runsInfo: document.querySelector('#runs-info')?.textContent,
+    sessionsCount: document.querySelector('#sessions-count')?.textContent,
+    ws: document.querySelector('#ws-state')?.dataset.state,
+    last: performance.getEntriesByType('resource').slice(-8).map((e) => `${e.name.replace(location.origin, '')} ${Math.round(e.startTime)}+${Math.round(e.duration)}ms`),
+    now: Math.round(performance.now()),
+  })).catch((e) => 'page state unavailable: ' + e.message);
+  console.error('page state: ' + JSON.stringify(state));
+  throw err;
 } finally {
   await browser.close();
 }
