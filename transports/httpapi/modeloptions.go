@@ -46,11 +46,18 @@ func (s *Server) modelOptions(c *fiber.Ctx) error {
 // catalogueModel decides a provider:model name the server does not list: the model catalogue
 // refuses only a name known to belong to another provider (404 model_not_found whose message
 // names the owner and suggests the provider's models) and accepts any other name of a
-// configured provider. ok is false for a bare name or an unknown provider, which stay the
-// caller's to refuse.
+// configured provider; a bare name is judged as its owner's (the provider whose catalogue
+// families hold it). ok is false for a bare name no family holds or an unknown provider, which
+// stay the caller's to refuse.
 func (s *Server) catalogueModel(name string) (model string, ok bool, err error) {
 	if _, _, qualified := cutProvider(name); !qualified {
-		return "", false, nil
+		// A bare name the catalogue's families give to a configured provider ("o1",
+		// "gpt-4o-2024-08-06" for openai) is that provider's, as the OpenAI SDKs send it.
+		owner := s.eng.Catalog().Owner(name)
+		if owner == "" {
+			return "", false, nil
+		}
+		name = owner + ":" + name
 	}
 	canon, _, rerr := s.eng.ResolveModel(name)
 	var mm *engine.ModelMismatchError
