@@ -12,18 +12,27 @@ import (
 	"github.com/hermes-go/hermes/engine/store"
 )
 
-// AppendEvents appends to the session's event log in one transaction: the fences, a
-// per-session advisory lock (so two appenders to one log are ordered and the contiguity check
-// sees the other's events), the check against the stored last seq, and one insert.
+// appendEvents inserts an append's events when its first seq may follow the stored last one
+// (the rule of store.CheckEvents: last+1, or anything past last for a fenced writer or an empty
+// log; the seqs within the append are checked before it is sent). It answers the stored last
+// seq it saw and how many events it inserted: none when the first seq was refused.
+const appendEvents = `WITH last AS (SELECT coalesce(max(seq), 0) AS m FROM events WHERE session_id = $1::text),
+ins AS (INSERT INTO events (session_id, seq, type, at, turn_id, body, data, generation)
+	SELECT $1::text, u.seq, u.type, u.at, u.turn_id, u.body, u.data, $8::bigint
+	FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[])
+		AS u(seq, type, at, turn_id, body, data), last
+	WHERE $2[1] = last.m + 1 OR ($2[1] > last.m AND (last.m = 0 OR $8::bigint <> 0))
+	RETURNING 1)
+SELECT m, (SELECT count(*) FROM ins) FROM last`
+
+// AppendEvents appends to the session's event log in one round trip and one transaction (a
+// pipelined batch): the fences, a per-session advisory lock (so two appenders to one log are
+// ordered and the contiguity check sees the other's events) with the session's existence,
+// then one statement that checks the first seq against the stored last seq and inserts.
 func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fence, evs []store.StoredEvent) error {
 	if len(evs) > store.MaxEventBatch {
 		return store.CheckEvents(sessionID, 0, 0, evs)
 	}
-	done, err := s.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
 	gen := store.WriterGeneration(ctx, sessionID, f)
 	n := len(evs)
 	seqs, types, turns, bodies := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
@@ -38,42 +47,74 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, f store.Fenc
 			data[i] = e.Data
 		}
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := execFence(ctx, tx, sessionID, f); err != nil {
+	// What can be checked without the stored last seq (types, JSON, seqs within the append) is
+	// checked here; an append failing it inserts nothing, and reads the last seq instead so that
+	// the error is the one CheckEvents gives with it.
+	var bad error
+	if n > 0 {
+		bad = fmt.Errorf("%w: session %q: append starts at seq 0", store.ErrEventSeq, sessionID)
+		if evs[0].Seq > 0 {
+			bad = store.CheckEvents(sessionID, evs[0].Seq-1, 0, evs)
+		}
+	}
+	done, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	b := &pgx.Batch{}
+	if f.Generation != 0 {
+		b.Queue("SELECT fence($1, $2)", sessionID, int64(f.Generation))
+	}
+	queueFence(ctx, b)
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtext('hermes events'), hashtext($1))::text,
+		EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, sessionID)
+	switch {
+	case bad != nil:
+		b.Queue("SELECT coalesce(max(seq), 0), 0::bigint FROM events WHERE session_id = $1", sessionID)
+	case n > 0:
+		b.Queue(appendEvents, sessionID, seqs, types, ats, turns, bodies, data, int64(gen))
+	}
+	err = s.sendBatch(ctx, b, func(br pgx.BatchResults) error {
+		if f.Generation != 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := skipFence(ctx, br); err != nil {
 			return err
 		}
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)", sessionID).Scan(&exists); err != nil {
+		var (
+			void   string
+			exists bool
+		)
+		if err := br.QueryRow().Scan(&void, &exists); err != nil {
 			return err
 		}
 		if !exists {
 			return fmt.Errorf("session %q: %w", sessionID, store.ErrNotFound)
 		}
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('hermes events'), hashtext($1))", sessionID); err != nil {
-			return err
-		}
-		var last int64
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1", sessionID).Scan(&last); err != nil {
-			return err
-		}
-		if err := store.CheckEvents(sessionID, uint64(last), gen, evs); err != nil {
-			return err
-		}
 		if n == 0 {
 			return nil
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO events (session_id, seq, type, at, turn_id, body, data, generation)
-			SELECT $1, u.seq, u.type, u.at, u.turn_id, u.body, u.data, $8
-			FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[])
-				AS u(seq, type, at, turn_id, body, data)`,
-			sessionID, seqs, types, ats, turns, bodies, data, int64(gen))
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, store.ErrEventSeq) {
+		var last, inserted int64
+		if err := br.QueryRow().Scan(&last, &inserted); err != nil {
 			return err
 		}
-		return mapErr(err)
+		if err := store.CheckEvents(sessionID, uint64(last), gen, evs); err != nil {
+			return err // nothing was inserted: the first seq was refused
+		}
+		if bad != nil {
+			return bad
+		}
+		if inserted != int64(n) {
+			return fmt.Errorf("%w: session %q has events up to %d, append of %d events from seq %d inserted %d",
+				store.ErrEventSeq, sessionID, last, n, evs[0].Seq, inserted)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if n > 0 {
 		s.changed(store.Change{SessionID: sessionID})
