@@ -32,7 +32,9 @@ const envLeaseKillRounds = "HERMES_LEASE_KILL_ROUNDS"
 // run is still there and runs once the unknown one is resolved (B took the lease over and
 // logged a session.takeover naming A), and everything acknowledged before the kill is there:
 // every user row, the answered approval's tool result, every event A's WebSocket client
-// received (same seq, same type, same text), every run admitted.
+// received and A stored (same seq, same type, same text), every run admitted. No seq is ever
+// reused: an event A's client received that A had not stored yet is gone with A, and B numbers
+// its events past it (a gap, which a client resuming through B reads across).
 func TestLeaseHolderKillRounds(t *testing.T) {
 	rounds := 2
 	if v := os.Getenv(envLeaseKillRounds); v != "" {
@@ -66,6 +68,7 @@ func TestLeaseHolderKillRounds(t *testing.T) {
 		eventsChecked, rowsSeen int
 		unstored                int    // events A's client received that A had not stored yet
 		lastSeq                 uint64 // the last seq A's client received, last round
+		maxGap                  uint64 // the most seqs left unused by a takeover
 		toUnknown, toNext       []time.Duration
 		perRound                []time.Duration
 	)
@@ -189,8 +192,14 @@ func TestLeaseHolderKillRounds(t *testing.T) {
 		if takeover == nil || !strings.Contains(takeover.PreviousOwner, ":"+strconv.Itoa(a.cmd.Process.Pid)+":") || takeover.Outcome != "restart_unknown" || takeover.TurnID == "" || tkGen <= holder.Generation {
 			t.Fatalf("round %d: no session.takeover from A (pid %d, lease generation %d) in the log: %+v (generation %d)", r, a.cmd.Process.Pid, holder.Generation, takeover, tkGen)
 		}
-		// The takeover is the first event B wrote: the log A left ends just before it.
-		storedByA := tkSeq - 1
+		// The takeover is the first event B wrote, numbered past every seq A could have
+		// published (reserved in its lease's marker): the log A left ends before it, maybe
+		// with a gap in between, and never under a seq A's client already has.
+		storedByA := lastStoredBefore(t, rctx, st, sid, logEnd, tkSeq)
+		if tkSeq <= last {
+			t.Fatalf("round %d: B numbered the takeover %d, not past the seq %d A's client received", r, tkSeq, last)
+		}
+		maxGap = max(maxGap, tkSeq-storedByA-1)
 
 		// Every event A's client received is in the log, through B, under the same seq.
 		var bres map[string]any
@@ -217,20 +226,44 @@ func TestLeaseHolderKillRounds(t *testing.T) {
 			if !ok {
 				continue // not rendered to clients (an open request is listed apart)
 			}
+			got, ok := logged[seq]
 			if seq > storedByA {
 				// Sent to A's clients before its group commit stored it, and gone with A: the
-				// log continues from what is stored, so B numbers its own events from here.
-				t.Logf("round %d: seq %d (%s %s) reached A's client but was not stored when A was killed", r, seq, want.Type, want.Payload)
+				// seq stays unused (B numbers past it), so no client sees it name another event.
+				if ok {
+					t.Fatalf("round %d: seq %d reused: A's client received %s %s, the log through B has %s %s",
+						r, seq, want.Type, want.Payload, got.Type, got.Payload)
+				}
 				unstored++
 				continue
 			}
-			got, ok := logged[seq]
 			samePayload := string(want.Payload) == string(got.Payload) || !strings.HasPrefix(want.Type, "message.")
 			if !ok || got.Type != want.Type || !samePayload {
 				t.Fatalf("round %d: seq %d: A's client received %s %s before the kill; the log through B has %s %s (found %v)",
 					r, seq, want.Type, want.Payload, got.Type, got.Payload, ok)
 			}
 			eventsChecked++
+		}
+
+		// A client of A's resuming through B from the last seq it received (perhaps one the
+		// log never got) reads on from B's first event, across the gap, with no reset.
+		var gres map[string]any
+		if err := bc.CallInto(rctx, "session.events.since", map[string]any{"session_id": bsid, "last_seen": last}, &gres); err != nil {
+			t.Fatalf("round %d: session.events.since %d through B: %v", r, last, err)
+		}
+		var after []uint64
+		for seq := range logged {
+			if seq > last {
+				after = append(after, seq)
+			}
+		}
+		slices.Sort(after)
+		var resumed []uint64 // B may have logged more since: the replay starts the same
+		for _, raw := range gres["events"].([]any) {
+			resumed = append(resumed, uint64(raw.(map[string]any)["seq"].(float64)))
+		}
+		if gres["truncated"] != false || len(after) == 0 || len(resumed) < len(after) || !slices.Equal(resumed[:len(after)], after) {
+			t.Fatalf("round %d: resuming after seq %d through B: truncated %v, seqs %v, want them to start with %v", r, last, gres["truncated"], resumed, after)
 		}
 
 		// Every acknowledged row, of this round and the ones before, through B.
@@ -267,8 +300,8 @@ func TestLeaseHolderKillRounds(t *testing.T) {
 		}
 	}
 	b.term(t)
-	t.Logf("lease holder kill -9: %d rounds, %d turns (%d killed mid-turn); acknowledged and found: %d rows (%d row checks), %d events (%d event checks), %d runs; %d events reached A's client unstored (lost with it); kill to restart-unknown %s, kill to the next turn completed %s; per round %s",
-		rounds, 2*rounds, rounds, len(userRows)+len(toolRows), rowsSeen, lastSeq, eventsChecked, len(runs), unstored, spread(toUnknown), spread(toNext), spread(perRound))
+	t.Logf("lease holder kill -9: %d rounds, %d turns (%d killed mid-turn); acknowledged and found: %d rows (%d row checks), the log up to seq %d (%d event checks), %d runs; %d events reached A's client unstored (lost with it, their seqs never reused; largest gap %d seqs); kill to restart-unknown %s, kill to the next turn completed %s; per round %s",
+		rounds, 2*rounds, rounds, len(userRows)+len(toolRows), rowsSeen, lastSeq, eventsChecked, len(runs), unstored, maxGap, spread(toUnknown), spread(toNext), spread(perRound))
 }
 
 // dialGateway connects a gateway client to p's /api/ws, closed when the test ends.
@@ -337,6 +370,28 @@ func findTakeover(t *testing.T, ctx context.Context, st store.Store, sid string,
 			}
 		}
 		after = evs[len(evs)-1].Seq
+	}
+}
+
+// lastStoredBefore returns the seq of the last event stored in the session's log before seq
+// before (after: where to start looking).
+func lastStoredBefore(t *testing.T, ctx context.Context, st store.Store, sid string, after, before uint64) uint64 {
+	t.Helper()
+	last := after
+	for {
+		evs, err := st.EventsSince(ctx, sid, last, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Seq >= before {
+				return last
+			}
+			last = e.Seq
+		}
+		if len(evs) == 0 {
+			return last
+		}
 	}
 }
 
