@@ -26,6 +26,9 @@ let page;
 try {
   page = await browser.newPage();
   page.setDefaultTimeout(T);
+  // Conditions are polled on a timer in the page: the default (requestAnimationFrame) polling
+  // stalled now and then on a loaded machine, with the condition long true.
+  const until = (f, ...args) => page.waitForFunction(f, { polling: 100 }, ...args);
   page.on('pageerror', (e) => problems.push('page error: ' + e.message));
   // Failed loads are checked by their responses below (the 401s this walk provokes are expected).
   page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push('console: ' + m.text()); });
@@ -54,7 +57,7 @@ try {
 
   await page.type('#key', 'not-the-key-0123456789');
   await page.click('#login-submit');
-  await page.waitForFunction(() => /refused/.test(document.querySelector('#login-error').textContent));
+  await until(() => /refused/.test(document.querySelector('#login-error').textContent));
   assert.equal(await page.evaluate(() => sessionStorage.length), 0);
   step('bad key refused');
 
@@ -68,7 +71,7 @@ try {
     await page.waitForSelector('#sessions-table', { visible: true });
   };
   await login(key);
-  await page.waitForFunction(() => document.querySelector('#ws-state').dataset.state === 'live');
+  await until(() => document.querySelector('#ws-state').dataset.state === 'live');
   step('logged in');
 
   // A new session, attached live over /api/ws.
@@ -89,21 +92,21 @@ try {
   });
   await page.type('#prompt', 'Clean the build directory');
   await page.click('#run-submit');
-  await page.waitForFunction(() => [...document.querySelectorAll('#transcript .tool')].some((e) => e.textContent.includes('rm -rf build')));
+  await until(() => [...document.querySelectorAll('#transcript .tool')].some((e) => e.textContent.includes('rm -rf build')));
   step('tool card shown');
   await page.waitForSelector('#approvals .approval button.approve', { visible: true });
   const cmd = await page.$eval('#approvals .approval pre', (e) => e.textContent);
   assert.match(cmd, /rm -rf build/);
   await page.click('#approvals .approval button.approve');
-  await page.waitForFunction(() => !document.querySelector('#approvals .approval'));
+  await until(() => !document.querySelector('#approvals .approval'));
   step('approved');
-  await page.waitForFunction(() => window.__partial === true);
+  await until(() => window.__partial === true);
   step('partial answer shown'); // the Go test now lets the model finish
-  await page.waitForFunction(() => {
+  await until(() => {
     const done = document.querySelector('#transcript .msg.assistant.complete .text');
     return done && done.textContent === 'Cleaned the build directory.';
   });
-  await page.waitForFunction(() => [...document.querySelectorAll('#transcript .tool.done')].some((e) => e.textContent.includes('rm -rf build')));
+  await until(() => [...document.querySelectorAll('#transcript .tool.done')].some((e) => e.textContent.includes('rm -rf build')));
   step('answer complete');
 
   // The run settles in the runs table.
@@ -127,7 +130,7 @@ try {
   const waiting = await page.$eval('#runs-table tr.run-row[data-status="waiting_for_approval"]', (tr) => tr.textContent);
   assert.ok(waiting.includes('rm -rf cache'), waiting);
   await page.click('#runs-table tr.run-row[data-status="waiting_for_approval"] button.deny');
-  await page.waitForFunction(() => [...document.querySelectorAll('#runs-table tr.run-row[data-status="completed"]')].some((tr) => tr.textContent.includes('Left the cache alone.')));
+  await until(() => [...document.querySelectorAll('#runs-table tr.run-row[data-status="completed"]')].some((tr) => tr.textContent.includes('Left the cache alone.')));
   step('run denied in table');
 
   // Search: by title, by the first message, and nothing for a miss.
@@ -139,7 +142,7 @@ try {
     return page.$$eval('#sessions-table tr.session-row', (rows) => rows.map((r) => r.dataset.id));
   };
   assert.deepEqual(await shown('DASHBOARD CHECK'), [sessionID]);
-  await page.waitForFunction((id) => document.querySelector(`tr.session-row[data-id="${id}"] .preview`).textContent.includes('Clean the build'), {}, sessionID);
+  await until((id) => document.querySelector(`tr.session-row[data-id="${id}"] .preview`).textContent.includes('Clean the build'), sessionID);
   assert.deepEqual(await shown('clean the build dir'), [sessionID]);
   assert.deepEqual(await shown('no-such-session-zzz'), []);
   step('search works');
@@ -148,7 +151,7 @@ try {
   await page.waitForSelector('figure[data-chart="Turns (runs)"] svg rect.bar');
   await page.waitForSelector('figure[data-chart="Run duration"] svg circle.dot');
   // The primary key may read /metrics: its counters are listed under the charts.
-  await page.waitForFunction(() => [...document.querySelectorAll('#metrics:not([hidden]) td')].some((td) => td.textContent.startsWith('hermes_turns_total')));
+  await until(() => [...document.querySelectorAll('#metrics:not([hidden]) td')].some((td) => td.textContent.startsWith('hermes_turns_total')));
   step('charts drawn');
 
   // Another key: none of the first key's sessions or runs. (Log out from the sessions view:
@@ -160,9 +163,9 @@ try {
   assert.equal(await page.evaluate(() => sessionStorage.length), 0);
   step('logged out');
   await login(otherKey);
-  await page.waitForFunction(() => /^0 of 0$/.test(document.querySelector('#sessions-count').textContent));
+  await until(() => /^0 of 0$/.test(document.querySelector('#sessions-count').textContent));
   await page.click('#nav a[data-view="runs"]');
-  await page.waitForFunction(() => /^0 runs/.test(document.querySelector('#runs-info').textContent));
+  await until(() => /^0 runs/.test(document.querySelector('#runs-info').textContent));
   assert.equal(await page.$$eval('#runs-table tr.run-row', (r) => r.length), 0);
   step('other key sees nothing');
 
