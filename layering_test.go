@@ -26,6 +26,9 @@ var forbiddenEdges = []struct{ from, to, reason string }{
 	{"engine", "internal/cli", "the commands compose the engine from configuration; the engine is handed what it needs and never reaches back into a command"},
 	{"transports", "internal/cli", "a command starts a surface with its options; a surface depending on the commands would close a cycle through the composition root"},
 	{"stdlib", "internal/cli", "script modules are also hosted by embedders, without the hermes commands"},
+	{"transports/httpapi/runsapi", "transports/httpapi/browserctl", "a run's turn reaches browser control only through the server that mounts the runs (Host.StartTurn), which binds the turn to its owner"},
+	{"transports/httpapi/runsapi", "transports/gateway", "the runs drive sessions through the engine, never through another surface"},
+	{"transports/httpapi/internal/wire", "transports/httpapi/runsapi", "the wire is the API's shared vocabulary, below every route package"},
 }
 
 // TestLayering enforces the one-way flow: transports → engine ← policy (scripting). Each
@@ -70,6 +73,8 @@ func TestLayering(t *testing.T) {
 var forbiddenImports = []struct{ from, to, reason string }{
 	{"transports", "engine/store", "every write goes through an engine verb, where the turn claim, the deleted mark and (later) a session lease and fencing are enforced; a surface writing the store directly bypasses them"},
 	{"transports", "engine/config", "configuration is resolved by the command that builds the engine; a surface is handed its options and never reads the configuration files itself"},
+	{"transports/httpapi/runsapi", "engine/store", "the runs reach the store only through the runs ledger (engine/runs), whose compare-and-sets every process on the store agrees on"},
+	{"transports/httpapi/runsapi", "engine/config", "the runs are handed their options by the server that mounts them"},
 }
 
 // importExceptions are files allowed, for now, one import forbiddenImports refuses. Each names

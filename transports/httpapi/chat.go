@@ -6,81 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
-
-// flexBool accepts a JSON boolean and the strings "true"/"false"/"1"/"0"; anything else is a
-// 400, never a guess.
-type flexBool bool
-
-func (b *flexBool) UnmarshalJSON(p []byte) error {
-	switch string(p) {
-	case "true", `"true"`, `"1"`:
-		*b = true
-	case "false", `"false"`, `"0"`, "null":
-		*b = false
-	default:
-		// A type error: the decoder names the field, and decodeJSON reports it like any other.
-		return &json.UnmarshalTypeError{Value: jsonKind(p), Type: reflect.TypeFor[bool]()}
-	}
-	return nil
-}
-
-// jsonKind names the JSON type of the value p, as a client knows it.
-func jsonKind(p []byte) string {
-	p = bytes.TrimSpace(p)
-	if len(p) == 0 {
-		return "nothing"
-	}
-	switch p[0] {
-	case '"':
-		return "string"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
-// jsonTypeName is the JSON type a Go type decodes from: what a client must send.
-func jsonTypeName(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "boolean"
-	case reflect.String:
-		return "string"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return "string" // []byte is base64 text
-		}
-		return "array"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	}
-	return "JSON value"
-}
 
 type chatRequest struct {
 	Model         string        `json:"model"`
@@ -136,39 +71,6 @@ func flatten(raw json.RawMessage, i int) (string, error) {
 		return b.String(), nil
 	}
 	return "", badRequest(param, "invalid_type", "content must be a string or an array of parts")
-}
-
-// decodeJSON unmarshals the body, turning decoder errors into 400s that name the field.
-func decodeJSON(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("", "invalid_json", "Invalid JSON in request body: empty body")
-	}
-	// JSON text on the wire is UTF-8 (RFC 8259 §8.1). The decoder would quietly turn a stray
-	// byte into U+FFFD, so an id in a body would be stored as something other than what was sent.
-	if !utf8.Valid(body) {
-		return badRequest("", "invalid_json", "Invalid JSON in request body: not valid UTF-8")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			got := te.Value
-			if kind, _, _ := strings.Cut(got, " "); kind == "bool" { // "number -1" names the number
-				got = "boolean"
-			} else {
-				got = kind
-			}
-			if te.Field == "" {
-				return badRequest("", "invalid_type", "Invalid request body: expected "+jsonTypeName(te.Type)+", got "+got)
-			}
-			return badRequest(te.Field, "invalid_type", "Invalid type for '"+te.Field+"': expected "+jsonTypeName(te.Type)+", got "+got)
-		}
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return badRequest("", "invalid_json", "Invalid JSON in request body: "+err.Error())
-		}
-		return badRequest("", "invalid_request", "Invalid request body: "+err.Error())
-	}
-	return nil
 }
 
 // chatTurn is what a chat request resolved to.
@@ -278,8 +180,8 @@ func (s *Server) keyOf(c *fiber.Ctx) []byte {
 
 // Session headers.
 const (
-	HeaderSessionID  = "X-Hermes-Session-Id"
-	HeaderSessionKey = "X-Hermes-Session-Key"
+	HeaderSessionID  = wire.HeaderSessionID
+	HeaderSessionKey = wire.HeaderSessionKey
 )
 
 // HeaderToolProgress asks a chat-completions stream for tool progress: with "true" the stream

@@ -22,6 +22,7 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/transports/dashboard"
 	"github.com/hermes-go/hermes/transports/gateway"
+	"github.com/hermes-go/hermes/transports/httpapi/runsapi"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
@@ -93,7 +94,7 @@ type Server struct {
 	cancel context.CancelFunc
 	reqs   sync.WaitGroup // streaming bodies and waiting handlers
 	cors   map[string]bool
-	runs   runTable
+	runs   *runsapi.Runs // /v1/runs
 	slots  chan struct{} // concurrency cap; nil when uncapped
 	// browser is the browser-control broker; nil when browser control is off.
 	browser *broker
@@ -203,7 +204,8 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 	if s.opts.MaxConcurrent > 0 {
 		s.slots = make(chan struct{}, s.opts.MaxConcurrent)
 	}
-	if err := s.initRuns(); err != nil {
+	s.runs, err = runsapi.New(s.ctx, runsapi.Config{Engine: eng, Host: runsHost{s}, Log: s.log, KeepAlive: s.opts.KeepAlive, Slots: s.slots})
+	if err != nil {
 		s.cancel()
 		return nil, err
 	}
@@ -270,9 +272,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	s.reqs.Wait()
-	s.runs.lanes.Wait()
+	s.runs.Close() // after its workers, the runs this process left running are unknown
 	<-s.sweepDone
-	s.runs.ledger.Close() // after the workers: the runs it left running are unknown from now on
 	return err
 }
 
@@ -317,10 +318,6 @@ func who(c *fiber.Ctx) engine.Principal {
 
 // sees reports whether the request's principal may see and act on what owner owns.
 func sees(c *fiber.Ctx, owner string) bool { return who(c).Sees(owner) }
-
-// seesRun reports whether the request's principal may see a run admitted by the principal
-// with key digest owner.
-func seesRun(c *fiber.Ctx, owner string) bool { return who(c).Admin || owner == principal(c) }
 
 const (
 	localPrincipal = "hermes.principal"

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -143,19 +142,6 @@ func (s *Server) sessionJSON(rec engine.Record) fiber.Map {
 
 func (s *Server) sessionEnvelope(rec engine.Record) fiber.Map {
 	return fiber.Map{"object": "hermes.session", "session": s.sessionJSON(rec)}
-}
-
-// queryInt reads a non-negative integer query parameter.
-func queryInt(c *fiber.Ctx, name string, def int) (int, error) {
-	v := c.Query(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, badRequest(name, "invalid_value", "'"+name+"' must be a non-negative integer")
-	}
-	return n, nil
 }
 
 func queryBool(c *fiber.Ctx, name string) (bool, error) {

@@ -2,19 +2,8 @@ package httpapi
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-
-	"github.com/gofiber/fiber/v2"
 )
-
-// sseHeaders prepares an event-stream response: no caching, no proxy buffering, no length.
-func sseHeaders(c *fiber.Ctx) {
-	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("X-Accel-Buffering", "no")
-}
 
 // sseWriter frames server-sent events with "\n" line endings, one data line per event (JSON
 // never contains a raw newline). Writes are buffered; flush reports a gone client.
@@ -52,10 +41,4 @@ func (s *sseWriter) flush() error {
 		s.err = s.w.Flush()
 	}
 	return s.err
-}
-
-func newHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -64,5 +64,5 @@ func (s *Server) keepSession(sess *engine.Session) bool {
 	if s.gw != nil && s.gw.Holds(sess.Root().ID()) {
 		return true
 	}
-	return s.runs.lanes.Busy(sess.ID())
+	return s.runs.Busy(sess.ID())
 }

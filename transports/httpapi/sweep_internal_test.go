@@ -4,10 +4,41 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/model/openai"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/store/memstore"
+	"github.com/hermes-go/hermes/transports/gateway"
 )
+
+// newInternal builds a server (not listening) over st.
+func newInternal(t testing.TB, st store.Store) *Server {
+	t.Helper()
+	fake := openaitest.New(t)
+	fake.Enqueue(openaitest.Text("new"))
+	prov := openai.New(openai.Config{BaseURL: fake.URL(), MaxRetries: -1})
+	eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"openai": prov}, DefaultModel: "openai:fake", Cwd: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway.New(eng, gateway.Options{})
+	s, err := New(eng, gw, Options{APIKey: "internal-key-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		gw.Close()
+		eng.Close()
+	})
+	return s
+}
 
 func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 	s := newInternal(t, memstore.New())
@@ -21,7 +52,7 @@ func TestKeepSessionReleasesOnlyThisServersIdleSessions(t *testing.T) {
 		return sess
 	}
 	api, gatewayOwned, queued := create(Surface), create("tui"), create(Surface)
-	release := s.runs.lanes.Hold(queued.ID()) // a FIFO worker holds it
+	release := s.runs.Hold(queued.ID()) // a FIFO worker holds it
 
 	if n := s.eng.ReleaseIdle(0, s.keepSession); n != 1 {
 		t.Fatalf("released %d sessions, want 1 (the idle API session)", n)

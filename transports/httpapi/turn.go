@@ -8,7 +8,6 @@ import (
 	"errors"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -18,9 +17,6 @@ import (
 // Surface is the origin the OpenAI-compatible routes submit prompts with; approval and busy
 // policies see it as ApprovalInput.Surface / BusyInput.Surface.
 const Surface = "api"
-
-// noClient is the reason requests opened by a turn of these routes are withdrawn with.
-const noClient = "no interactive client on the OpenAI-compatible API"
 
 // turnRun follows one turn of a session (engine.Session.Run).
 type turnRun struct {
@@ -169,57 +165,6 @@ func finish(o engine.Outcome) (reason string, ok bool) {
 		return "length", true
 	}
 	return "error", false
-}
-
-// outcomeError is the error object of a turn that did not complete.
-func outcomeError(o engine.Outcome) *apiError {
-	msg := o.Error
-	code := "agent_error"
-	if o.Status == engine.StatusCancelled || o.Interrupted {
-		code = "interrupted"
-		if msg == "" {
-			msg = "the turn was interrupted (" + o.ExitReason + ")"
-		}
-	}
-	if msg == "" {
-		msg = "the agent did not complete the turn (" + o.ExitReason + ")"
-	}
-	if storeOutage(o) {
-		return storeUnavailable(errors.New(msg))
-	}
-	return &apiError{Status: 502, Message: msg, Type: "server_error", Code: code, NoRetry: true}
-}
-
-// Session header rules (values are also echoed, so they must be safe in a header and a key).
-const maxHeaderID = 256
-
-func validSessionID(id string) error {
-	if len(id) > maxHeaderID {
-		return badRequest("X-Hermes-Session-Id", "invalid_session_id", "session id too long (max 256)")
-	}
-	if id == "." || strings.Contains(id, "..") || strings.ContainsAny(id, "/\\") || hasControl(id) {
-		return badRequest("X-Hermes-Session-Id", "invalid_session_id", "invalid session id")
-	}
-	return checkID("X-Hermes-Session-Id", "invalid_session_id", "session id", id)
-}
-
-func validSessionKey(k string) error {
-	if len(k) > maxHeaderID {
-		return badRequest("X-Hermes-Session-Key", "invalid_session_key", "Session key too long")
-	}
-	if hasControl(k) || !utf8.ValidString(k) {
-		return badRequest("X-Hermes-Session-Key", "invalid_session_key", "Invalid session key")
-	}
-	return nil
-}
-
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // derivedSessionID maps a stateless conversation (every request resends the history) to one

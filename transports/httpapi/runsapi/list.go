@@ -1,4 +1,4 @@
-package httpapi
+package runsapi
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // Bounds of GET /v1/runs.
@@ -14,12 +16,12 @@ const (
 	runsListMax     = 500
 )
 
-// listRuns is GET /v1/runs: the caller's runs this process holds (unsettled ones, and settled
+// List is GET /v1/runs: the caller's runs this process holds (unsettled ones, and settled
 // ones for runRetention after they settled), newest first, as GET /v1/runs/{id} shows each,
 // plus duration_ms (admission to settlement, or to now while unsettled). ?limit (default 50, at
 // most 500) &status (one status or a comma-separated list).
-func (s *Server) listRuns(c *fiber.Ctx) error {
-	limit, err := queryInt(c, "limit", runsListDefault)
+func (rs *Runs) List(c *fiber.Ctx) error {
+	limit, err := wire.QueryInt(c, "limit", runsListDefault)
 	if err != nil {
 		return err
 	}
@@ -33,17 +35,17 @@ func (s *Server) listRuns(c *fiber.Ctx) error {
 		case runQueued, runRunning, runWaiting, runStopping, runUnknown, runCompleted, runFailed, runCancelled, runInterrupted:
 			want = append(want, st)
 		default:
-			return badRequest("status", "invalid_value", "unknown run status '"+st+"'")
+			return wire.BadRequest("status", "invalid_value", "unknown run status '"+st+"'")
 		}
 	}
-	s.runs.mu.Lock()
+	rs.mu.Lock()
 	var mine []*run
-	for _, r := range s.runs.m {
-		if seesRun(c, r.owner) {
+	for _, r := range rs.m {
+		if rs.sees(c, r.owner) {
 			mine = append(mine, r)
 		}
 	}
-	s.runs.mu.Unlock()
+	rs.mu.Unlock()
 	slices.SortFunc(mine, func(a, b *run) int {
 		if c := b.created.Compare(a.created); c != 0 {
 			return c

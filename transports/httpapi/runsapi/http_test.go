@@ -1,4 +1,4 @@
-package httpapi
+package runsapi_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/store/memstore"
 	"github.com/hermes-go/hermes/transports/gateway"
+	"github.com/hermes-go/hermes/transports/httpapi"
 )
 
 const (
@@ -26,7 +27,7 @@ const (
 )
 
 // newInternal builds a server (not listening: requests go through fiber's Test) over st.
-func newInternal(t testing.TB, st store.Store) *Server {
+func newInternal(t testing.TB, st store.Store) *server {
 	t.Helper()
 	fake := openaitest.New(t)
 	fake.Enqueue(openaitest.Text("new"))
@@ -36,7 +37,7 @@ func newInternal(t testing.TB, st store.Store) *Server {
 		t.Fatal(err)
 	}
 	gw := gateway.New(eng, gateway.Options{})
-	s, err := New(eng, gw, Options{APIKey: internalKey, ExtraKeys: []NamedKey{{Key: otherKey2}}})
+	s, err := httpapi.New(eng, gw, httpapi.Options{APIKey: internalKey, ExtraKeys: []httpapi.NamedKey{{Key: otherKey2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +48,17 @@ func newInternal(t testing.TB, st store.Store) *Server {
 		gw.Close()
 		eng.Close()
 	})
-	return s
+	return &server{s, st}
 }
 
-func (s *Server) testCall(t testing.TB, method, path, body string, hdr map[string]string) (int, map[string]any) {
+// server is a server over HTTP without a listener (requests go through fiber's Test), with the
+// store it runs on.
+type server struct {
+	*httpapi.Server
+	st store.Store
+}
+
+func (s *server) testCall(t testing.TB, method, path, body string, hdr map[string]string) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+internalKey)
@@ -70,7 +78,7 @@ func (s *Server) testCall(t testing.TB, method, path, body string, hdr map[strin
 }
 
 // putRecord stores a run record as the ledger keeps it (before any server reads the store).
-func putRecord(t testing.TB, st store.Store, rec runRecord) runRecord {
+func putRecord(t testing.TB, st store.Store, rec runs.Record) runs.Record {
 	t.Helper()
 	rec.Version = 1
 	b, err := json.Marshal(rec)
@@ -87,10 +95,10 @@ func putRecord(t testing.TB, st store.Store, rec runRecord) runRecord {
 const kvRun = "httpapi/run/"
 
 // settledRecord writes a settled keyed run of owner, settled at `at`.
-func settledRecord(t testing.TB, st store.Store, id, owner, key, body string, at time.Time) runRecord {
+func settledRecord(t testing.TB, st store.Store, id, owner, key, body string, at time.Time) runs.Record {
 	t.Helper()
-	return putRecord(t, st, runRecord{RunID: id, AdmissionID: "adm_" + id, Owner: owner, SessionID: "s", Status: runCompleted, Generation: 1,
-		Fingerprint: sha256Hex(body + "\n"), IdemKey: sha256Hex(key), Order: runs.NextOrder(), CreatedAt: at, SettledAt: at,
+	return putRecord(t, st, runs.Record{RunID: id, AdmissionID: "adm_" + id, Owner: owner, SessionID: "s", Status: runs.Completed, Generation: 1,
+		Fingerprint: runs.SHA256Hex(body + "\n"), IdemKey: runs.SHA256Hex(key), Order: runs.NextOrder(), CreatedAt: at, SettledAt: at,
 		Result: map[string]any{"completed": true, "output": "old"}})
 }
 
@@ -99,8 +107,8 @@ func settledRecord(t testing.TB, st store.Store, id, owner, key, body string, at
 func TestRunsScopedToOwner(t *testing.T) {
 	st := memstore.New()
 	body := `{"input":"hi"}`
-	settledRecord(t, st, "run_other", Principal("some-other-key-0123"), "k1", body, time.Now())
-	mine := settledRecord(t, st, "run_mine", Principal(internalKey), "k2", body, time.Now())
+	settledRecord(t, st, "run_other", httpapi.Principal("some-other-key-0123"), "k1", body, time.Now())
+	mine := settledRecord(t, st, "run_mine", httpapi.Principal(internalKey), "k2", body, time.Now())
 	s := newInternal(t, st)
 
 	if code, m := s.testCall(t, "GET", "/v1/runs/run_other", "", nil); code != 404 || m["error"].(map[string]any)["code"] != "run_not_found" {
@@ -152,9 +160,9 @@ func TestRunsScopedToOwner(t *testing.T) {
 // sweeper; unsettled ones never are.
 func TestRunRecordsSwept(t *testing.T) {
 	st := memstore.New()
-	owner := Principal(internalKey)
+	owner := httpapi.Principal(internalKey)
 	body := `{"input":"hi"}`
-	settledRecord(t, st, "run_ancient", owner, "k-old", body, time.Now().Add(-idempotencyRetention-time.Minute))
+	settledRecord(t, st, "run_ancient", owner, "k-old", body, time.Now().Add(-runs.Retention-time.Minute))
 	settledRecord(t, st, "run_recent", owner, "k-new", body, time.Now().Add(-time.Hour))
 	s := newInternal(t, st)
 	if _, err := st.GetKV(context.Background(), kvRun+"run_ancient"); !errors.Is(err, store.ErrNotFound) {
@@ -165,47 +173,25 @@ func TestRunRecordsSwept(t *testing.T) {
 	}
 	// An unsettled record, however old, stays.
 	old := time.Now().Add(-48 * time.Hour)
-	putRecord(t, st, runRecord{RunID: "run_stuck", Owner: owner, SessionID: "s2", Status: recRunning, Generation: 1, Process: "proc_gone", CreatedAt: old})
-	n, err := s.runs.ledger.Sweep(context.Background(), time.Now().Add(idempotencyRetention))
+	putRecord(t, st, runs.Record{RunID: "run_stuck", Owner: owner, SessionID: "s2", Status: runs.Running, Generation: 1, Process: "proc_gone", CreatedAt: old})
+	n, err := ledger(t, st).Sweep(context.Background(), time.Now().Add(runs.Retention))
 	if err != nil || n != 1 {
 		t.Fatalf("swept %d: %v", n, err)
 	}
 	if _, err := st.GetKV(context.Background(), kvRun+"run_stuck"); err != nil {
 		t.Fatalf("an unsettled record was swept: %v", err)
 	}
-	if id, _, _ := s.runs.ledger.Lookup(context.Background(), owner, sha256Hex("k-new"), sha256Hex(body+"\n")); id != "" {
+	if id, _, _ := ledger(t, st).Lookup(context.Background(), owner, runs.SHA256Hex("k-new"), runs.SHA256Hex(body+"\n")); id != "" {
 		t.Fatalf("an expired key still replays %s", id)
 	}
-}
-
-// FuzzRunRecord feeds arbitrary bytes as a run record: whatever decodes can be rebuilt into a
-// run without panicking (the ledger's own fuzz test covers listing).
-func FuzzRunRecord(f *testing.F) {
-	f.Add([]byte(`{"run_id":"run_1","status":"running","execution_generation":1,"process":"p"}`))
-	f.Add([]byte(`{"run_id":"run_2","status":"completed","result":{"completed":true}}`))
-	f.Add([]byte(`{"run_id":"run_3","status":"queued"}`))
-	f.Add([]byte(`{"run_id":7}`))
-	f.Add([]byte(`not json`))
-	s := newInternal(f, memstore.New())
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var rec runRecord
-		if json.Unmarshal(b, &rec) != nil || rec.RunID == "" {
-			return
-		}
-		r := s.recoveredRun(rec)
-		if len(r.events) != 1 {
-			t.Fatalf("%d events", len(r.events))
-		}
-		_ = r.statusObject()
-	})
 }
 
 // FuzzResolveUnknownBody sends arbitrary bodies to resolve-unknown: every answer is a client
 // error (400, 404 or 409), never a server error.
 func FuzzResolveUnknownBody(f *testing.F) {
 	st := memstore.New()
-	putRecord(f, st, runRecord{RunID: "run_u", AdmissionID: "adm_u", Owner: Principal(internalKey),
-		SessionID: "s", Status: recRunning, Generation: 1, Process: "proc_gone", CreatedAt: time.Now()})
+	putRecord(f, st, runs.Record{RunID: "run_u", AdmissionID: "adm_u", Owner: httpapi.Principal(internalKey),
+		SessionID: "s", Status: runs.Running, Generation: 1, Process: "proc_gone", CreatedAt: time.Now()})
 	s := newInternal(f, st)
 	f.Add(`{"admission_id":"adm_u","execution_generation":2}`)
 	f.Add(`{"admission_id":"adm_x","execution_generation":1}`)
@@ -229,4 +215,16 @@ func FuzzResolveUnknownBody(f *testing.F) {
 			t.Fatalf("%q: %d %v", body, code, m)
 		}
 	})
+}
+
+// ledger opens another process's runs ledger on st, for what the server's own does on its own
+// schedule (sweeping) or does not show (a key's lookup).
+func ledger(t testing.TB, st store.Store) *runs.Ledger {
+	t.Helper()
+	l, err := runs.Open(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
 }

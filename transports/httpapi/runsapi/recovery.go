@@ -1,4 +1,4 @@
-package httpapi
+package runsapi
 
 import (
 	"errors"
@@ -8,50 +8,50 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine/runs"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
-// initRuns opens the runs ledger when the server is built: its change hints are followed from
+// init opens the runs ledger when the server is built: its change hints are followed from
 // then on (another process's admissions, claims and settlements reach this one's mirrors and
 // workers), then the ledger is recovered: expired records are dropped, a run a process that is
 // gone left executing is restart-unknown and blocks its session's FIFO, and a run that was
 // admitted but never started still runs. It also starts the sweeper.
-func (s *Server) initRuns() error {
-	l, err := runs.Open(s.ctx, s.eng.Store())
+func (rs *Runs) init() error {
+	l, err := runs.Open(rs.ctx, rs.eng.Store())
 	if err != nil {
 		return fmt.Errorf("httpapi: opening the runs ledger: %w", err)
 	}
-	s.runs.ledger = l
-	s.runs.lanes = runs.NewLanes(s.ctx, l, s.log, s.laneFuncs())
-	if err := s.runs.lanes.Follow(); err != nil {
+	rs.ledger = l
+	rs.lanes = runs.NewLanes(rs.ctx, l, rs.log, rs.laneFuncs())
+	if err := rs.lanes.Follow(); err != nil {
 		l.Close()
 		return fmt.Errorf("httpapi: following the runs ledger: %w", err)
 	}
-	recs, err := l.Recover(s.ctx, func(key string, err error) {
-		s.log.Warn("runs: skipping an unreadable run record", "key", key, "err", err)
+	recs, err := l.Recover(rs.ctx, func(key string, err error) {
+		rs.log.Warn("runs: skipping an unreadable run record", "key", key, "err", err)
 	})
 	if err != nil {
-		s.cancel()
 		l.Close()
 		return fmt.Errorf("httpapi: reading run records: %w", err)
 	}
 	now := time.Now()
 	for _, rec := range recs {
 		if !rec.Settled() || now.Sub(rec.SettledAt) <= runRetention {
-			s.mirror(rec)
+			rs.mirror(rec)
 		}
 	}
-	s.reqs.Add(1)
+	rs.streams.Add(1)
 	go func() {
-		defer s.reqs.Done()
+		defer rs.streams.Done()
 		t := time.NewTicker(sweepEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-s.ctx.Done():
+			case <-rs.ctx.Done():
 				return
 			case now := <-t.C:
-				if _, err := l.Sweep(s.ctx, now); err != nil && s.ctx.Err() == nil {
-					s.log.Warn("runs: sweeping expired run records failed", "err", err)
+				if _, err := l.Sweep(rs.ctx, now); err != nil && rs.ctx.Err() == nil {
+					rs.log.Warn("runs: sweeping expired run records failed", "err", err)
 				}
 			}
 		}
@@ -63,7 +63,7 @@ func (s *Server) initRuns() error {
 // again with one event that says where the run stands: its terminal event, run.unknown for a
 // run a process that is gone left executing, run.started for one another process executes, or
 // run.queued.
-func (s *Server) recoveredRun(rec runRecord) *run {
+func (rs *Runs) recoveredRun(rec runRecord) *run {
 	var r *run
 	switch {
 	case rec.Settled():
@@ -77,10 +77,10 @@ func (s *Server) recoveredRun(rec runRecord) *run {
 		r.final = true
 		r.updated = rec.SettledAt
 		r.doneOnce.Do(func() { close(r.done) })
-	case rec.Status == recRunning && s.runs.ledger.Unknown(s.ctx, rec):
+	case rec.Status == recRunning && rs.ledger.Unknown(rs.ctx, rec):
 		r = newRun(rec, runUnknown)
 		r.emitLocked("run.unknown", "", unknownFields(rec))
-		s.log.Warn("runs: a run was executing when its process stopped; it is restart-unknown until resolved",
+		rs.log.Warn("runs: a run was executing when its process stopped; it is restart-unknown until resolved",
 			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
 	case rec.Status == recRunning:
 		r = newRun(rec, runRunning)
@@ -92,13 +92,13 @@ func (s *Server) recoveredRun(rec runRecord) *run {
 	return r
 }
 
-// resolveUnknown settles a restart-unknown run as interrupted, so its session's FIFO moves
+// ResolveUnknown settles a restart-unknown run as interrupted, so its session's FIFO moves
 // on. The caller must name the run's admission_id and execution_generation exactly as GET
 // /v1/runs/{id} reports them; the check and the write are one compare-and-set, so of two
 // concurrent resolutions exactly one succeeds. The run is never put back in the queue: its
 // turn may have done its work before the restart, and repeating it is the client's call.
-func (s *Server) resolveUnknown(c *fiber.Ctx) error {
-	r, err := s.getRunFor(c, c.Params("id"))
+func (rs *Runs) ResolveUnknown(c *fiber.Ctx) error {
+	r, err := rs.getRunFor(c, c.Params("id"))
 	if err != nil {
 		return err
 	}
@@ -106,23 +106,23 @@ func (s *Server) resolveUnknown(c *fiber.Ctx) error {
 		AdmissionID *string `json:"admission_id"`
 		Generation  *int64  `json:"execution_generation"`
 	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
+	if err := wire.DecodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
 	if req.AdmissionID == nil || *req.AdmissionID == "" {
-		return badRequest("admission_id", "missing_admission_id", "Missing required parameter: 'admission_id' (as GET /v1/runs/{run_id} reports it)")
+		return wire.BadRequest("admission_id", "missing_admission_id", "Missing required parameter: 'admission_id' (as GET /v1/runs/{run_id} reports it)")
 	}
 	if req.Generation == nil {
-		return badRequest("execution_generation", "missing_execution_generation", "Missing required parameter: 'execution_generation' (an integer, as GET /v1/runs/{run_id} reports it)")
+		return wire.BadRequest("execution_generation", "missing_execution_generation", "Missing required parameter: 'execution_generation' (an integer, as GET /v1/runs/{run_id} reports it)")
 	}
 	res := map[string]any{"completed": false, "partial": false, "interrupted": true,
 		"turn_exit_reason": "interrupted_by_system(server_restart)", "error": msgRestarted}
-	rec, err := s.runs.ledger.ResolveUnknown(s.storeCtx(), r.id, *req.AdmissionID, *req.Generation, res)
+	rec, err := rs.ledger.ResolveUnknown(rs.storeCtx(), r.id, *req.AdmissionID, *req.Generation, res)
 	switch {
 	case errors.Is(err, runs.ErrNotUnknown):
-		return &apiError{Status: fiber.StatusConflict, Message: "run " + r.id + " is " + r.getStatus() + ", not restart-unknown", Type: "invalid_request_error", Code: "run_not_unknown", NoRetry: true}
+		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " is " + r.getStatus() + ", not restart-unknown", Type: "invalid_request_error", Code: "run_not_unknown", NoRetry: true}
 	case errors.Is(err, runs.ErrAdmissionMismatch):
-		return &apiError{Status: fiber.StatusConflict, Message: "admission_id and execution_generation must be exactly the run's (see GET /v1/runs/" + r.id + ")", Type: "invalid_request_error", Param: "execution_generation", Code: "admission_mismatch", NoRetry: true}
+		return &wire.Error{Status: fiber.StatusConflict, Message: "admission_id and execution_generation must be exactly the run's (see GET /v1/runs/" + r.id + ")", Type: "invalid_request_error", Param: "execution_generation", Code: "admission_mismatch", NoRetry: true}
 	case errors.Is(err, runs.ErrNotFound):
 		return runNotFound(r.id)
 	case err != nil:

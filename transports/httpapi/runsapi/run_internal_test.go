@@ -1,8 +1,14 @@
-package httpapi
+package runsapi
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"testing"
+
+	"github.com/hermes-go/hermes/engine/runs"
+	"github.com/hermes-go/hermes/engine/store/memstore"
 )
 
 // The terminal event is the last of a run's log: an approval answer, a steer or a stop whose
@@ -58,4 +64,37 @@ func TestRunLogBoundedAfterSettlement(t *testing.T) {
 	if evs, _, _ := r.since(n + 50); len(evs) != runLogKeep {
 		t.Fatalf("an id beyond the log: %d events", len(evs))
 	}
+}
+
+// FuzzRunRecord feeds arbitrary bytes as a run record: whatever decodes can be rebuilt into a
+// run without panicking (the ledger's own fuzz test covers listing).
+func FuzzRunRecord(f *testing.F) {
+	f.Add([]byte(`{"run_id":"run_1","status":"running","execution_generation":1,"process":"p"}`))
+	f.Add([]byte(`{"run_id":"run_2","status":"completed","result":{"completed":true}}`))
+	f.Add([]byte(`{"run_id":"run_3","status":"queued"}`))
+	f.Add([]byte(`{"run_id":7}`))
+	f.Add([]byte(`not json`))
+	rs := recovering(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var rec runRecord
+		if json.Unmarshal(b, &rec) != nil || rec.RunID == "" {
+			return
+		}
+		r := rs.recoveredRun(rec)
+		if len(r.events) != 1 {
+			t.Fatalf("%d events", len(r.events))
+		}
+		_ = r.statusObject()
+	})
+}
+
+// recovering returns the runs of a process over an empty store, as far as rebuilding a run from
+// its record needs them.
+func recovering(t testing.TB) *Runs {
+	l, err := runs.Open(context.Background(), memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return &Runs{ctx: context.Background(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), ledger: l, m: map[string]*run{}}
 }

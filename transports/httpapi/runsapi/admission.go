@@ -1,4 +1,4 @@
-package httpapi
+package runsapi
 
 import (
 	"time"
@@ -14,9 +14,6 @@ import (
 
 // runRecord is the durable state of one run.
 type runRecord = runs.Record
-
-// idempotencyRetention is how long a settled run's record (and so its Idempotency-Key) is kept.
-const idempotencyRetention = runs.Retention
 
 // sweepEvery is how often expired records and keys are dropped.
 const sweepEvery = time.Hour

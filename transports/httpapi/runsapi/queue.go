@@ -1,32 +1,16 @@
-package httpapi
+package runsapi
 
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/runs"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
-
-// runTable holds this server's view of the runs: the runs it admitted, executes or was asked
-// about, each with its event log, and one worker per session with unsettled runs. The ledger
-// (engine/runs) is the truth: admission order, claims and settlements are its compare-and-sets,
-// shared with every process on the store; a run another process admitted or executes is
-// mirrored here from its record, kept current by the ledger's change hints.
-type runTable struct {
-	ledger *runs.Ledger
-	lanes  *runs.Lanes // one worker per session with unsettled runs
-
-	mu     sync.Mutex
-	m      map[string]*run
-	pruned time.Time // when addLocked last dropped expired runs
-
-	admit sync.Mutex // serialises keyed admissions here: look up, admit and remember as one step
-}
 
 // errRunNotQueued: a run's start lost to a stop or to another process's claim.
 var errRunNotQueued = runs.ErrNotQueued
@@ -34,61 +18,61 @@ var errRunNotQueued = runs.ErrNotQueued
 // getRunFor returns the caller's run: from memory, or from its durable record (after a
 // restart, once its event log was dropped, or a run another process admitted). A run of
 // another owner is not found (the admin key sees every run).
-func (s *Server) getRunFor(c *fiber.Ctx, id string) (*run, error) {
-	if err := checkID("run_id", "invalid_run_id", "run id", id); err != nil {
+func (rs *Runs) getRunFor(c *fiber.Ctx, id string) (*run, error) {
+	if err := wire.CheckID("run_id", "invalid_run_id", "run id", id); err != nil {
 		return nil, err
 	}
-	s.runs.mu.Lock()
-	r, ok := s.runs.m[id]
-	s.runs.mu.Unlock()
+	rs.mu.Lock()
+	r, ok := rs.m[id]
+	rs.mu.Unlock()
 	if ok {
-		if !seesRun(c, r.owner) {
+		if !rs.sees(c, r.owner) {
 			return nil, runNotFound(id)
 		}
 		// A mirror of a run another process executes follows it by change hints, which may
 		// still be on their way: answer from its record, so that a run another process
 		// reported settled is never read back as running here.
 		r.mu.Lock()
-		remote := !r.final && r.rec.Process != s.runs.ledger.Process()
+		remote := !r.final && r.rec.Process != rs.ledger.Process()
 		r.mu.Unlock()
 		if remote {
-			if rec, err := s.runs.ledger.Get(c.Context(), id); err == nil {
-				s.refresh(r, rec)
+			if rec, err := rs.ledger.Get(c.Context(), id); err == nil {
+				rs.refresh(r, rec)
 			}
 		}
 		return r, nil
 	}
-	if len(id) < 5 || id[:4] != "run_" || len(id) > maxHeaderID {
+	if len(id) < 5 || id[:4] != "run_" || len(id) > wire.MaxHeaderID {
 		return nil, runNotFound(id)
 	}
-	rec, err := s.runs.ledger.Get(c.Context(), id)
-	if errors.Is(err, runs.ErrNotFound) || (err == nil && !seesRun(c, rec.Owner)) {
+	rec, err := rs.ledger.Get(c.Context(), id)
+	if errors.Is(err, runs.ErrNotFound) || (err == nil && !rs.sees(c, rec.Owner)) {
 		return nil, runNotFound(id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.mirror(rec), nil
+	return rs.mirror(rec), nil
 }
 
 // mirror returns the run of rec, from memory or rebuilt from the record. An unsettled one gets
 // its session's lane, which follows it to its end.
-func (s *Server) mirror(rec runRecord) *run {
-	s.runs.mu.Lock()
-	if cur, ok := s.runs.m[rec.RunID]; ok {
-		s.runs.mu.Unlock()
+func (rs *Runs) mirror(rec runRecord) *run {
+	rs.mu.Lock()
+	if cur, ok := rs.m[rec.RunID]; ok {
+		rs.mu.Unlock()
 		return cur
 	}
-	s.runs.mu.Unlock()
-	r := s.recoveredRun(rec)
-	s.runs.mu.Lock()
-	defer s.runs.mu.Unlock()
-	if cur, ok := s.runs.m[rec.RunID]; ok {
+	rs.mu.Unlock()
+	r := rs.recoveredRun(rec)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if cur, ok := rs.m[rec.RunID]; ok {
 		return cur
 	}
-	s.runs.addLocked(r)
+	rs.addLocked(r)
 	if !rec.Settled() {
-		s.runs.lanes.Kick(rec.SessionID)
+		rs.lanes.Kick(rec.SessionID)
 	}
 	return r
 }
@@ -99,7 +83,7 @@ const pruneEvery = time.Minute
 
 // addLocked registers r and, at most once per pruneEvery, forgets the event logs of runs that
 // finished more than runRetention ago.
-func (rs *runTable) addLocked(r *run) {
+func (rs *Runs) addLocked(r *run) {
 	if rs.m == nil {
 		rs.m = map[string]*run{}
 	}
@@ -118,24 +102,24 @@ func (rs *runTable) addLocked(r *run) {
 	}
 }
 
-// createRun admits a run. With an Idempotency-Key, a retry of the same request (same body and
+// Create admits a run. With an Idempotency-Key, a retry of the same request (same body and
 // session key) by the same owner gets the original run back (replayed:true) instead of
 // starting another, for idempotencyRetention, across restarts and from any process on the
 // store; the same key with a different body is a 409.
-func (s *Server) createRun(c *fiber.Ctx) error {
-	owner := principal(c)
-	fp := sha256Hex(string(c.Body()) + "\n" + c.Get(HeaderSessionKey))
+func (rs *Runs) Create(c *fiber.Ctx) error {
+	owner := rs.host.Principal(c)
+	fp := sha256Hex(string(c.Body()) + "\n" + c.Get(wire.HeaderSessionKey))
 	ikey := c.Get("Idempotency-Key")
 	if ikey == "" {
-		return s.admitRun(c, owner, "", fp)
+		return rs.admitRun(c, owner, "", fp)
 	}
-	if err := validIdempotencyKey(ikey); err != nil {
+	if err := wire.ValidIdempotencyKey(ikey); err != nil {
 		return err
 	}
 	keyHash := sha256Hex(ikey)
-	s.runs.admit.Lock()
-	defer s.runs.admit.Unlock()
-	runID, conflict, err := s.runs.ledger.Lookup(c.Context(), owner, keyHash, fp)
+	rs.admit.Lock()
+	defer rs.admit.Unlock()
+	runID, conflict, err := rs.ledger.Lookup(c.Context(), owner, keyHash, fp)
 	if err != nil {
 		return err
 	}
@@ -143,22 +127,22 @@ func (s *Server) createRun(c *fiber.Ctx) error {
 		return idempotencyConflict()
 	}
 	if runID != "" {
-		if done, err := s.replayRun(c, runID); done {
+		if done, err := rs.replayRun(c, runID); done {
 			return err
 		}
 		// The record was swept between the lookup and the read: the key is free again.
 	}
-	return s.admitRun(c, owner, keyHash, fp)
+	return rs.admitRun(c, owner, keyHash, fp)
 }
 
 func idempotencyConflict() error {
-	return &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
+	return &wire.Error{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
 }
 
 // replayRun answers a keyed admission with the run the key admitted; done is false when that
 // run is gone.
-func (s *Server) replayRun(c *fiber.Ctx, runID string) (bool, error) {
-	r, err := s.getRunFor(c, runID)
+func (rs *Runs) replayRun(c *fiber.Ctx, runID string) (bool, error) {
+	r, err := rs.getRunFor(c, runID)
 	if err != nil {
 		return false, nil
 	}
@@ -166,38 +150,38 @@ func (s *Server) replayRun(c *fiber.Ctx, runID string) (bool, error) {
 	status, sid := r.status, r.sessionID
 	r.mu.Unlock()
 	c.Set("Idempotency-Replayed", "true")
-	c.Set(HeaderSessionID, sid)
+	c.Set(wire.HeaderSessionID, sid)
 	return true, c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": runID, "status": status, "session_id": sid, "replayed": true})
 }
 
 // admitRun validates the request, records the run (queued) in its session's FIFO and wakes
 // the FIFO's worker. Nothing is allocated before validation passes.
-func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
+func (rs *Runs) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	var req runRequest
-	if err := decodeJSON(c.Body(), &req); err != nil {
+	if err := wire.DecodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
 	modelName := ""
 	if req.Model != "" {
-		m, err := s.pickModel(req.Model)
+		m, err := rs.host.PickModel(req.Model)
 		if err != nil {
 			return err
 		}
 		modelName = m
 	}
-	key := c.Get(HeaderSessionKey)
+	key := c.Get(wire.HeaderSessionKey)
 	if key != "" {
-		if err := validSessionKey(key); err != nil {
+		if err := wire.ValidSessionKey(key); err != nil {
 			return err
 		}
 	}
 	if req.SessionID != "" {
-		if err := validSessionID(req.SessionID); err != nil {
-			return withParam(err, "session_id")
+		if err := wire.ValidSessionID(req.SessionID); err != nil {
+			return wire.WithParam(err, "session_id")
 		}
 	}
 	now := time.Now().UTC()
-	history, prompt, err := parseInput(req.Input, now)
+	history, prompt, err := rs.host.Input(req.Input, now)
 	if err != nil {
 		return err
 	}
@@ -208,16 +192,16 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	// as chat and responses are. A run queued behind another waits for a slot when its turn
 	// comes.
 	// Only the caller's own queue counts: another principal's would be told apart by a 404.
-	if s.slots != nil && len(s.slots) >= cap(s.slots) && !(s.runs.lanes.Busy(req.SessionID) && s.seesSession(who(c), req.SessionID)) {
-		s.rejected("turn_cap")
-		return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
+	if rs.slots != nil && len(rs.slots) >= cap(rs.slots) && !(rs.lanes.Busy(req.SessionID) && rs.seesSession(rs.host.Who(c), req.SessionID)) {
+		rs.host.Rejected("turn_cap")
+		return &wire.Error{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 	}
-	id := "run_" + newHex(16)
+	id := "run_" + wire.NewHex(16)
 	sid := req.SessionID
 	if sid == "" {
 		sid = id
 	}
-	sess, err := s.openOrSeed(s.ctx, who(c), sid, modelName, key, history)
+	sess, err := rs.host.OpenOrSeed(rs.ctx, rs.host.Who(c), sid, modelName, key, history)
 	if err != nil {
 		return err
 	}
@@ -225,29 +209,29 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 	if model == "" {
 		model = sess.Record().Model
 	}
-	rec := runRecord{RunID: id, AdmissionID: "adm_" + newHex(16), Owner: owner, SessionID: sess.ID(), Fingerprint: fp,
+	rec := runRecord{RunID: id, AdmissionID: "adm_" + wire.NewHex(16), Owner: owner, SessionID: sess.ID(), Fingerprint: fp,
 		IdemKey: keyHash, Prompt: prompt, Model: model, SwitchModel: modelName, SessionKey: key, CreatedAt: now}
 	// The run is registered (and locked) before the ledger has it: the session's worker, which
 	// may reach it as soon as it is in the FIFO, finds this run and waits for its run.queued.
 	r := newRun(rec, runQueued)
-	r.trace = requestTrace(c)
-	s.runs.mu.Lock()
-	s.runs.addLocked(r)
-	s.runs.mu.Unlock()
+	r.trace = rs.host.Trace(c)
+	rs.mu.Lock()
+	rs.addLocked(r)
+	rs.mu.Unlock()
 	r.mu.Lock()
-	adm, err := s.runs.ledger.Admit(s.storeCtx(), rec)
+	adm, err := rs.ledger.Admit(rs.storeCtx(), rec)
 	if err != nil || adm.Replay != "" {
 		r.mu.Unlock()
-		s.runs.mu.Lock()
-		delete(s.runs.m, id)
-		s.runs.mu.Unlock()
+		rs.mu.Lock()
+		delete(rs.m, id)
+		rs.mu.Unlock()
 		switch {
 		case errors.Is(err, runs.ErrIdempotencyReused):
 			return idempotencyConflict()
 		case err != nil:
 			return err
 		}
-		if done, err := s.replayRun(c, adm.Replay); done {
+		if done, err := rs.replayRun(c, adm.Replay); done {
 			return err
 		}
 		return runNotFound(adm.Replay)
@@ -257,11 +241,11 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 		r.emitLocked("run.queued", "", map[string]any{"session_id": r.sessionID, "ahead": adm.Ahead})
 	}
 	r.mu.Unlock()
-	s.runs.lanes.Kick(r.sessionID)
+	rs.lanes.Kick(r.sessionID)
 	if key != "" {
-		c.Set(HeaderSessionKey, key)
+		c.Set(wire.HeaderSessionKey, key)
 	}
-	c.Set(HeaderSessionID, sess.ID())
+	c.Set(wire.HeaderSessionID, sess.ID())
 	// "started" as the reference answers; GET /v1/runs/{id} tells queued from running and
 	// carries the admission.
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"run_id": id, "status": "started", "session_id": sess.ID(), "replayed": false})
@@ -269,22 +253,22 @@ func (s *Server) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 
 // storeCtx is the context of ledger writes: they must land even while the server stops (a
 // settlement written at shutdown is what keeps a run from being reported unknown later).
-func (s *Server) storeCtx() context.Context { return context.WithoutCancel(s.ctx) }
+func (rs *Runs) storeCtx() context.Context { return context.WithoutCancel(rs.ctx) }
 
 // seesSession reports whether principal p sees session id (live or stored); an unknown
 // session is not seen.
-func (s *Server) seesSession(p engine.Principal, id string) bool {
-	if sess, ok := s.eng.Peek(id); ok {
+func (rs *Runs) seesSession(p engine.Principal, id string) bool {
+	if sess, ok := rs.eng.Peek(id); ok {
 		return p.Sees(sess.Record().Principal)
 	}
-	rec, err := s.eng.Store().GetSession(s.ctx, id)
+	rec, err := rs.eng.Store().GetSession(rs.ctx, id)
 	return err == nil && p.Sees(rec.Principal)
 }
 
 // refresh brings the mirror of a run this process does not execute up to its record: started
 // or restart-unknown elsewhere, or settled.
-func (s *Server) refresh(r *run, rec runRecord) {
-	if rec.Process == s.runs.ledger.Process() && !rec.Settled() {
+func (rs *Runs) refresh(r *run, rec runRecord) {
+	if rec.Process == rs.ledger.Process() && !rec.Settled() {
 		return // executed here: the worker publishes its events
 	}
 	if rec.Settled() {
@@ -299,7 +283,7 @@ func (s *Server) refresh(r *run, rec runRecord) {
 	if rec.Status != recRunning {
 		return
 	}
-	unknown := s.runs.ledger.Unknown(s.ctx, rec)
+	unknown := rs.ledger.Unknown(rs.ctx, rec)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rec = rec
@@ -307,7 +291,7 @@ func (s *Server) refresh(r *run, rec runRecord) {
 	case unknown && r.status != runUnknown:
 		r.emitLocked("run.unknown", "", unknownFields(rec))
 		r.status = runUnknown
-		s.log.Warn("runs: a run was executing in a process that is gone; it is restart-unknown until resolved",
+		rs.log.Warn("runs: a run was executing in a process that is gone; it is restart-unknown until resolved",
 			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
 	case !unknown && r.status == runQueued:
 		r.emitLocked("run.started", runRunning, map[string]any{"session_id": rec.SessionID})
@@ -320,36 +304,36 @@ func unknownFields(rec runRecord) map[string]any {
 }
 
 // laneFuncs are this server's parts of the sessions' lanes (engine/runs.Lanes).
-func (s *Server) laneFuncs() runs.LaneFuncs {
+func (rs *Runs) laneFuncs() runs.LaneFuncs {
 	return runs.LaneFuncs{
-		Start: func(rec runRecord) { s.execute(s.mirror(rec)) },
-		Watch: func(rec runRecord) { s.refresh(s.mirror(rec), rec) },
-		Local: s.local,
+		Start: func(rec runRecord) { rs.execute(rs.mirror(rec)) },
+		Watch: func(rec runRecord) { rs.refresh(rs.mirror(rec), rec) },
+		Local: rs.local,
 		StopQueued: func(rec runRecord) bool {
-			return s.settleQueued(s.mirror(rec), runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)")
+			return rs.settleQueued(rs.mirror(rec), runInterrupted, msgShutdownQueue, "interrupted_by_system(server_shutdown)")
 		},
-		Viewed: s.viewed,
+		Viewed: rs.viewed,
 	}
 }
 
 // viewed reports the session of this server's view of a run whose record changed, and whether
-// the view follows the record: its settlement and its execution are another process's.
-func (s *Server) viewed(runID string) (string, bool, bool) {
-	s.runs.mu.Lock()
-	r, ok := s.runs.m[runID]
-	s.runs.mu.Unlock()
+// the view follows the record: its settlement and its execution are another process'rs.
+func (rs *Runs) viewed(runID string) (string, bool, bool) {
+	rs.mu.Lock()
+	r, ok := rs.m[runID]
+	rs.mu.Unlock()
 	if !ok {
 		return "", false, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sessionID, !r.final && r.rec.Process != s.runs.ledger.Process(), true
+	return r.sessionID, !r.final && r.rec.Process != rs.ledger.Process(), true
 }
 
 // local is given the head of a FIFO running in this process: when it has ended here, its
 // settlement did not reach the store (or its FIFO), and is written again.
-func (s *Server) local(rec runRecord) (bool, <-chan struct{}) {
-	r := s.mirror(rec)
+func (rs *Runs) local(rec runRecord) (bool, <-chan struct{}) {
+	r := rs.mirror(rec)
 	select {
 	case <-r.done:
 	default:
@@ -358,35 +342,35 @@ func (s *Server) local(rec runRecord) (bool, <-chan struct{}) {
 	r.mu.Lock()
 	status, res := r.status, r.result
 	r.mu.Unlock()
-	_, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, false)
+	_, err := rs.ledger.Settle(rs.storeCtx(), r.id, status, res, false)
 	return err == nil || errors.Is(err, runs.ErrSettled), nil
 }
 
 // execute starts a queued head of a FIFO and follows it to its end.
-func (s *Server) execute(r *run) {
-	if s.slots != nil {
+func (rs *Runs) execute(r *run) {
+	if rs.slots != nil {
 		select {
-		case s.slots <- struct{}{}:
+		case rs.slots <- struct{}{}:
 		case <-r.done: // stopped while waiting for a slot
 			return
-		case <-s.ctx.Done():
+		case <-rs.ctx.Done():
 			return
 		}
 	}
-	tr, err := s.startRun(r)
+	sess, tr, err := rs.startRun(r)
 	if err != nil {
-		s.release()
+		rs.release()
 		switch {
 		case errors.Is(err, errRunNotQueued), errors.Is(err, runs.ErrSettled): // stopped while queued, or claimed elsewhere
-		case s.ctx.Err() != nil:
-			s.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
+		case rs.ctx.Err() != nil:
+			rs.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
 				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdownQueue})
 		default:
-			s.settle(r, runFailed, map[string]any{"completed": false, "partial": false, "interrupted": false, "error": classify(err).Message})
+			rs.settle(r, runFailed, map[string]any{"completed": false, "partial": false, "interrupted": false, "error": wire.Classify(err).Message})
 		}
 		return
 	}
-	s.follow(r, tr)
+	rs.follow(r, sess, tr)
 }
 
 // startRun submits the run's prompt as a durable admission: the engine admits it in the
@@ -394,16 +378,16 @@ func (s *Server) execute(r *run) {
 // in the ledger when its turn comes, before the turn starts (a crash after the claim leaves a
 // run that may have done work, which is what restart-unknown means). The run stays queued
 // while other turns go first.
-func (s *Server) startRun(r *run) (*turnRun, error) {
-	sess, err := s.eng.Open(s.ctx, r.sessionID)
+func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
+	sess, err := rs.eng.Open(rs.ctx, r.sessionID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.mu.Lock()
-	prompt := r.rec.Prompt
+	prompt, owner, sc := r.rec.Prompt, r.rec.Owner, r.trace
 	r.mu.Unlock()
 	claim := func(_ context.Context, turnID string) error {
-		rec, err := s.runs.ledger.Claim(s.storeCtx(), r.id)
+		rec, err := rs.ledger.Claim(rs.storeCtx(), r.id)
 		if err != nil {
 			return err
 		}
@@ -412,21 +396,18 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 		r.mu.Unlock()
 		// A model the request named: the session moves to it before the turn starts.
 		if rec.SwitchModel != "" && sess.Record().Model != rec.SwitchModel {
-			if _, err := sess.SetModel(s.ctx, rec.SwitchModel); err != nil {
+			if _, err := sess.SetModel(rs.ctx, rec.SwitchModel); err != nil {
 				return err
 			}
 		}
-		// The run's owner (the principal that admitted it) owns the turn, so its browser tool
-		// calls reach that principal's controller only, even after a restart.
-		s.browser.own(withPrincipal(s.ctx, rec.Owner), sess.ID(), turnID)
 		return nil
 	}
-	tr, err := startTurn(withTrace(s.ctx, r.trace), sess, engine.Prompt{Text: prompt, Origin: Surface, Claim: claim}, s.opts.KeepAlive)
+	// The run's owner (the principal that admitted it) owns the turn, so its browser tool
+	// calls reach that principal's controller only, even after a restart.
+	tr, err := rs.host.StartTurn(rs.ctx, sess, engine.Prompt{Text: prompt, Claim: claim}, owner, sc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	turnID := tr.turnID
-	tr.keep, tr.release = true, func() { s.browser.unbind(sess.ID(), turnID); s.release() }
 	r.mu.Lock()
 	r.sess, r.turn, r.model = sess, tr, sess.Record().Model
 	stopping := r.status == runStopping // stop arrived between the record and the turn
@@ -437,9 +418,9 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 	r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
 	r.mu.Unlock()
 	if stopping {
-		tr.f.Interrupt("user")
+		tr.Interrupt("user")
 	}
-	return tr, nil
+	return sess, tr, nil
 }
 
 // settle writes the terminal status of a run this process runs (compare-and-set: only a record
@@ -447,27 +428,27 @@ func (s *Server) startRun(r *run) (*turnRun, error) {
 // comes first, so a client that saw the event never finds the run unsettled after a restart. A
 // failed write is logged and the event still goes out; the record then reads as
 // restart-unknown after a restart, which is the truth as far as the store knows.
-func (s *Server) settle(r *run, status string, res map[string]any) {
-	rec, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, false)
+func (rs *Runs) settle(r *run, status string, res map[string]any) {
+	rec, err := rs.ledger.Settle(rs.storeCtx(), r.id, status, res, false)
 	if err != nil {
-		s.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
+		rs.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
 	}
 	r.finish(rec, err == nil, status, res)
 }
 
 // settleQueued settles a run that never started (stopped while queued, the server stopping,
 // or a start that failed) with compare-and-set from queued. It reports whether it settled it.
-func (s *Server) settleQueued(r *run, status, msg, reason string) bool {
+func (rs *Runs) settleQueued(r *run, status, msg, reason string) bool {
 	res := map[string]any{"completed": false, "partial": false, "interrupted": status != runFailed, "error": msg}
 	if reason != "" {
 		res["turn_exit_reason"] = reason
 	}
-	rec, err := s.runs.ledger.Settle(s.storeCtx(), r.id, status, res, status != runFailed)
+	rec, err := rs.ledger.Settle(rs.storeCtx(), r.id, status, res, status != runFailed)
 	if errors.Is(err, runs.ErrSettled) || errors.Is(err, runs.ErrNotQueued) || errors.Is(err, runs.ErrNotOwner) {
 		return false
 	}
 	if err != nil {
-		s.log.Error("runs: settling a queued run in the store failed", "run_id", r.id, "status", status, "err", err)
+		rs.log.Error("runs: settling a queued run in the store failed", "run_id", r.id, "status", status, "err", err)
 	}
 	r.finish(rec, err == nil, status, res)
 	return true

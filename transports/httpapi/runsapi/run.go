@@ -1,0 +1,467 @@
+package runsapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
+)
+
+// Run statuses (a run is one agent turn started by POST /v1/runs and followed by polling or
+// an event stream; it outlives the request that started it, and its admission outlives the
+// process: see admission.go).
+const (
+	runQueued      = "queued"
+	runRunning     = "running"
+	runWaiting     = "waiting_for_approval"
+	runStopping    = "stopping"
+	runUnknown     = "unknown" // restart-unknown: started by a process that died before it settled
+	runCompleted   = "completed"
+	runFailed      = "failed"
+	runCancelled   = "cancelled"
+	runInterrupted = "interrupted"
+)
+
+// runRetention is how long a finished run stays in memory with its event log; its durable
+// record (status and result) stays readable for idempotencyRetention.
+const runRetention = time.Hour
+
+// Messages of the interrupted settlements.
+const (
+	msgShutdown      = "the server stopped before this run settled"
+	msgShutdownQueue = "the server stopped before this run started"
+	msgRestarted     = "The gateway restarted before this run settled." // the reference's wording
+	msgUnknown       = "the server restarted while this run was executing; whether its turn finished is unknown until it is resolved with POST /v1/runs/{run_id}/resolve-unknown"
+)
+
+// runEvent is one frame of a run's event log; seq is its SSE id (from 1).
+type runEvent struct {
+	seq  int
+	data []byte
+}
+
+// run is the state of one run in this process. The goroutine that executes it is the only
+// writer of its execution events; handlers add approval, steer and stop events.
+type run struct {
+	id        string
+	owner     string
+	sessionID string
+	created   time.Time
+
+	mu       sync.Mutex
+	rec      runRecord       // the durable record as last written or read
+	sess     *engine.Session // set when the run starts, cleared when it settles
+	turn     Turn            // nil until the run is started and after it settles
+	model    string
+	trace    trace.SpanContext // the admitting request's traceparent (not kept across a restart)
+	status   string
+	updated  time.Time
+	last     string
+	events   []runEvent    // the log, or once settled its last runLogKeep events
+	base     int           // seq of the event before events[0] (0 until a settled log is trimmed)
+	changed  chan struct{} // closed and replaced on every event
+	result   map[string]any
+	done     chan struct{} // closed when the run settles (finish)
+	doneOnce sync.Once
+
+	// final: the terminal event is in the log. It stays the last event: a handler's event
+	// that loses a race with the settlement (approval.responded, run.steered, run.stopping)
+	// is dropped rather than appended after it. Guarded by mu.
+	final bool
+}
+
+func newRun(rec runRecord, status string) *run {
+	return &run{id: rec.RunID, owner: rec.Owner, sessionID: rec.SessionID, created: rec.CreatedAt, rec: rec,
+		model: rec.Model, status: status, updated: time.Now(), changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+func terminal(status string) bool {
+	switch status {
+	case runCompleted, runFailed, runCancelled, runInterrupted:
+		return true
+	}
+	return false
+}
+
+// emit appends an event (and optionally sets the status) and wakes readers.
+func (r *run) emit(name, status string, fields map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitLocked(name, status, fields)
+}
+
+func (r *run) emitLocked(name, status string, fields map[string]any) {
+	if r.final {
+		return
+	}
+	seq := r.base + len(r.events) + 1
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	fields["event"], fields["run_id"], fields["timestamp"], fields["sequence_number"] = name, r.id, time.Now().Unix(), seq
+	b, _ := json.Marshal(fields)
+	r.events = append(r.events, runEvent{seq: seq, data: b})
+	r.last, r.updated = name, time.Now()
+	if status != "" && !terminal(r.status) {
+		r.status = status
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// since returns the events after seq, whether the stream is over (the run settled, or is
+// restart-unknown: nothing in this process will add to it until someone resolves it), and a
+// channel that is closed when more arrive. An id beyond the log came from before a restart
+// (the log is not durable): the reader gets the whole log again.
+//
+// While a run executes its whole log is kept, so no reader misses an event however far behind
+// it is. Once it settles only the last runLogKeep events are retained (with the terminal
+// event, which carries the output): a reconnect from before that window gets what is left.
+func (r *run) since(seq int) ([]runEvent, bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := r.base + len(r.events)
+	if seq < r.base || seq > last {
+		seq = r.base
+	}
+	var out []runEvent
+	if seq < last {
+		out = append(out, r.events[seq-r.base:]...)
+	}
+	return out, terminal(r.status) || r.status == runUnknown, r.changed
+}
+
+// runLogKeep is how many events of a settled run stay replayable (the reference bounds its
+// replay at 1,000 events as well).
+const runLogKeep = 1000
+
+// trimLocked drops all but the last runLogKeep events of a settled run. Called with mu held.
+func (r *run) trimLocked() {
+	if n := len(r.events) - runLogKeep; n > 0 {
+		r.events = append([]runEvent(nil), r.events[n:]...)
+		r.base += n
+	}
+}
+
+// remote reports whether another process than proc executes the run.
+func (r *run) remote(proc string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec.Process != "" && r.rec.Process != proc
+}
+
+func (r *run) getStatus() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// started returns the session and turn once the run executes.
+func (r *run) started() (*engine.Session, Turn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sess, r.turn
+}
+
+func (r *run) statusObject() fiber.Map {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := fiber.Map{"object": "hermes.run", "run_id": r.id, "status": r.status, "created_at": r.created.Unix(),
+		"updated_at": r.updated.Unix(), "session_id": r.sessionID, "model": r.model, "last_event": r.last,
+		"admission_id": r.rec.AdmissionID, "execution_generation": r.rec.Generation}
+	for k, v := range r.result {
+		m[k] = v
+	}
+	if r.status == runUnknown {
+		m["restart_unknown"] = true
+		m["error"] = msgUnknown
+	}
+	if r.status == runWaiting && r.turn != nil {
+		for _, q := range r.sess.OpenRequests() {
+			if q.TurnID == r.turn.ID() && q.Kind == engine.KindApproval {
+				m["approval"] = approvalFields(q)
+				break
+			}
+		}
+	}
+	return m
+}
+
+func approvalFields(q engine.Request) map[string]any {
+	m := map[string]any{"request_id": q.ID}
+	for _, k := range []string{"command", "description", "pattern_key", "pattern_keys", "allow_permanent", "tool"} {
+		if v, ok := q.Payload[k]; ok {
+			m[k] = v
+		}
+	}
+	choices := []string{engine.ChoiceOnce, engine.ChoiceSession, engine.ChoiceAlways, engine.ChoiceDeny}
+	if perm, _ := q.Payload["allow_permanent"].(bool); !perm {
+		choices = []string{engine.ChoiceOnce, engine.ChoiceSession, engine.ChoiceDeny}
+	}
+	m["choices"] = choices
+	return m
+}
+
+func runNotFound(id string) error {
+	return &wire.Error{Status: fiber.StatusNotFound, Message: "Run not found: " + id, Type: "invalid_request_error", Param: "run_id", Code: "run_not_found"}
+}
+
+type runRequest struct {
+	Input        json.RawMessage `json:"input"`
+	SessionID    string          `json:"session_id"`
+	Instructions *string         `json:"instructions"`
+	Model        string          `json:"model"`
+}
+
+// follow turns the turn's engine events into run events until the turn ends or the server
+// stops (then the turn is interrupted and the run settled interrupted).
+func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
+	out, err := tr.Follow(func(ev engine.Event) {
+		switch ev.Type {
+		case engine.EvMessageDelta:
+			if ev.Text != "" {
+				r.emit("message.delta", "", map[string]any{"delta": ev.Text})
+			}
+		case engine.EvToolStart:
+			if ts, ok := ev.Data.(engine.ToolStart); ok {
+				r.emit("tool.started", "", map[string]any{"tool": ts.Name, "preview": rs.host.ToolLabel(ts.Args), "call_id": ts.CallID})
+			}
+		case engine.EvToolComplete:
+			if tc, ok := ev.Data.(engine.ToolComplete); ok {
+				r.emit("tool.completed", "", map[string]any{"tool": tc.Name, "call_id": tc.CallID, "duration": float64(tc.Duration.Milliseconds()) / 1000, "error": tc.Result.IsError || tc.Blocked})
+			}
+		case engine.EvRequestOpen:
+			if q, ok := ev.Data.(engine.Request); ok && q.Kind != engine.KindApproval {
+				_ = sess.Withdraw(q.ID, wire.NoClient)
+			} else if ok {
+				r.emit("approval.request", runWaiting, approvalFields(q))
+			}
+		case engine.EvRequestResolved, engine.EvRequestCancel:
+			r.mu.Lock()
+			if r.status == runWaiting {
+				r.status = runRunning
+			}
+			r.mu.Unlock()
+		case engine.EvStatus:
+			if name, fields, ok := wire.CompactionEvent(ev, sess); ok {
+				r.emit(name, "", fields)
+			}
+		}
+	})
+	// Free the slot before the terminal event: a client that saw it may start the next turn.
+	tr.Close("shutdown")
+	rs.release()
+	if err != nil {
+		rs.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
+			"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdown})
+		return
+	}
+	status, res := outcomeResult(out)
+	wire.AddContext(res, sess.Context())
+	rs.settle(r, status, res)
+}
+
+// outcomeResult maps a turn's outcome to the terminal status and fields: a run is never
+// completed with completed:false or partial:true.
+func outcomeResult(o engine.Outcome) (string, map[string]any) {
+	usage := map[string]any{"input_tokens": o.Usage.PromptTokens, "output_tokens": o.Usage.CompletionTokens, "total_tokens": o.Usage.TotalTokens}
+	if o.Usage.CostUSD != 0 { // priced models only (the model catalogue)
+		usage["cost_usd"] = o.Usage.CostUSD
+	}
+	res := map[string]any{"completed": o.Completed, "partial": o.Partial, "interrupted": o.Interrupted, "turn_exit_reason": o.ExitReason, "output": o.Text, "usage": usage}
+	if o.PendingSteer != "" {
+		res["pending_steer"] = o.PendingSteer
+	}
+	status := runCompleted
+	switch {
+	case o.Interrupted || o.Status == engine.StatusCancelled:
+		status = runCancelled
+	case o.Status != engine.StatusCompleted || !o.Completed || o.Partial:
+		status = runFailed
+		res["error"] = wire.OutcomeError(o).Message
+	}
+	return status, res
+}
+
+// finish records the result in memory and publishes the terminal event run.<status>.
+func (r *run) finish(rec runRecord, stored bool, status string, res map[string]any) {
+	fields := make(map[string]any, len(res))
+	for k, v := range res {
+		fields[k] = v
+	}
+	r.mu.Lock()
+	if stored {
+		r.rec = rec
+	}
+	// A settled run is kept for runRetention with its own log; it must not also keep the
+	// session object alive.
+	r.sess, r.turn = nil, nil
+	r.result = res
+	r.emitLocked("run."+status, status, fields)
+	r.final = true
+	r.trimLocked()
+	r.mu.Unlock()
+	r.doneOnce.Do(func() { close(r.done) })
+}
+
+func (rs *Runs) Get(c *fiber.Ctx) error {
+	r, err := rs.getRunFor(c, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(r.statusObject())
+}
+
+// Events streams the run's events with id: lines. A reconnect with Last-Event-ID (or
+// ?last_event_id=) replays what came after it; a finished run that has nothing left to replay
+// answers 204, which tells an EventSource to stop reconnecting.
+func (rs *Runs) Events(c *fiber.Ctx) error {
+	r, err := rs.getRunFor(c, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	after, err := wire.LastEventID(c.Get("Last-Event-ID"), c.Query("last_event_id"))
+	if err != nil {
+		return err
+	}
+	evs, done, _ := r.since(after)
+	if done && len(evs) == 0 {
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	wire.SSEHeaders(c)
+	rs.streams.Add(1)
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer rs.streams.Done()
+		defer rs.host.Streaming()()
+		rs.streamRun(w, r, after)
+	})
+	return nil
+}
+
+func (rs *Runs) Approval(c *fiber.Ctx) error {
+	r, err := rs.getRunFor(c, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Choice    string        `json:"choice"`
+		RequestID string        `json:"request_id"`
+		All       wire.FlexBool `json:"all"`
+	}
+	if err := wire.DecodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	choice := strings.ToLower(strings.TrimSpace(req.Choice))
+	switch choice {
+	case "approve", "approved", "allow":
+		choice = engine.ChoiceOnce
+	case engine.ChoiceOnce, engine.ChoiceSession, engine.ChoiceAlways, engine.ChoiceDeny:
+	default:
+		return wire.BadRequest("choice", "invalid_approval_choice", "choice must be one of once, session, always, deny")
+	}
+	if len(req.RequestID) > wire.MaxHeaderID {
+		return wire.BadRequest("request_id", "invalid_approval_request", "invalid request_id")
+	}
+	var ids []string
+	sess, tr := r.started()
+	if sess != nil {
+		for _, q := range sess.OpenRequests() {
+			if q.TurnID != tr.ID() || q.Kind != engine.KindApproval || (req.RequestID != "" && q.ID != req.RequestID) {
+				continue
+			}
+			ids = append(ids, q.ID)
+			if !bool(req.All) {
+				break
+			}
+		}
+	}
+	resolved := 0
+	for _, id := range ids {
+		if err := sess.Answer(id, map[string]any{"choice": choice}); err == nil {
+			resolved++
+		}
+	}
+	if resolved == 0 {
+		return &wire.Error{Status: fiber.StatusConflict, Message: "no approval is pending for run " + r.id, Type: "invalid_request_error", Code: "approval_not_pending", NoRetry: true}
+	}
+	r.emit("approval.responded", runRunning, map[string]any{"choice": choice, "request_id": req.RequestID, "resolved": resolved})
+	out := fiber.Map{"object": "hermes.run.approval_response", "run_id": r.id, "choice": choice, "resolved": resolved}
+	if req.RequestID != "" {
+		out["request_id"] = req.RequestID
+	}
+	return c.JSON(out)
+}
+
+func (rs *Runs) Steer(c *fiber.Ctx) error {
+	r, err := rs.getRunFor(c, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Input   json.RawMessage `json:"input"`
+		Message json.RawMessage `json:"message"`
+		Text    json.RawMessage `json:"text"`
+	}
+	if err := wire.DecodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	var text string
+	for _, raw := range []json.RawMessage{req.Input, req.Message, req.Text} {
+		t, err := rs.host.Text(raw)
+		if err != nil {
+			return wire.BadRequest("input", "invalid_steer_input", "steer text must be a string or text parts")
+		}
+		if strings.TrimSpace(t) != "" {
+			text = t
+			break
+		}
+	}
+	if text == "" {
+		return wire.BadRequest("input", "invalid_steer_input", "steer text is empty")
+	}
+	status := r.getStatus()
+	sess, _ := r.started()
+	if status != runRunning || sess == nil {
+		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " is " + status + " and does not accept steer", Type: "invalid_request_error", Code: "run_not_accepting_steer", NoRetry: true}
+	}
+	if _, err := sess.Steer(text); err != nil {
+		return &wire.Error{Status: fiber.StatusConflict, Message: "steer not accepted: " + err.Error(), Type: "invalid_request_error", Code: "steer_not_accepted", NoRetry: true}
+	}
+	r.emit("run.steered", "", map[string]any{"accepted": true})
+	return c.JSON(fiber.Map{"object": "hermes.run.steer", "run_id": r.id, "accepted": true})
+}
+
+// Stop interrupts a running run (it then ends cancelled, or completed when it finished
+// first) and cancels a queued one before it starts. A restart-unknown run is not active here:
+// resolve-unknown is how it ends.
+func (rs *Runs) Stop(c *fiber.Ctx) error {
+	r, err := rs.getRunFor(c, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	switch status := r.getStatus(); {
+	case terminal(status) || status == runStopping:
+		return c.JSON(r.statusObject())
+	case status == runUnknown:
+		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " is restart-unknown and not active in this process; resolve it with POST /v1/runs/" + r.id + "/resolve-unknown", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
+	case status == runRunning && r.remote(rs.ledger.Process()):
+		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " runs in another process; stop it there", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
+	case status == runQueued:
+		if rs.settleQueued(r, runCancelled, "stopped before it started", "interrupted_by_user") {
+			return c.JSON(r.statusObject())
+		}
+		// It started meanwhile: stop it as a running run.
+	}
+	r.emit("run.stopping", runStopping, nil)
+	if sess, _ := r.started(); sess != nil {
+		sess.Interrupt("user")
+	}
+	return c.JSON(fiber.Map{"run_id": r.id, "status": runStopping})
+}
