@@ -37,9 +37,11 @@ type Options struct {
 	// separate connections.
 	MaxConns int32
 	// NotifyEvery is the least time between two rounds of NOTIFYs carrying hints to other nodes
-	// (default 10ms): a change after a quiet spell goes at once, changes during a busy spell are
+	// (default 2ms): a change after a quiet spell goes at once, changes during a busy spell are
 	// gathered. A notifying commit takes a database-wide lock, so hints are not sent from inside
-	// each write.
+	// each write. The interval is what a hint may wait on a busy node before it leaves, so it
+	// adds to the latency of every follower on another node (10ms made the median hint 5–6 ms
+	// late, 2ms about 1 ms); a round is one short transaction without a WAL flush.
 	NotifyEvery time.Duration
 	// Logger receives connection losses of the listening connection (default slog.Default()).
 	Logger *slog.Logger
@@ -79,7 +81,7 @@ func Open(ctx context.Context, connURL string, o Options) (*Store, error) {
 		o.Schema = "hermes"
 	}
 	if o.NotifyEvery <= 0 {
-		o.NotifyEvery = 10 * time.Millisecond
+		o.NotifyEvery = 2 * time.Millisecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
