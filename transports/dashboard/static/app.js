@@ -43,11 +43,14 @@ function contentText(c) {
 
 function statusBadge(s) { return h('span', { class: 'status ' + s }, s); }
 
-// Repeat calls f now and every ms while the view is shown; it never overlaps itself.
+// Repeat calls f now and every ms while the view is shown; it never overlaps itself. f gets a
+// function that tells whether the view has gone meanwhile (a logout, another view): a call that
+// resolves after that must not start more requests.
 function repeat(f, ms) {
   let stop = false, timer = null;
+  const gone = () => stop;
   const tick = async () => {
-    try { await f(); } catch (err) { if (!(err instanceof ApiError && err.status === 401)) console.warn(err); }
+    try { await f(gone); } catch (err) { if (!(err instanceof ApiError && err.status === 401)) console.warn(err); }
     if (!stop) timer = setTimeout(tick, ms);
   };
   tick();
@@ -144,8 +147,9 @@ function sessionsView(root) {
       render();
     } catch { /* a session deleted meanwhile */ }
   };
-  const stop = repeat(async () => {
+  const stop = repeat(async (gone) => {
     const res = await api('GET', '/api/sessions?limit=200');
+    if (gone()) return; // logged out or left meanwhile: no previews under no key
     rows = res.data || [];
     render();
     for (const s of rows.slice(0, 50)) if (!previews.has(s.id) && s.message_count > 0) loadPreview(s.id);
