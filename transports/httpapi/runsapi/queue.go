@@ -360,8 +360,16 @@ func (rs *Runs) execute(r *run) {
 	sess, tr, err := rs.startRun(r)
 	if err != nil {
 		rs.release()
+		r.mu.Lock()
+		claimed := r.rec.Status == recRunning && r.rec.Process == rs.ledger.Process()
+		r.mu.Unlock()
 		switch {
 		case errors.Is(err, errRunNotQueued), errors.Is(err, runs.ErrSettled): // stopped while queued, or claimed elsewhere
+		case !claimed && errors.Is(err, engine.ErrStoreUnavailable):
+			// The store is out and the run did not start: it stays queued, and its lane
+			// starts it again once the store answers (failing it here would fail an
+			// acknowledged run for an outage, and only in this process's view).
+			rs.log.Warn("runs: starting a run failed with the store out; it stays queued", "run_id", r.id, "err", err)
 		case rs.ctx.Err() != nil:
 			rs.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
 				"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdownQueue})
@@ -430,6 +438,14 @@ func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
 // restart-unknown after a restart, which is the truth as far as the store knows.
 func (rs *Runs) settle(r *run, status string, res map[string]any) {
 	rec, err := rs.ledger.Settle(rs.storeCtx(), r.id, status, res, false)
+	if errors.Is(err, runs.ErrNotOwner) || errors.Is(err, runs.ErrSettled) {
+		// Another process runs it or settled it (a start that lost to another, a run
+		// resolved meanwhile): the record is the truth, not this process's status.
+		if cur, gerr := rs.ledger.Get(rs.storeCtx(), r.id); gerr == nil {
+			rs.refresh(r, cur)
+			return
+		}
+	}
 	if err != nil {
 		rs.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
 	}

@@ -381,6 +381,10 @@ func (rs *Runs) Approval(c *fiber.Ctx) error {
 				break
 			}
 		}
+	} else {
+		// Run by another process: its approvals are answered through the session, which
+		// sends them to the process holding it.
+		sess, ids = rs.remoteApprovals(c.Context(), r, req.RequestID, bool(req.All))
 	}
 	resolved := 0
 	for _, id := range ids {
