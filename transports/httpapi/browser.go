@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
@@ -23,22 +21,10 @@ const (
 	CloseControllerReplaced = browserctl.CloseControllerReplaced // the principal registered a new controller
 )
 
-// controllers is what the server uses of the browser browserctl.
-type controllers interface {
-	Bind(principal, sessionID string, start func() (turnID string, err error)) error
-	Own(principal, sessionID, turnID string)
-	Unbind(sessionID, turnID string)
-	Register(principal string, caps []string) (*browserctl.Controller, error)
-	Claim(principal, id string) (*browserctl.Controller, error)
-	Serve(ctl *browserctl.Controller, conn *websocket.Conn)
-	Status() map[string]any
-}
-
-// broker is browser control on this server (the broker of package browserctl behind the
-// interface the server uses); nil when browser control is off.
+// broker is browser control on this server (package browserctl); nil when browser control is
+// off.
 type broker struct {
-	b    controllers
-	caps []string // the server's allow-list
+	b *browserctl.Broker
 }
 
 func (s *Server) initBrowser() error {
@@ -50,7 +36,7 @@ func (s *Server) initBrowser() error {
 	if err != nil {
 		return fmt.Errorf("httpapi: browser control: %w", err)
 	}
-	s.browser = &broker{b: b, caps: b.Capabilities()}
+	s.browser = &broker{b: b}
 	if s.gw != nil {
 		// A turn a prompt.submit on /api/ws starts is owned by the connection's principal,
 		// like one an API request starts, until it ends.
@@ -112,75 +98,6 @@ func (bc *broker) unbind(sessionID, turnID string) {
 	}
 }
 
-// refused answers a broker's refusal in the API's error form.
-func refused(err error) error {
-	var r *browserctl.Refusal
-	if !errors.As(err, &r) {
-		return err
-	}
-	return &apiError{Status: r.Status, Message: r.Message, Type: "invalid_request_error", Param: r.Param, Code: r.Code, NoRetry: r.NoRetry}
-}
-
-// browserOff answers every browser-control route while the feature is disabled.
-func browserOff(*fiber.Ctx) error {
-	return &apiError{Status: fiber.StatusNotFound, Message: "browser control is disabled on this server (enable browser_control in the configuration)", Type: "invalid_request_error", Code: "browser_control_disabled"}
-}
-
-type registerRequest struct {
-	Capabilities []string `json:"capabilities"`
-}
-
-// browserRegister binds a new controller to the caller's principal, replacing (and
-// disconnecting) a previous one: a principal has at most one controller.
-func (s *Server) browserRegister(c *fiber.Ctx) error {
-	var req registerRequest
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	p := principal(c)
-	ctl, err := s.browser.b.Register(p, req.Capabilities)
-	if err != nil {
-		return refused(err)
-	}
-	return c.Status(fiber.StatusCreated).JSON(fiber.Map{
-		"object":        "hermes.browser_control.controller",
-		"controller_id": ctl.ID(),
-		"principal":     p,
-		"capabilities":  ctl.Capabilities(),
-		"websocket":     fiber.Map{"method": "GET", "path": "/v1/browser-control/ws?controller_id=" + ctl.ID()},
-		"timeout_ms":    s.browserTimeout().Milliseconds(),
-	})
-}
-
-func (s *Server) browserTimeout() time.Duration {
-	if t := s.opts.BrowserControl.Timeout; t > 0 {
-		return t
-	}
-	return 30 * time.Second
-}
-
-// browserUpgrade checks, before the upgrade, that the controller exists, belongs to the
-// caller's principal and is not already connected.
-func (s *Server) browserUpgrade(c *fiber.Ctx) error {
-	if !websocket.IsWebSocketUpgrade(c) {
-		return &apiError{Status: fiber.StatusUpgradeRequired, Message: "this endpoint takes a WebSocket upgrade", Type: "invalid_request_error", Code: "upgrade_required"}
-	}
-	ctl, err := s.browser.b.Claim(principal(c), c.Query("controller_id"))
-	if err != nil {
-		return refused(err)
-	}
-	c.Locals("hermes.controller", ctl)
-	return c.Next()
-}
-
-// serveBrowser runs one controller connection, which Shutdown closes.
-func (s *Server) serveBrowser(conn *websocket.Conn) {
-	ctl, _ := conn.Locals("hermes.controller").(*browserctl.Controller)
-	defer s.track(conn)()
-	conn.SetReadLimit(int64(s.opts.MaxFrame))
-	s.browser.b.Serve(ctl, conn)
-}
-
 // track counts conn among the server's WebSocket connections (Shutdown closes them and waits
 // for their handlers) until the returned func is called.
 func (s *Server) track(conn *websocket.Conn) (untrack func()) {
@@ -198,13 +115,11 @@ func (s *Server) track(conn *websocket.Conn) (untrack func()) {
 
 // browserRoutes mounts browser control, or its refusal when disabled.
 func (s *Server) browserRoutes() {
-	if s.browser == nil {
-		s.app.Post("/v1/browser-control/register", browserOff)
-		s.app.Get("/v1/browser-control/ws", browserOff)
-		return
+	var b *browserctl.Broker
+	if s.browser != nil {
+		b = s.browser.b
 	}
-	s.app.Post("/v1/browser-control/register", s.browserRegister)
-	s.app.Get("/v1/browser-control/ws", s.browserUpgrade, websocket.New(s.serveBrowser, websocket.Config{ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10}))
+	browserctl.Mount(s.app, b, browserctl.Host{Principal: principal, Track: s.track, MaxFrame: s.opts.MaxFrame})
 }
 
 // digestOf is the key digest of the principal p of one of the server's keys.

@@ -218,7 +218,7 @@ func (s *Server) capabilities(c *fiber.Ctx) error {
 		endpoints := body["endpoints"].(fiber.Map)
 		endpoints["browser_control_register"] = ep("POST", "/v1/browser-control/register")
 		endpoints["browser_control_ws"] = ep("GET", "/v1/browser-control/ws")
-		body["browser_control"] = fiber.Map{"capabilities": s.browser.caps, "timeout_ms": s.browserTimeout().Milliseconds()}
+		body["browser_control"] = fiber.Map{"capabilities": s.browser.b.Capabilities(), "timeout_ms": s.browser.b.Timeout().Milliseconds()}
 	}
 	return c.JSON(body)
 }

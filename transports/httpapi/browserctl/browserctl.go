@@ -4,8 +4,8 @@
 // on the controller of that turn's principal only.
 //
 // The broker knows principals by an opaque string (the HTTP server's key digest) and speaks
-// the controller's wire protocol (JSON text frames, see the msg* constants); the HTTP routes
-// that register and connect controllers, and their error envelope, are the server's.
+// the controller's wire protocol (JSON text frames, see the msg* constants). Mount serves the
+// routes that register and connect controllers, in the API's error form.
 package browserctl
 
 import (
@@ -69,6 +69,8 @@ type Broker struct {
 	eng  *engine.Engine
 	ctx  context.Context // the server's lifetime
 	caps []string        // the server's allow-list
+	// timeout is Config.Timeout (Timeout gives the default).
+	timeout time.Duration
 
 	mu       sync.Mutex
 	ctls     map[string]*Controller // by principal
@@ -128,7 +130,7 @@ func New(ctx context.Context, eng *engine.Engine, cfg Config) (*Broker, error) {
 	if _, err := eng.Tools().Get(browser.Name); err == nil {
 		return nil, fmt.Errorf("the engine already has a %q tool", browser.Name)
 	}
-	b := &Broker{eng: eng, ctx: ctx, caps: slices.Clone(caps), ctls: map[string]*Controller{}, owners: map[string]turnOwner{}, starting: map[string]*startLock{}}
+	b := &Broker{eng: eng, ctx: ctx, caps: slices.Clone(caps), timeout: cfg.Timeout, ctls: map[string]*Controller{}, owners: map[string]turnOwner{}, starting: map[string]*startLock{}}
 	eng.Tools().Add(browser.New(b, browser.Options{Timeout: cfg.Timeout}))
 	return b, nil
 }
