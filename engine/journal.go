@@ -315,8 +315,12 @@ func (j *journal) eventsSince(since uint64) (out []Event, ok bool) {
 			if j.first != first || j.last < last {
 				return stored, false // the window moved meanwhile
 			}
-			// Fewer than asked for is all there is up to the window; a full read may not be.
-			complete := len(stored) < j.window || len(j.events) > 0 && end+1 >= j.first
+			// Complete when the stored events reach the window, or when all of them were read
+			// (fewer than asked for) and every seq before the window is settled in the store (a
+			// seq between is then a gap, not an event still on its way).
+			reached := len(j.events) > 0 && end+1 >= j.first
+			settled := len(stored) < j.window && (len(j.events) == 0 || j.first <= j.log.durable+1)
+			complete := reached || settled
 			for _, e := range j.events {
 				if e.Seq > end && e.Seq <= vis {
 					stored = append(stored, e)
