@@ -134,3 +134,84 @@ func TestLeaseTakeoverNeverReusesSeq(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalFollowsAcrossGap: a process following a session's log reads it across a gap (a
+// takeover numbered past the previous holder's reserved seqs): its window restarts at the gap,
+// and subscribers and replays with a cursor before the gap, inside it or in the old window get
+// every stored event once, in order, with nothing lagged.
+func TestJournalFollowsAcrossGap(t *testing.T) {
+	t.Parallel()
+	ctx := waitCtx(t)
+	st := memstore.New()
+	if _, err := st.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(from, to uint64) []store.StoredEvent {
+		var out []store.StoredEvent
+		for seq := from; seq <= to; seq++ {
+			out = append(out, store.StoredEvent{Seq: seq, Type: string(EvTerminalOutput), Text: fmt.Sprint(seq)})
+		}
+		return out
+	}
+	l1, err := st.AcquireLease(ctx, "s", "a", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendEvents(ctx, "s", store.Fence{Generation: l1.Generation}, stored(1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	j := newStoredJournal("s", nil, st)
+	defer j.close()
+	early := j.subscribe(1) // follows the log: its window holds 2..3 first
+	defer early.Close()
+	want := func(sub *Subscription, seqs ...uint64) {
+		t.Helper()
+		for _, seq := range seqs {
+			ev, err := sub.Next(ctx)
+			if err != nil || ev.Seq != seq || ev.Text != fmt.Sprint(seq) {
+				t.Fatalf("from cursor: got %d %q (%v), want seq %d", ev.Seq, ev.Text, err, seq)
+			}
+		}
+	}
+	want(early, 2, 3)
+	if err := st.ReleaseLease(ctx, l1); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := st.AcquireLease(ctx, "s", "b", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendEvents(ctx, "s", store.Fence{Generation: l2.Generation}, stored(100, 102)); err != nil {
+		t.Fatal(err)
+	}
+	want(early, 100, 101, 102) // the follower's window crossed the gap
+	for _, since := range []uint64{0, 2, 3, 50} {
+		var seqs []uint64
+		for ev, err := range events(ctx, j, since) {
+			if err != nil {
+				t.Fatalf("events since %d: %v", since, err)
+			}
+			if seqs = append(seqs, ev.Seq); ev.Seq == 102 {
+				break
+			}
+		}
+		wantSeqs := []uint64{100, 101, 102}
+		switch since {
+		case 0:
+			wantSeqs = []uint64{1, 2, 3, 100, 101, 102}
+		case 2:
+			wantSeqs = []uint64{3, 100, 101, 102}
+		}
+		if fmt.Sprint(seqs) != fmt.Sprint(wantSeqs) {
+			t.Fatalf("events since %d: %v, want %v", since, seqs, wantSeqs)
+		}
+		evs, complete := j.eventsSince(since)
+		var got []uint64
+		for _, ev := range evs {
+			got = append(got, ev.Seq)
+		}
+		if !complete || fmt.Sprint(got) != fmt.Sprint(wantSeqs) {
+			t.Fatalf("replay since %d: %v (complete %v), want %v", since, got, complete, wantSeqs)
+		}
+	}
+}
