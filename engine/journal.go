@@ -266,7 +266,21 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 			return buf, nil
 		}
 		closed := j.closed
+		unstored := closed && s.cursor < j.last && j.log.owner && j.log.flushing
 		j.mu.Unlock()
+		if unstored {
+			// Closed with its last events published once stored (eventlog.go), the closing
+			// session.closed among them: they are readable when the flusher has them.
+			if err := j.flushWait(ctx); err != nil {
+				return buf, err
+			}
+			j.mu.Lock()
+			moved := s.cursor < j.visibleLocked()
+			j.mu.Unlock()
+			if moved {
+				continue
+			}
+		}
 		if closed {
 			s.err = ErrJournalClosed
 			return buf, s.err
