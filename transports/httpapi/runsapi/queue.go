@@ -337,7 +337,19 @@ func (rs *Runs) local(rec runRecord) (bool, <-chan struct{}) {
 	select {
 	case <-r.done:
 	default:
-		return false, r.done
+		if sess, _ := r.started(); sess != nil {
+			return false, r.done
+		}
+		// Claimed by this process but never started here: its start failed with the store
+		// out after a claim whose answer the outage cut. Nothing ran.
+		rs.settle(r, runFailed, map[string]any{"completed": false, "partial": false, "interrupted": false,
+			"error": "the run's start failed while the store was unavailable; it did not run"})
+		select {
+		case <-r.done:
+			return true, nil
+		default:
+			return false, r.done
+		}
 	}
 	r.mu.Lock()
 	status, res := r.status, r.result
