@@ -87,8 +87,15 @@ func (s *Store) ListKV(ctx context.Context, prefix string) (map[string][]byte, e
 	if p := []byte(prefix); len(p) > 0 {
 		end = successor(p)
 	}
-	rs, err := s.pool.Query(ctx, "SELECT key, value FROM kv WHERE key >= coalesce($1::bytea, ''::bytea) AND ($2::bytea IS NULL OR key < $2)",
-		[]byte(prefix), end)
+	// Two statements, not one with an optional bound: the plans are generic (postgres.go), and
+	// a generic plan cannot drop an "IS NULL OR" test, so the upper bound would be a filter on a
+	// scan to the end of the index instead of its end.
+	var rs pgx.Rows
+	if end == nil {
+		rs, err = s.pool.Query(ctx, "SELECT key, value FROM kv WHERE key >= $1::bytea", append([]byte{}, prefix...))
+	} else {
+		rs, err = s.pool.Query(ctx, "SELECT key, value FROM kv WHERE key >= $1::bytea AND key < $2::bytea", []byte(prefix), end)
+	}
 	if err != nil {
 		return nil, mapErr(err)
 	}

@@ -292,9 +292,19 @@ func (s *Store) ListSessions(ctx context.Context, o store.ListOptions) ([]store.
 	if o.Limit > 0 {
 		limit = o.Limit
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+sessionCols+` FROM sessions
-		WHERE ($1 = '' OR source = $1) AND ($2 = '' OR parent_id = $2)
-		ORDER BY updated_at DESC, id COLLATE "C" LIMIT $3`, o.Source, o.ParentID, limit)
+	// Only the filters asked for are in the statement: plans are generic (postgres.go), and a
+	// generic plan keeps an "$1 = '' OR" test as a filter, which rules out the parent index.
+	args, where := []any{limit}, ""
+	if o.Source != "" {
+		args = append(args, o.Source)
+		where += fmt.Sprintf(" AND source = $%d", len(args))
+	}
+	if o.ParentID != "" {
+		args = append(args, o.ParentID)
+		where += fmt.Sprintf(" AND parent_id = $%d AND parent_id <> ''", len(args))
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+sessionCols+" FROM sessions WHERE true"+where+
+		` ORDER BY updated_at DESC, id COLLATE "C" LIMIT $1`, args...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
