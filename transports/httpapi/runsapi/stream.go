@@ -27,60 +27,52 @@ func (f *frames) flush() error {
 	return f.err
 }
 
-func (rs *Runs) streamRun(w *bufio.Writer, r *run, after int) {
-	sse := &frames{w: w}
-	sse.write([]byte("retry: 3000\n\n"))
-	timer := time.NewTimer(rs.keepAlive)
-	defer timer.Stop()
-	for {
-		evs, done, changed := r.since(after)
-		for _, ev := range evs {
-			sse.write([]byte("id: "+strconv.Itoa(ev.seq)+"\n"), []byte("data: "), ev.data, []byte("\n\n"))
-			after = ev.seq
-		}
-		if done {
-			sse.write([]byte(": stream closed\n\n"))
-			_ = sse.flush()
-			return
-		}
-		if sse.flush() != nil {
-			return
-		}
-		timer.Reset(rs.keepAlive)
-		select {
-		case <-changed:
-		case <-timer.C:
-			sse.write([]byte(": keepalive\n\n"))
-		case <-rs.ctx.Done():
-			// The run's worker settles it as interrupted; deliver that before closing.
-			rs.finishStream(sse, r, after)
-			return
-		}
-	}
-}
+// finishWithin bounds how long the stream of a run whose server is stopping waits for the run's
+// terminal event.
+const finishWithin = 5 * time.Second
 
-// finishStream waits (bounded) for the terminal event of a run whose server is stopping and
-// writes what came after `after`, so a stream ends with the terminal event rather than a cut.
-func (rs *Runs) finishStream(sse *frames, r *run, after int) {
-	deadline := time.NewTimer(5 * time.Second)
-	defer deadline.Stop()
+// streamRun is the one loop of a run's event stream: it writes the run's events after `after`,
+// each with its id, as they come, until the log is over (then "stream closed") or the client
+// left. A quiet spell of keepAlive gets a comment, which is also how the stream notices a gone
+// client. When the server stops, the run's worker settles it as interrupted: the stream waits
+// (at most finishWithin, without keep-alives) to deliver that, so it ends with the terminal
+// event rather than a cut.
+func (rs *Runs) streamRun(w *bufio.Writer, r *run, after int) {
+	out := &frames{w: w}
+	out.write([]byte("retry: 3000\n\n"))
+	quiet := time.NewTimer(rs.keepAlive)
+	defer quiet.Stop()
+	keepAlive, stopping := quiet.C, rs.ctx.Done()
+	var finish *time.Timer // started when the server stops
+	defer func() {
+		if finish != nil {
+			finish.Stop()
+		}
+	}()
+	var deadline <-chan time.Time
 	for {
 		evs, done, changed := r.since(after)
 		for _, ev := range evs {
-			sse.write([]byte("id: "+strconv.Itoa(ev.seq)+"\n"), []byte("data: "), ev.data, []byte("\n\n"))
+			out.write([]byte("id: "+strconv.Itoa(ev.seq)+"\n"), []byte("data: "), ev.data, []byte("\n\n"))
 			after = ev.seq
 		}
 		if done {
-			sse.write([]byte(": stream closed\n\n"))
-			_ = sse.flush()
+			out.write([]byte(": stream closed\n\n"))
+			_ = out.flush()
 			return
 		}
-		if sse.flush() != nil {
+		if out.flush() != nil {
 			return
 		}
+		quiet.Reset(rs.keepAlive)
 		select {
 		case <-changed:
-		case <-deadline.C:
+		case <-keepAlive:
+			out.write([]byte(": keepalive\n\n"))
+		case <-stopping:
+			finish = time.NewTimer(finishWithin)
+			keepAlive, stopping, deadline = nil, nil, finish.C
+		case <-deadline:
 			return
 		}
 	}
