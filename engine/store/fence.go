@@ -77,6 +77,10 @@ func (f fenced) AppendRows(ctx context.Context, sessionID string, fc Fence, rows
 	return f.Store.AppendRows(f.ctx(ctx), sessionID, f.fence(sessionID, fc), rows)
 }
 
+func (f fenced) AppendRowsUsage(ctx context.Context, sessionID string, fc Fence, rows []Row, usage Usage) ([]Row, Session, error) {
+	return f.Store.AppendRowsUsage(f.ctx(ctx), sessionID, f.fence(sessionID, fc), rows, usage)
+}
+
 func (f fenced) Rewind(ctx context.Context, sessionID string, fc Fence, beforeRowID uint64, extra []Row) (RewindResult, error) {
 	return f.Store.Rewind(f.ctx(ctx), sessionID, f.fence(sessionID, fc), beforeRowID, extra)
 }

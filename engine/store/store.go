@@ -211,6 +211,11 @@ type Store interface {
 	// AppendRows appends rows (IDs assigned, in order) and bumps the session's RowCount and
 	// UpdatedAt. It returns the rows as stored.
 	AppendRows(ctx context.Context, sessionID string, f Fence, rows []Row) ([]Row, error)
+	// AppendRowsUsage is AppendRows that also adds usage to the session's Usage, in the same
+	// atomic write: both are durable on return, or neither is written. A turn stores its last
+	// rows and what it cost so, in one synced write instead of two. rows may be empty (then
+	// only the usage is added). It returns the rows and the session record as stored.
+	AppendRowsUsage(ctx context.Context, sessionID string, f Fence, rows []Row, usage Usage) ([]Row, Session, error)
 	Rows(ctx context.Context, sessionID string, q RowQuery) ([]Row, error)
 	// Rewind archives every active row with ID >= beforeRowID (0 = archive all), re-inserts the
 	// remaining active rows with fresh ids, and appends extra rows after them — one transaction.

@@ -15,6 +15,7 @@ var storeOps = []string{
 	"update_session",
 	"list_sessions",
 	"append_rows",
+	"append_rows_usage",
 	"rows",
 	"rewind",
 	"copy_rows",
@@ -90,6 +91,13 @@ func (t *timedStore) AppendRows(ctx context.Context, sessionID string, f store.F
 	out, err := t.st.AppendRows(ctx, sessionID, f, rows)
 	t.done("append_rows", start, err)
 	return out, err
+}
+
+func (t *timedStore) AppendRowsUsage(ctx context.Context, sessionID string, f store.Fence, rows []store.Row, usage store.Usage) ([]store.Row, store.Session, error) {
+	start := time.Now()
+	out, rec, err := t.st.AppendRowsUsage(ctx, sessionID, f, rows, usage)
+	t.done("append_rows_usage", start, err)
+	return out, rec, err
 }
 
 func (t *timedStore) Rows(ctx context.Context, sessionID string, q store.RowQuery) ([]store.Row, error) {

@@ -31,7 +31,7 @@ func appendOpFor(t *testing.T, sid string, n int, content string) (*op, []store.
 		t.Fatal(err)
 	}
 	out := make([]store.Row, n)
-	return &op{apply: appendOp(sid, store.Fence{}, prepared, out), done: make(chan struct{})}, out
+	return &op{apply: appendOp(sid, store.Fence{}, prepared, out, store.Usage{}, nil), done: make(chan struct{})}, out
 }
 
 // TestCommitBatchSplits hands the committer one batch far larger than a badger transaction,

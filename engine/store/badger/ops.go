@@ -193,14 +193,30 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 		return []store.Row{}, nil
 	}
 	out := make([]store.Row, len(prepared))
-	if err := s.do(ctx, appendOp(sessionID, f, prepared, out)); err != nil {
+	if err := s.do(ctx, appendOp(sessionID, f, prepared, out, store.Usage{}, nil)); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// appendOp appends prepared rows to sid, storing them as written into out.
-func appendOp(sid string, f store.Fence, prepared, out []store.Row) func(*batchTxn, *writes) error {
+// AppendRowsUsage appends rows and adds usage to the session's totals in one transaction (one
+// commit, one sync). See store.Store.
+func (s *Store) AppendRowsUsage(ctx context.Context, sessionID string, f store.Fence, rows []store.Row, usage store.Usage) ([]store.Row, store.Session, error) {
+	prepared, err := prepareRows(sessionID, rows, time.Now().UTC())
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	out := make([]store.Row, len(prepared))
+	var rec store.Session
+	if err := s.do(ctx, appendOp(sessionID, f, prepared, out, usage, &rec)); err != nil {
+		return nil, store.Session{}, err
+	}
+	return out, rec, nil
+}
+
+// appendOp appends prepared rows to sid, storing them as written into out, and adds usage to
+// the session's totals. rec, when not nil, receives the session record as written.
+func appendOp(sid string, f store.Fence, prepared, out []store.Row, usage store.Usage, rec *store.Session) func(*batchTxn, *writes) error {
 	return func(b *batchTxn, w *writes) error {
 		sess, err := fencedSession(b, sid, f)
 		if err != nil {
@@ -212,8 +228,12 @@ func appendOp(sid string, f store.Fence, prepared, out []store.Row) func(*batchT
 			}
 		}
 		sess.RowCount += int64(len(prepared))
+		sess.Usage.Add(usage)
 		sess.UpdatedAt = b.now
 		sess.Version++
+		if rec != nil {
+			*rec = sess
+		}
 		return putSession(w, sess)
 	}
 }

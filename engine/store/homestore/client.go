@@ -552,6 +552,36 @@ func (c *Client) AppendRows(ctx context.Context, sessionID string, f store.Fence
 	return resp.Rows, nil
 }
 
+func (c *Client) AppendRowsUsage(ctx context.Context, sessionID string, f store.Fence, rows []store.Row, usage store.Usage) ([]store.Row, store.Session, error) {
+	resp, err := c.do(ctx, &request{Op: opAppendUse, Session: sessionID, Gen: f.Generation, Rows: rows, Usage: &usage}, false)
+	if errors.Is(err, store.ErrInvalidRecord) && strings.Contains(err.Error(), "unknown operation") {
+		// A store process of an earlier build (it exits once idle): the two writes one after
+		// the other, as that build's engine made them.
+		out, err := c.AppendRows(ctx, sessionID, f, rows)
+		if err != nil {
+			return nil, store.Session{}, err
+		}
+		rec, err := c.UpdateSession(store.WithFence(ctx, sessionID, f.Generation), sessionID, 0, func(r *store.Session) error {
+			r.Usage.Add(usage)
+			return nil
+		})
+		if err != nil {
+			return nil, store.Session{}, err
+		}
+		return out, rec, nil
+	}
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	if resp.Session == nil {
+		return nil, store.Session{}, fmt.Errorf("%w: append with usage answered without the session record", store.ErrInvalidRecord)
+	}
+	if resp.Rows == nil {
+		resp.Rows = []store.Row{}
+	}
+	return resp.Rows, *resp.Session, nil
+}
+
 func (c *Client) Rows(ctx context.Context, sessionID string, q store.RowQuery) ([]store.Row, error) {
 	resp, err := c.do(ctx, &request{Op: opRows, Session: sessionID, Query: &q}, true)
 	if err != nil {

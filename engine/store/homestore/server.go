@@ -498,6 +498,15 @@ func (c *conn) handle(ctx, connCtx context.Context, req *request) *response {
 		resp.Wide = req.Wide
 	case opAppend:
 		resp.Rows, err = st.AppendRows(ctx, req.Session, store.Fence{Generation: req.Gen}, req.Rows)
+	case opAppendUse:
+		var u store.Usage
+		if req.Usage != nil {
+			u = *req.Usage
+		}
+		var rec store.Session
+		if resp.Rows, rec, err = st.AppendRowsUsage(ctx, req.Session, store.Fence{Generation: req.Gen}, req.Rows, u); err == nil {
+			resp.Session = &rec
+		}
 	case opRows:
 		var q store.RowQuery
 		if req.Query != nil {

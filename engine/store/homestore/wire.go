@@ -30,6 +30,7 @@ const (
 	opUpdateCAS  = "update"
 	opList       = "list"
 	opAppend     = "append"
+	opAppendUse  = "appendusage" // append rows and add usage in one write
 	opRows       = "rows"
 	opRewind     = "rewind"
 	opCopy       = "copy"
@@ -78,6 +79,7 @@ type request struct {
 	Limit   int                 `json:"limit,omitempty"`   // events: at most this many (0 = all)
 	Rec     *store.Session      `json:"rec,omitempty"`
 	Rows    []store.Row         `json:"rows,omitempty"`
+	Usage   *store.Usage        `json:"usage,omitempty"` // appendusage
 	Query   *store.RowQuery     `json:"q,omitempty"`
 	List    *store.ListOptions  `json:"list,omitempty"`
 	Wide    bool                `json:"wide,omitempty"` // list: answer in the wide listing form

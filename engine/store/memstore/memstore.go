@@ -389,6 +389,38 @@ func (s *Store) AppendRows(ctx context.Context, sessionID string, f store.Fence,
 	return out, nil
 }
 
+// AppendRowsUsage appends rows and adds usage to the session's totals under one lock.
+func (s *Store) AppendRowsUsage(ctx context.Context, sessionID string, f store.Fence, rows []store.Row, usage store.Usage) ([]store.Row, store.Session, error) {
+	t := now()
+	prepared, err := prepareRows(sessionID, rows, t)
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, store.Session{}, err
+	}
+	defer s.mu.Unlock()
+	ss, err := s.get(sessionID)
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	if err := ss.fence(f); err != nil {
+		return nil, store.Session{}, err
+	}
+	if err := s.ctxFence(ctx); err != nil {
+		return nil, store.Session{}, err
+	}
+	out := make([]store.Row, len(prepared))
+	for i, r := range prepared {
+		out[i] = s.insert(ss, r)
+	}
+	ss.rec.RowCount += int64(len(out))
+	ss.rec.Usage.Add(usage)
+	ss.touch(t)
+	s.hub.Publish(changed(sessionID))
+	return out, cloneSession(ss.rec), nil
+}
+
 // Rows returns rows of a session in row-id order.
 func (s *Store) Rows(ctx context.Context, sessionID string, q store.RowQuery) ([]store.Row, error) {
 	if err := s.lock(ctx); err != nil {

@@ -37,6 +37,7 @@ func Run(t *testing.T, h Harness) {
 		{"CompareAndSet", testCAS},
 		{"ConcurrentUpdate", testConcurrentUpdate},
 		{"Append", testAppend},
+		{"AppendRowsUsage", testAppendUsage},
 		{"RowQueries", testRowQueries},
 		{"Rewind", testRewind},
 		{"RewindStale", testRewindStale},
@@ -439,6 +440,89 @@ func testAppend(t *testing.T, h Harness) {
 	wantErr(t, "empty append to missing session", err, store.ErrNotFound)
 	_, err = s.Rows(ctx, "missing", store.RowQuery{})
 	wantErr(t, "rows of missing session", err, store.ErrNotFound)
+}
+
+// coreUsage is the part of a usage every store keeps (cost and cache-write tokens are not
+// columns of every store).
+func coreUsage(u store.Usage) store.Usage {
+	return store.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens,
+		ReasoningTokens: u.ReasoningTokens, APICalls: u.APICalls, ToolCalls: u.ToolCalls}
+}
+
+func testAppendUsage(t *testing.T, h Harness) {
+	s := open(t, h)
+	start := store.Usage{InputTokens: 10, OutputTokens: 1, APICalls: 1}
+	before := create(t, s, store.Session{ID: "a", Usage: start})
+	create(t, s, store.Session{ID: "b"})
+	appendRows(t, s, "a", "first")
+
+	add := store.Usage{InputTokens: 100, OutputTokens: 7, CachedTokens: 30, ReasoningTokens: 2, APICalls: 2, ToolCalls: 1}
+	want := start
+	want.Add(add)
+	out, rec, err := s.AppendRowsUsage(ctx, "a", store.Fence{}, msgs("second", "third"), add)
+	if err != nil {
+		t.Fatalf("AppendRowsUsage: %v", err)
+	}
+	if len(out) != 2 || out[0].SessionID != "a" || !out[0].Active || out[0].ID == 0 || out[1].ID <= out[0].ID {
+		t.Fatalf("returned rows not in stored form: %+v", out)
+	}
+	got := get(t, s, "a")
+	if coreUsage(got.Usage) != want || got.RowCount != 3 || got.Version != before.Version+2 {
+		t.Fatalf("session after append with usage: usage %+v rows %d version %d, want usage %+v rows 3 version %d",
+			got.Usage, got.RowCount, got.Version, want, before.Version+2)
+	}
+	if coreUsage(rec.Usage) != want || rec.RowCount != got.RowCount || rec.Version != got.Version || rec.ID != "a" {
+		t.Fatalf("returned record %+v, stored %+v", rec, got)
+	}
+	wantStrings(t, "rows", contents(rows(t, s, "a", store.RowQuery{})), "first", "second", "third")
+	if b := get(t, s, "b"); b.Usage != (store.Usage{}) || b.RowCount != 0 {
+		t.Fatalf("another session changed: %+v", b)
+	}
+
+	// No rows: only the usage is added.
+	want.Add(add)
+	out, rec, err = s.AppendRowsUsage(ctx, "a", store.Fence{}, nil, add)
+	if err != nil || len(out) != 0 || coreUsage(rec.Usage) != want || rec.RowCount != 3 {
+		t.Fatalf("usage without rows: %v %+v %v", out, rec, err)
+	}
+	if got := get(t, s, "a"); coreUsage(got.Usage) != want || got.Version != rec.Version {
+		t.Fatalf("stored after usage without rows: %+v, returned %+v", got, rec)
+	}
+
+	// Refused: nothing of either is written.
+	_, _, err = s.AppendRowsUsage(ctx, "missing", store.Fence{}, msgs("x"), add)
+	wantErr(t, "append with usage to a missing session", err, store.ErrNotFound)
+	_, _, err = s.AppendRowsUsage(ctx, "a", store.Fence{}, []store.Row{{Role: "user"}, {Content: "no role"}}, add)
+	wantErr(t, "append with usage of a row without role", err, store.ErrInvalidRecord)
+	old, err := s.AcquireLease(ctx, "a", "node-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AppendRowsUsage(ctx, "a", store.Fence{Generation: old.Generation}, msgs("by node-1"), store.Usage{}); err != nil {
+		t.Fatalf("append with usage under the lease: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.AcquireLease(ctx, "a", "node-2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := get(t, s, "a")
+	_, _, err = s.AppendRowsUsage(ctx, "a", store.Fence{Generation: old.Generation}, msgs("stale"), add)
+	wantErr(t, "append with usage, old generation", err, store.ErrFenced)
+	_, _, err = s.AppendRowsUsage(ctx, "a", store.Fence{Generation: old.Generation}, nil, add)
+	wantErr(t, "usage without rows, old generation", err, store.ErrFenced)
+	_, _, err = store.Fenced(s, "a", old.Generation).AppendRowsUsage(ctx, "a", store.Fence{}, msgs("stale view"), add)
+	wantErr(t, "append with usage through a stale fenced view", err, store.ErrFenced)
+	if after := get(t, s, "a"); after.Version != mid.Version || coreUsage(after.Usage) != coreUsage(mid.Usage) || after.RowCount != mid.RowCount {
+		t.Fatalf("refused writes changed the session: %+v, was %+v", after, mid)
+	}
+	if _, rec, err := store.Fenced(s, "a", cur.Generation).AppendRowsUsage(ctx, "a", store.Fence{}, msgs("by node-2"), add); err != nil ||
+		rec.RowCount != mid.RowCount+1 {
+		t.Fatalf("append with usage through the current fenced view: %+v %v", rec, err)
+	}
+	wantStrings(t, "rows at the end", contents(rows(t, s, "a", store.RowQuery{})), "first", "second", "third", "by node-1", "by node-2")
 }
 
 func testRowQueries(t *testing.T, h Harness) {
