@@ -191,6 +191,20 @@ func TestStoreErrorsActionable(t *testing.T) {
 			t.Fatalf("store log does not say why:\n%s", log)
 		}
 	})
+	t.Run("store directory blocked", func(t *testing.T) {
+		// A file where the store's directory goes: the process starts, fails before it listens,
+		// and says why in its log; the command quotes it and does not advise removing a socket
+		// that is not there.
+		home := t.TempDir()
+		t.Cleanup(func() { waitStoreProcessGone(t, home) })
+		if err := os.WriteFile(filepath.Join(home, "state"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		oneLine(t, home, "it failed (create store directory", "not a directory", "fix that and retry")
+		if res := hermes(t, t.TempDir(), []string{"HERMES_HOME=" + home}, "sessions"); strings.Contains(res.err, "remove ") {
+			t.Fatalf("advises removing a socket that does not exist: %s", res.err)
+		}
+	})
 	t.Run("stale file at the socket path", func(t *testing.T) {
 		home := t.TempDir()
 		t.Cleanup(func() { waitStoreProcessGone(t, home) })

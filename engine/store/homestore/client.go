@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,8 +52,56 @@ func (e *UnavailableError) Error() string {
 		return fmt.Sprintf("cannot reach the store process of %s: %s is not a socket; see its log %s, remove %s and retry",
 			e.Home, e.Socket, e.Log, e.Socket)
 	}
+	if _, err := os.Lstat(e.Socket); errors.Is(err, fs.ErrNotExist) {
+		// No socket: the process never got to listen. Its log says why.
+		if why := lastLoggedError(e.Log); why != "" {
+			return fmt.Sprintf("cannot reach the store process of %s on %s: it failed (%s, from its log %s); fix that and retry",
+				e.Home, e.Socket, why, e.Log)
+		}
+		return fmt.Sprintf("cannot reach the store process of %s on %s (%v); see its log %s and retry",
+			e.Home, e.Socket, e.Err, e.Log)
+	}
 	return fmt.Sprintf("cannot reach the store process of %s on %s (%v); see its log %s, and if no hermes store-server process is running, remove %s and retry",
 		e.Home, e.Socket, e.Err, e.Log, e.Socket)
+}
+
+// lastLoggedError returns the err of the last ERROR line in the store process's log (slog's
+// text form), from its last 16 KiB; "" when there is none.
+func lastLoggedError(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-16<<10, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(buf)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		if !strings.Contains(line, " level=ERROR ") {
+			continue
+		}
+		_, v, ok := strings.Cut(line, " err=")
+		if !ok {
+			continue
+		}
+		if q, err := strconv.QuotedPrefix(v); err == nil {
+			if u, err := strconv.Unquote(q); err == nil {
+				return u
+			}
+		}
+		if f := strings.Fields(v); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return ""
 }
 
 // startError is a failure to start the store process (before it could log anything).
