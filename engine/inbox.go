@@ -93,10 +93,17 @@ type inboxReply struct {
 	Queued      int           `json:"queued,omitempty"` // Admission.QueuedCount
 	Steer       *SteerReceipt `json:"steer,omitempty"`
 	Interrupted bool          `json:"interrupted,omitempty"`
-	Code        string        `json:"code,omitempty"` // a sentinel error's text (wireErrors)
-	Error       string        `json:"error,omitempty"`
+	// QueuedTurn is the turn a prompt queued by an interrupt became (the holder waits for
+	// the interrupted turn to end before replying); QueueDropped says the queue was
+	// cleared before it ran. The sender follows that turn, as Run does a local queue slot.
+	QueuedTurn   string `json:"queued_turn,omitempty"`
+	QueueDropped bool   `json:"queue_dropped,omitempty"`
+	Code         string `json:"code,omitempty"` // a sentinel error's text (wireErrors)
+	Error        string `json:"error,omitempty"`
 	// Deadline is the command's: a reply nobody fetched is removed once past its use.
 	Deadline time.Time `json:"deadline,omitzero"`
+
+	slot *queuedPrompt // the queue slot an interrupting prompt went into (not sent)
 }
 
 // wireErrors are the errors a reply carries by name, so the sender's caller matches them with
@@ -243,8 +250,59 @@ func (h *heldLease) drain() {
 			h.inLine(c)
 			continue
 		}
-		h.reply(c, h.execute(c))
+		r := h.execute(c)
+		if r.slot != nil {
+			// An interrupting prompt: its reply names the turn it becomes once the
+			// interrupted turn has ended, without holding up the commands after it.
+			h.e.leaseWG.Add(1)
+			go func() {
+				defer h.e.leaseWG.Done()
+				h.reply(c, h.queuedTurn(c, r))
+				h.unpin()
+			}()
+			continue
+		}
+		h.reply(c, r)
 		h.unpin()
+	}
+}
+
+// queuedTurn waits until the queue slot of an interrupting prompt becomes a turn (the
+// interrupted turn has ended) or is dropped, and adds that to the reply. Past half the
+// sender's wait, or once the lease is given up, the reply goes as it is.
+func (h *heldLease) queuedTurn(c inboxCommand, r inboxReply) inboxReply {
+	wait := h.e.cfg.Leases.InboxTimeout / 2
+	if !c.Deadline.IsZero() {
+		wait = time.Until(c.Deadline) / 2
+	}
+	limit := time.NewTimer(wait)
+	defer limit.Stop()
+	s, err := h.e.Open(h.ctx, h.sid)
+	if err != nil {
+		return r
+	}
+	for {
+		s.mu.Lock()
+		q, cur := r.slot, s.turn
+		switch {
+		case q.turn != nil:
+			r.QueuedTurn = q.turn.id
+		case s.queued != q || cur == nil:
+			r.QueueDropped = true
+		}
+		s.mu.Unlock()
+		if r.QueuedTurn != "" || r.QueueDropped {
+			return r
+		}
+		select {
+		case <-cur.done:
+		case <-limit.C:
+			return r
+		case <-h.stop:
+			return r
+		case <-h.ctx.Done():
+			return r
+		}
 	}
 }
 
@@ -333,11 +391,15 @@ func (h *heldLease) execute(c inboxCommand) inboxReply {
 		if c.Prompt == nil {
 			return replyErr(ErrEmptyPrompt)
 		}
-		adm, err := s.Submit(ctx, *c.Prompt)
+		adm, tk, err := s.admit(ctx, *c.Prompt)
 		if err != nil {
 			return replyErr(err)
 		}
-		return inboxReply{Admission: &adm, Queued: adm.QueuedCount}
+		r := inboxReply{Admission: &adm, Queued: adm.QueuedCount}
+		if adm.Interrupted && tk.q != nil {
+			r.slot = tk.q
+		}
+		return r
 	case "steer":
 		r, err := s.steer(c.Text, c.Hold)
 		if err != nil {
@@ -456,20 +518,21 @@ func (s *Session) withdraw(key string, raw []byte, reply string, cause error) (i
 }
 
 // remoteAdmit sends a prompt to the process holding the session's lease.
-func (s *Session) remoteAdmit(ctx context.Context, p Prompt) (Admission, error) {
+// The ticket names the turn an interrupting prompt became there, for Run to follow.
+func (s *Session) remoteAdmit(ctx context.Context, p Prompt) (Admission, ticket, error) {
 	r, err := s.send(ctx, inboxCommand{Kind: "submit", Prompt: &p})
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, ticket{}, err
 	}
 	if err := r.err(); err != nil {
-		return Admission{}, err
+		return Admission{}, ticket{}, err
 	}
 	if r.Admission == nil {
-		return Admission{}, errors.New("session inbox: reply without an admission")
+		return Admission{}, ticket{}, errors.New("session inbox: reply without an admission")
 	}
 	adm := *r.Admission
 	adm.QueuedCount = r.Queued
-	return adm, nil
+	return adm, ticket{remote: r.QueuedTurn, dropped: r.QueueDropped}, nil
 }
 
 // remoteCall sends a steer, interrupt, answer or withdraw to the lease holder, bounded by the inbox

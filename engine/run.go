@@ -40,6 +40,12 @@ func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error)
 		f.t, f.live = tk.t, !p.InLine && p.Claim == nil
 	case tk.q != nil:
 		f.q = tk.q
+	case tk.remote != "":
+		// Queued by the lease holder behind the turn it interrupted: the turn it became
+		// there is followed as one it started.
+		f.remote = tk.remote
+	case tk.dropped:
+		f.end(ErrQueueDropped)
 	case adm.Status == AdmitStarted && adm.TurnID != "":
 		// Started by the process holding the session's lease: its events reach this journal
 		// from the store.

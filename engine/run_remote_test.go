@@ -111,3 +111,66 @@ func TestRunFollowsOwnTurnAfterTakingOver(t *testing.T) {
 		t.Fatalf("model calls %d, want 1", pb.Calls())
 	}
 }
+
+// TestRunFollowsTurnAfterRemoteInterrupt: a prompt sent through an engine while another engine
+// runs the session's turn, under the interrupt busy mode: the holder interrupts its turn and
+// runs the prompt next; the sender's Follow reads that turn to its answer, as a local Run of an
+// interrupting prompt does, instead of ending at once with no outcome.
+func TestRunFollowsTurnAfterRemoteInterrupt(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb := newGated(), newGated()
+	busy := func(c *Config) { c.Policy.Busy = fixedBusy("interrupt") }
+	ea, eb := leaseEngine(t, st, pa, busy), leaseEngine(t, st, pb, busy)
+	ctx := waitCtx(t)
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa.gate(true)
+	first, fa, err := sa.Run(ctx, Prompt{Text: "first", FollowQueue: true})
+	if err != nil || first.Status != AdmitStarted {
+		t.Fatalf("first prompt: %+v %v", first, err)
+	}
+	defer fa.Close()
+	if got := reachedCall(t, pa); got != "first" {
+		t.Fatalf("model called with %q", got)
+	}
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, f, err := sb.Run(ctx, Prompt{Text: "second", FollowQueue: true})
+	if err != nil || adm.Status != AdmitQueued || !adm.Interrupted {
+		t.Fatalf("interrupting prompt through the other engine: %+v %v", adm, err)
+	}
+	defer f.Close()
+	for {
+		if _, err := fa.Next(ctx); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("first follow: %v", err)
+		}
+	}
+	if out, ok := fa.Outcome(); !ok || out.Status != StatusCancelled {
+		t.Fatalf("interrupted turn's outcome %+v %v", out, ok)
+	}
+	if got := reachedCall(t, pa); got != "second" {
+		t.Fatalf("model called with %q", got)
+	}
+	pa.release <- struct{}{}
+	for {
+		if _, err := f.Next(ctx); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("follow through the other engine: %v", err)
+		}
+	}
+	out, ok := f.Outcome()
+	if !ok || out.Status != StatusCompleted || out.Text != "answer to second" {
+		t.Fatalf("outcome of the interrupting prompt %+v %v", out, ok)
+	}
+	if pb.Calls() != 0 {
+		t.Fatalf("the sender's model was called %d times; the holder runs the turn", pb.Calls())
+	}
+}

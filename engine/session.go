@@ -337,6 +337,10 @@ func (s *Session) Submit(ctx context.Context, p Prompt) (Admission, error) {
 type ticket struct {
 	t *turnState
 	q *queuedPrompt
+	// remote is the turn the lease holder (another process) started for a prompt it queued
+	// behind the turn it interrupted; dropped says the holder dropped that queued prompt.
+	remote  string
+	dropped bool
 }
 
 // admit is Submit, also returning the admitted turn or queue slot.
@@ -365,8 +369,7 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 		if err := p.claim(ctx, ""); err != nil {
 			return Admission{}, ticket{}, err
 		}
-		adm, err := s.remoteAdmit(ctx, p)
-		return adm, ticket{}, err
+		return s.remoteAdmit(ctx, p)
 	}
 	if err != nil {
 		return Admission{}, ticket{}, err

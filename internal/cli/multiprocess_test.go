@@ -554,3 +554,70 @@ print("status " + t.status);
 		})
 	}
 }
+
+// TestACPBusyInterruptAcrossProcesses: a prompt runs in one `hermes acp` (held at the model)
+// when another `hermes acp` on the same home resumes the session and prompts it under the
+// default busy-input mode, interrupt. As in one process, the running prompt ends cancelled and
+// the new prompt's turn runs (in the process holding the session) and answers the prompt that
+// sent it. TestBusyInputAcrossProcesses reads only the admission of the second prompt; an ACP
+// prompt follows its turn to the answer, and that is what this checks.
+func TestACPBusyInterruptAcrossProcesses(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	t.Setenv(envStoreProcess, "on")
+	t.Setenv(envStoreIdle, "300ms")
+	t.Cleanup(func() { waitStoreProcessGone(t, home) })
+	model := echoModel(t)
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	model.Enqueue(openaitest.Response{Text: []string{"first ", "answer"}, FaultAt: 1, Gate: gate}) // held before any text
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	a := startACP(t, cwd, env)
+	if _, err := a.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		r   sdk.PromptResponse
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		r, err := a.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("first")}})
+		first <- result{r, err}
+	}()
+	select {
+	case <-gate.Reached():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first turn never reached the model")
+	}
+
+	b := startACP(t, cwd, env)
+	if _, err := b.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: s.SessionId, Cwd: cwd}); err != nil {
+		t.Fatalf("session/resume in the other process: %v\n%s", err, b.stderr.String())
+	}
+	r, err := b.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("second")}})
+	if err != nil || r.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("the interrupting prompt through the other process: %+v %v\n%s", r, err, b.stderr.String())
+	}
+	if got := b.said(); got != "echo second" {
+		t.Fatalf("the interrupting prompt streamed %q, want %q", got, "echo second")
+	}
+	res := <-first
+	if res.err != nil || res.r.StopReason != sdk.StopReasonCancelled {
+		t.Fatalf("the interrupted prompt: %+v %v\n%s", res.r, res.err, a.stderr.String())
+	}
+	for _, p := range []*acpProc{a, b} {
+		if err := p.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
