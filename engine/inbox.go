@@ -98,8 +98,11 @@ type inboxReply struct {
 	// cleared before it ran. The sender follows that turn, as Run does a local queue slot.
 	QueuedTurn   string `json:"queued_turn,omitempty"`
 	QueueDropped bool   `json:"queue_dropped,omitempty"`
-	Code         string `json:"code,omitempty"` // a sentinel error's text (wireErrors)
-	Error        string `json:"error,omitempty"`
+	// Behind is the turn a queued prompt waits behind there: the sender follows the turn
+	// that starts after it in the event log (the queue's follow-up), as Run does a local slot.
+	Behind string `json:"behind,omitempty"`
+	Code   string `json:"code,omitempty"` // a sentinel error's text (wireErrors)
+	Error  string `json:"error,omitempty"`
 	// Deadline is the command's: a reply nobody fetched is removed once past its use.
 	Deadline time.Time `json:"deadline,omitzero"`
 
@@ -395,7 +398,7 @@ func (h *heldLease) execute(c inboxCommand) inboxReply {
 		if err != nil {
 			return replyErr(err)
 		}
-		r := inboxReply{Admission: &adm, Queued: adm.QueuedCount}
+		r := inboxReply{Admission: &adm, Queued: adm.QueuedCount, Behind: tk.behind}
 		if adm.Interrupted && tk.q != nil {
 			r.slot = tk.q
 		}
@@ -532,7 +535,7 @@ func (s *Session) remoteAdmit(ctx context.Context, p Prompt) (Admission, ticket,
 	}
 	adm := *r.Admission
 	adm.QueuedCount = r.Queued
-	return adm, ticket{remote: r.QueuedTurn, dropped: r.QueueDropped}, nil
+	return adm, ticket{remote: r.QueuedTurn, dropped: r.QueueDropped, behind: r.Behind}, nil
 }
 
 // remoteCall sends a steer, interrupt, answer or withdraw to the lease holder, bounded by the inbox

@@ -46,6 +46,10 @@ func (s *Session) Run(ctx context.Context, p Prompt) (Admission, *Follow, error)
 		f.remote = tk.remote
 	case tk.dropped:
 		f.end(ErrQueueDropped)
+	case tk.behind != "":
+		// Queued by the lease holder behind its running turn: the turn the queue starts
+		// after that one, read from the events it stores, is followed.
+		f.behind = tk.behind
 	case adm.Status == AdmitStarted && adm.TurnID != "":
 		// Started by the process holding the session's lease: its events reach this journal
 		// from the store.
@@ -76,6 +80,8 @@ type Follow struct {
 	t      *turnState    // the turn followed; nil while a queued prompt waits for its turn
 	q      *queuedPrompt // the queue slot of a queued admission
 	remote string        // the turn another process started for the prompt (its lease holder)
+	behind string        // the turn another process's queue waits behind, until its follow-up starts
+	passed bool          // behind has ended (its message.complete was read)
 	chain  bool          // Prompt.FollowQueue
 	live   bool          // the followed turn has started: turn-less events are passed on
 	buf    []Event
@@ -267,6 +273,9 @@ func (f *Follow) failed(ctx context.Context, err error) error {
 
 // accept decides whether ev is passed on and advances the Follow's state.
 func (f *Follow) accept(ev Event) (Event, bool) {
+	if f.behind != "" {
+		return f.acceptBehind(ev)
+	}
 	if f.remote != "" {
 		return f.acceptRemote(ev)
 	}
@@ -326,6 +335,41 @@ func (f *Follow) acceptRemote(ev Event) (Event, bool) {
 		return Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.remote, Data: out}, true
 	}
 	return ev, f.live && (ev.TurnID == "" || ev.Type == EvRequestOpen)
+}
+
+// acceptBehind is accept for a prompt another process queued behind its running turn: once
+// that turn has ended, the next turn to start is the queue's follow-up (the lease holder
+// starts it at once, before any other), which is then followed as acceptRemote does. The
+// queue cleared before that turn ended, the session going idle after it instead, or the
+// holder gone (a takeover) end the Follow with ErrQueueDropped, as a dropped local slot does.
+func (f *Follow) acceptBehind(ev Event) (Event, bool) {
+	switch {
+	case ev.Type == EvTakeover:
+		f.end(ErrQueueDropped)
+	case !f.passed:
+		if ev.TurnID == f.behind && ev.Type == EvMessageComplete {
+			f.passed = true
+		} else if q, ok := ev.Data.(QueueInfo); ok && ev.Type == EvQueueUpdated && q.Queued == "" {
+			f.end(ErrQueueDropped)
+		}
+	case ev.TurnID != "" && ev.TurnID != f.behind:
+		f.remote, f.behind = ev.TurnID, ""
+		return f.acceptRemote(ev)
+	case idleEvent(ev):
+		f.end(ErrQueueDropped)
+	}
+	return Event{}, false
+}
+
+// idleEvent reports whether ev says the session went idle.
+func idleEvent(ev Event) bool {
+	switch d := ev.Data.(type) {
+	case Info:
+		return ev.Type == EvSessionInfo && d.Status == StatusIdle
+	case StatusInfo:
+		return ev.Type == EvStatus && d.Status == StatusIdle
+	}
+	return false
 }
 
 // takenTurn is the turn a takeover event says its previous holder was running.

@@ -174,3 +174,112 @@ func TestRunFollowsTurnAfterRemoteInterrupt(t *testing.T) {
 		t.Fatalf("the sender's model was called %d times; the holder runs the turn", pb.Calls())
 	}
 }
+
+// TestRunFollowsQueuedTurnOfRemoteHolder: a prompt sent through an engine while another engine
+// runs the session's turn, under the queue busy mode: the holder queues it as the follow-up and
+// runs it once its turn ends; the sender's Follow reads that follow-up turn to its answer, as a
+// local Run of a queued prompt does, instead of ending at once with no outcome.
+func TestRunFollowsQueuedTurnOfRemoteHolder(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb := newGated(), newGated()
+	busy := func(c *Config) { c.Policy.Busy = fixedBusy("queue") }
+	ea, eb := leaseEngine(t, st, pa, busy), leaseEngine(t, st, pb, busy)
+	ctx := waitCtx(t)
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa.gate(true)
+	first, fa, err := sa.Run(ctx, Prompt{Text: "first"})
+	if err != nil || first.Status != AdmitStarted {
+		t.Fatalf("first prompt: %+v %v", first, err)
+	}
+	defer fa.Close()
+	if got := reachedCall(t, pa); got != "first" {
+		t.Fatalf("model called with %q", got)
+	}
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, f, err := sb.Run(ctx, Prompt{Text: "second"})
+	if err != nil || adm.Status != AdmitQueued || adm.Interrupted {
+		t.Fatalf("queued prompt through the other engine: %+v %v", adm, err)
+	}
+	defer f.Close()
+	pa.release <- struct{}{} // the first turn answers; the holder starts the follow-up
+	if got := reachedCall(t, pa); got != "second" {
+		t.Fatalf("model called with %q", got)
+	}
+	pa.release <- struct{}{}
+	var turn string
+	for {
+		ev, err := f.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("follow through the other engine: %v", err)
+		}
+		if ev.TurnID == first.TurnID {
+			t.Fatalf("the follow yielded an event of the turn the prompt queued behind: %+v", ev)
+		}
+		if ev.TurnID != "" && turn == "" {
+			turn = ev.TurnID
+		}
+	}
+	out, ok := f.Outcome()
+	if !ok || out.Status != StatusCompleted || out.Text != "answer to second" || out.TurnID != turn {
+		t.Fatalf("outcome of the queued prompt %+v %v (turn followed %q)", out, ok, turn)
+	}
+	if pb.Calls() != 0 {
+		t.Fatalf("the sender's model was called %d times; the holder runs the turn", pb.Calls())
+	}
+}
+
+// TestRunQueuedRemoteDropped: a prompt queued by the holder and then dropped by an interrupt
+// before it ran ends the sender's Follow with ErrQueueDropped, as locally.
+func TestRunQueuedRemoteDropped(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb := newGated(), newGated()
+	busy := func(c *Config) { c.Policy.Busy = fixedBusy("queue") }
+	ea, eb := leaseEngine(t, st, pa, busy), leaseEngine(t, st, pb, busy)
+	ctx := waitCtx(t)
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa.gate(true)
+	first, err := sa.Submit(ctx, Prompt{Text: "first"})
+	if err != nil || first.Status != AdmitStarted {
+		t.Fatalf("first prompt: %+v %v", first, err)
+	}
+	if got := reachedCall(t, pa); got != "first" {
+		t.Fatalf("model called with %q", got)
+	}
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, f, err := sb.Run(ctx, Prompt{Text: "second"})
+	if err != nil || adm.Status != AdmitQueued {
+		t.Fatalf("queued prompt through the other engine: %+v %v", adm, err)
+	}
+	defer f.Close()
+	if !sa.Interrupt("user") {
+		t.Fatal("no turn to interrupt")
+	}
+	for {
+		_, err := f.Next(ctx)
+		if errors.Is(err, ErrQueueDropped) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("follow of the dropped prompt ended with %v, want ErrQueueDropped", err)
+		}
+	}
+	if pa.Calls() != 1 || pb.Calls() != 0 {
+		t.Fatalf("model calls %d/%d, want 1/0", pa.Calls(), pb.Calls())
+	}
+}

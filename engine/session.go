@@ -341,6 +341,9 @@ type ticket struct {
 	// behind the turn it interrupted; dropped says the holder dropped that queued prompt.
 	remote  string
 	dropped bool
+	// behind is the turn a queued prompt waits behind: its follow-up is the prompt's turn
+	// (what another process's Run follows through the event log).
+	behind string
 }
 
 // admit is Submit, also returning the admitted turn or queue slot.
@@ -498,7 +501,7 @@ func (s *Session) busyLocked(ctx context.Context, p Prompt, text string) (Admiss
 			cur.interrupt(errInterruptUser)
 			adm.Interrupted = true
 		}
-		return adm, ticket{q: q}, nil
+		return adm, ticket{q: q, behind: cur.id}, nil
 	}
 	return Admission{}, ticket{}, fmt.Errorf("busy policy returned unknown mode %q", mode)
 }
