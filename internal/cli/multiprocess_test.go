@@ -621,3 +621,65 @@ func TestACPBusyInterruptAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestACPDisconnectLeavesOtherProcessTurn: an editor window that resumed a session another
+// process is running a turn in, and closed without prompting, leaves that turn alone: only the
+// turns of a client's own prompts are interrupted when it goes away, as with one process.
+func TestACPDisconnectLeavesOtherProcessTurn(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	t.Setenv(envStoreProcess, "on")
+	t.Setenv(envStoreIdle, "300ms")
+	t.Cleanup(func() { waitStoreProcessGone(t, home) })
+	model := echoModel(t)
+	gate := openaitest.NewGate()
+	t.Cleanup(gate.Release)
+	model.Enqueue(openaitest.Response{Text: []string{"first ", "answer"}, FaultAt: 1, Gate: gate}) // held before any text
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	a := startACP(t, cwd, env)
+	if _, err := a.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		r   sdk.PromptResponse
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		r, err := a.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("first")}})
+		first <- result{r, err}
+	}()
+	select {
+	case <-gate.Reached():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first turn never reached the model")
+	}
+
+	b := startACP(t, cwd, env)
+	if _, err := b.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: s.SessionId, Cwd: cwd}); err != nil {
+		t.Fatalf("session/resume in the other process: %v\n%s", err, b.stderr.String())
+	}
+	if err := b.close(); err != nil {
+		t.Fatal(err)
+	}
+	gate.Release()
+	res := <-first
+	if res.err != nil || res.r.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("the turn of the process that stayed: %+v %v, want end_turn\n%s", res.r, res.err, a.stderr.String())
+	}
+	if got := a.said(); got != "first answer" {
+		t.Fatalf("the turn streamed %q, want %q", got, "first answer")
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -283,6 +283,8 @@ type session struct {
 	// cancelled is closed by session/cancel (and replaced), for prompts that wait before
 	// their turn starts. Guarded by agent.mu.
 	cancelled chan struct{}
+	// prompting counts this client's prompts in flight on the session. Guarded by agent.mu.
+	prompting int
 }
 
 var (
@@ -299,7 +301,16 @@ func (a *agent) shutdown() {
 	}
 	a.mu.Unlock()
 	for _, s := range live {
-		s.s.Interrupt("client disconnected")
+		// A turn runs for this client while one of its prompts is in flight (wherever the
+		// session's lease is held: the interrupt reaches that process). With none, only a
+		// turn this process runs is interrupted: a session opened here may be running a turn
+		// for another process's client, which this client's leaving does not stop.
+		a.mu.Lock()
+		mine := s.prompting > 0
+		a.mu.Unlock()
+		if st := s.s.Status(); mine || st == engine.StatusWorking || st == engine.StatusWaiting {
+			s.s.Interrupt("client disconnected")
+		}
 	}
 	timer := time.AfterFunc(drainTimeout, a.endLive)
 	defer timer.Stop()

@@ -53,7 +53,13 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	// must see their tools, and the user hears about any that failed before the answer.
 	a.mu.Lock()
 	m, cancelled := ss.mcp, ss.cancelled
+	ss.prompting++
 	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		ss.prompting--
+		a.mu.Unlock()
+	}()
 	if notice, err := m.ready(a.live, cancelled); errors.Is(err, errCancelledWaiting) {
 		in.cleanup() // the prompt's saved images are not going to be sent
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
