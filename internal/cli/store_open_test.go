@@ -127,7 +127,8 @@ func TestStoreUnreachable(t *testing.T) {
 	if res.code == 0 || len(lines) != 1 {
 		t.Fatalf("code %d, stderr:\n%s", res.code, res.err)
 	}
-	for _, want := range []string{home, homestore.SocketPath(home), homestore.LogPath(home), "remove"} {
+	// The store process started and refused the directory: the line quotes its log's reason.
+	for _, want := range []string{home, homestore.SocketPath(home), homestore.LogPath(home), "not a hermes store", "fix that and retry"} {
 		if !strings.Contains(lines[0], want) {
 			t.Fatalf("error line lacks %q: %s", want, lines[0])
 		}
