@@ -43,7 +43,10 @@ import (
 // still there) numbers its events past that reservation: the log then has a gap, never two
 // events under one seq. A clean release stores everything first and deletes the marker, so the
 // next holder continues at the stored last seq. Between leases, a journal that still numbers
-// the session's events publishes them once they are stored.
+// the session's events publishes them once they are stored. Before the first lease, the
+// process that made the session writes its log the same way, within seqs it reserved in the
+// session's held marker when it made it (a birth reservation, generation 0): a process that
+// takes the lease first numbers past them (bornStored).
 
 const (
 	// storedGeneration is the journal generation (Session.Generation) of a journal that mirrors
@@ -66,7 +69,7 @@ type logState struct {
 	owner     bool
 	fence     uint64  // the owner's lease generation (0: unfenced)
 	leased    bool    // the log is written under leases: publish only reserved or stored seqs
-	reserved  uint64  // the owner's lease reserved the seqs up to here (fence != 0)
+	reserved  uint64  // the owner reserved the seqs up to here (reserve != nil)
 	dropped   bool    // since own, events numbered here were forgotten unstored
 	durable   uint64  // seqs up to here are stored
 	pending   []Event // appended by the owner, not yet handed to the store
@@ -79,7 +82,8 @@ type logState struct {
 	urge      chan struct{} // flush now: a batch is full, a turn ended, the journal closes
 	flushed   chan struct{} // closed (and replaced) whenever a flush settled
 
-	// reserve records a bigger reservation, fenced with the lease (nil: no lease).
+	// reserve records a bigger reservation, fenced with the lease, or unfenced for a session
+	// made here before its first lease (nil: no reservation).
 	reserve func(ctx context.Context, upto uint64) error
 }
 
@@ -109,6 +113,35 @@ func (j *journal) born() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.log.needSync = false
+}
+
+// bornStored makes the journal of a session this process made, whose record is now stored,
+// the writer of the session's log before any lease: what it numbers is stored unfenced, and
+// published as a lease holder's events are, within seqs reserved in the store first (sl; the
+// session's held marker, written with no generation). Another process may take the session's
+// lease before this one does; it numbers its events past that reservation, and this journal's
+// next append is then refused: what it had not stored is forgotten, and it follows the log.
+// So a seq a client here saw is never numbered again there. With sl nil (the reservation
+// could not be written) the events are published once stored instead. Without leases (a
+// single engine) it is not called.
+func (j *journal) bornStored(sl *seqLease) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.log.st == nil || j.log.aligned || j.closed {
+		return
+	}
+	j.log.pending = append(j.log.pending[:0], j.events...)
+	j.log.durable = 0
+	j.log.aligned, j.log.needSync = true, false
+	j.log.owner, j.log.leased, j.log.fence = true, true, 0
+	if sl != nil {
+		j.log.reserved, j.log.reserve = sl.reserved, sl.reserve
+	}
+	j.gen = storedGeneration
+	if len(j.log.pending) > 0 {
+		signal(j.log.urge)
+	}
+	j.startFlushLocked()
 }
 
 // seqLease is what a lease holder's journal publishes under: the seq its numbering starts past
@@ -165,6 +198,7 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLe
 		j.log.aligned, j.log.needSync = true, false
 		j.gen = storedGeneration
 		j.log.owner, j.log.fence, j.log.dropped = true, gen, false
+		j.log.reserve = nil
 		if sl != nil {
 			j.log.leased = true
 			j.log.reserved, j.log.reserve = sl.reserved, sl.reserve
@@ -311,7 +345,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	fence, resets := j.log.fence, j.log.resets
 	var upto uint64
 	reserve := j.log.reserve
-	if fence != 0 && reserve != nil && j.last+seqBlock/2 > j.log.reserved {
+	if reserve != nil && j.last+seqBlock/2 > j.log.reserved {
 		upto = j.last + seqBlock
 	}
 	j.mu.Unlock()
@@ -322,7 +356,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 		// wait for it), and before anything is stored past it.
 		if err = retryUnavailable(func(ctx context.Context) error { return reserve(ctx, upto) }); err == nil {
 			j.mu.Lock()
-			if j.log.fence == fence && j.log.owner {
+			if j.log.fence == fence && j.log.owner && j.log.reserve != nil {
 				j.log.reserved = max(j.log.reserved, upto)
 				j.wakeLocked()
 			}
@@ -349,7 +383,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	if err != nil {
 		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
 		// events are not in the log, and this journal no longer writes it.
-		j.log.owner, j.log.fence = false, 0
+		j.log.owner, j.log.fence, j.log.reserve = false, 0, nil
 		j.forgetLocked()
 		j.log.flushing = false
 		j.settledLocked()
@@ -389,7 +423,7 @@ func (j *journal) visibleLocked() uint64 {
 	if !j.log.leased || !j.log.owner {
 		return j.last
 	}
-	if j.log.fence != 0 {
+	if j.log.reserve != nil {
 		return min(j.last, j.log.reserved)
 	}
 	return min(j.last, j.log.durable)
@@ -551,7 +585,7 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 			continue // our own flush (or a reset) moved the cursor: look again from there
 		}
 		if j.log.owner {
-			j.log.owner, j.log.fence = false, 0
+			j.log.owner, j.log.fence, j.log.reserve = false, 0, nil
 			if j.last > j.log.durable {
 				j.forgetLocked()
 			}

@@ -80,7 +80,9 @@ var errLeaseLost = fmt.Errorf("%w: another process took this session over; the t
 const markerPrefix = "lease/held/"
 
 type leaseMarker struct {
-	Owner      string `json:"owner"`
+	Owner string `json:"owner"`
+	// Generation is the holder's lease generation; 0 in a birth reservation (the engine that
+	// made the session, before any lease: see birthReservation).
 	Generation uint64 `json:"generation"`
 	// Reserved is the last event seq the holder may publish (0 in markers written before
 	// seqs were reserved).
@@ -288,6 +290,10 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 		return err
 	}
 	sl := &seqLease{floor: max(last, prev.Reserved)}
+	born := prev.Owner != "" && prev.Generation == 0 // a birth reservation: no lease was taken, nothing ran
+	if born && prev.Owner == l.Owner {
+		sl.floor = last // this engine's own: its journal numbered those seqs and goes on numbering
+	}
 	sl.reserved = sl.floor + seqBlock
 	sl.reserve = func(ctx context.Context, upto uint64) error {
 		b, _ := json.Marshal(leaseMarker{Owner: l.Owner, Generation: l.Generation, Reserved: upto})
@@ -314,7 +320,7 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	if err := s.j.own(ctx, st, l.Generation, sl); err != nil { // this process numbers the session's events now
 		e.log.Warn("session lease: taking the event log over failed", "session_id", h.sid, "err", err)
 	}
-	if prev.Owner != "" && (prev.Owner != l.Owner || prev.Generation != l.Generation) {
+	if prev.Owner != "" && !born && (prev.Owner != l.Owner || prev.Generation != l.Generation) {
 		h.takeover(ctx, s, prev, l)
 	}
 	var wg sync.WaitGroup
@@ -327,6 +333,37 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 		h.finish()
 	}()
 	return nil
+}
+
+// errBirthTaken: a birth reservation could not be extended because a lease holder's marker
+// replaced it; the session's log is that holder's now.
+var errBirthTaken = errors.New("another process took the session's lease")
+
+// birthReservation writes the held marker of a session this engine just made, before any lease
+// (generation 0), reserving the first seqs of its log for this engine's journal, which publishes
+// within them (journal.bornStored). A process that takes the session's lease first numbers
+// past the reservation. Extending it is a compare-and-swap: it never overwrites the marker of a
+// lease holder. nil when it could not be written.
+func (e *Engine) birthReservation(ctx context.Context, sid string) *seqLease {
+	st, key := e.cfg.Store, markerPrefix+sid
+	var cur []byte // the marker as this engine last wrote it (nil: absent)
+	reserve := func(ctx context.Context, upto uint64) error {
+		b, _ := json.Marshal(leaseMarker{Owner: e.cfg.Leases.Owner, Reserved: upto})
+		ok, err := st.CompareAndSwapKV(ctx, key, cur, b)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errBirthTaken
+		}
+		cur = b
+		return nil
+	}
+	if err := reserve(ctx, seqBlock); err != nil {
+		e.log.Warn("session log: reserving the first event seqs failed; its events are published once stored", "session_id", sid, "err", err)
+		return nil
+	}
+	return &seqLease{reserved: seqBlock, reserve: reserve}
 }
 
 // takeover runs the single-node restart path for a session whose previous holder did not
