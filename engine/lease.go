@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -274,21 +275,35 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	if err != nil {
 		return err
 	}
-	var prev leaseMarker
-	if b, err := st.GetKV(ctx, markerPrefix+h.sid); err == nil {
+	// The marker and the stored last seq are read together, and the reservation written while
+	// the inbox watch is set up: over the home's store process each pair is one round trip's
+	// wait instead of two.
+	var (
+		prev       leaseMarker
+		last       uint64
+		lastErr    error
+		readsDone  = make(chan struct{})
+		releaseNow = func() { _ = st.ReleaseLease(context.WithoutCancel(ctx), l) }
+	)
+	go func() {
+		defer close(readsDone)
+		last, lastErr = st.LastEventSeq(ctx, h.sid)
+	}()
+	b, err := st.GetKV(ctx, markerPrefix+h.sid)
+	<-readsDone
+	if err == nil {
 		_ = json.Unmarshal(b, &prev)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
+		releaseNow()
 		return err
+	}
+	if lastErr != nil {
+		releaseNow()
+		return lastErr
 	}
 	view := store.Fenced(st, h.sid, l.Generation)
 	// The event seqs this holder numbers from and reserves: past the stored log, and past what
 	// a holder that left its marker behind may have published without storing it.
-	last, err := st.LastEventSeq(ctx, h.sid)
-	if err != nil {
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
-	}
 	sl := &seqLease{floor: max(last, prev.Reserved)}
 	born := prev.Owner != "" && prev.Generation == 0 // a birth reservation: no lease was taken, nothing ran
 	if born && prev.Owner == l.Owner {
@@ -299,17 +314,25 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 		b, _ := json.Marshal(leaseMarker{Owner: l.Owner, Generation: l.Generation, Reserved: upto})
 		return view.PutKV(ctx, markerPrefix+h.sid, b)
 	}
-	if err := sl.reserve(ctx, sl.reserved); err != nil {
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
-	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	sub, err := st.Watch(h.ctx, store.Interest{KeyPrefixes: []string{inboxPrefix(h.sid)}})
-	if err != nil {
-		h.cancel()
-		_ = view.DeleteKV(context.WithoutCancel(ctx), markerPrefix+h.sid)
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
+	var (
+		sub      *store.Subscription
+		watchErr error
+		watched  = make(chan struct{})
+	)
+	go func() {
+		defer close(watched)
+		sub, watchErr = st.Watch(h.ctx, store.Interest{KeyPrefixes: []string{inboxPrefix(h.sid)}})
+	}()
+	err = sl.reserve(ctx, sl.reserved)
+	<-watched
+	if err != nil || watchErr != nil {
+		h.cancel() // ends the watch, if it was set up
+		if err == nil {
+			_ = view.DeleteKV(context.WithoutCancel(ctx), markerPrefix+h.sid)
+		}
+		releaseNow()
+		return cmp.Or(err, watchErr)
 	}
 	h.mu.Lock()
 	h.lease, h.view, h.active, h.pins = l, view, true, 1
