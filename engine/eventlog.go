@@ -85,6 +85,9 @@ type logState struct {
 	// reserve records a bigger reservation, fenced with the lease, or unfenced for a session
 	// made here before its first lease (nil: no reservation).
 	reserve func(ctx context.Context, upto uint64) error
+	// unbirth deletes a birth reservation (bornStored); nil once a lease, or another process,
+	// took the log over.
+	unbirth func(ctx context.Context) error
 }
 
 func (l *logState) init(st store.Store) {
@@ -135,7 +138,7 @@ func (j *journal) bornStored(sl *seqLease) {
 	j.log.aligned, j.log.needSync = true, false
 	j.log.owner, j.log.leased, j.log.fence = true, true, 0
 	if sl != nil {
-		j.log.reserved, j.log.reserve = sl.reserved, sl.reserve
+		j.log.reserved, j.log.reserve, j.log.unbirth = sl.reserved, sl.reserve, sl.drop
 	}
 	j.gen = storedGeneration
 	if len(j.log.pending) > 0 {
@@ -150,6 +153,7 @@ func (j *journal) bornStored(sl *seqLease) {
 type seqLease struct {
 	floor, reserved uint64
 	reserve         func(ctx context.Context, upto uint64) error
+	drop            func(ctx context.Context) error // a birth reservation's delete
 }
 
 // own makes this process the writer of the session's stored log, fenced with generation gen
@@ -198,7 +202,7 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLe
 		j.log.aligned, j.log.needSync = true, false
 		j.gen = storedGeneration
 		j.log.owner, j.log.fence, j.log.dropped = true, gen, false
-		j.log.reserve = nil
+		j.log.reserve, j.log.unbirth = nil, nil
 		if sl != nil {
 			j.log.leased = true
 			j.log.reserved, j.log.reserve = sl.reserved, sl.reserve
@@ -241,7 +245,7 @@ func (j *journal) disown() (clean bool) {
 	}
 	defer j.mu.Unlock()
 	clean = j.last == j.log.durable && j.log.inflight == 0 && !j.log.dropped
-	j.log.fence, j.log.reserve = 0, nil
+	j.log.fence, j.log.reserve, j.log.unbirth = 0, nil, nil
 	if j.last > j.log.durable { // not stored in time: not in the log
 		j.log.owner = false
 		j.forgetLocked()
@@ -383,7 +387,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	if err != nil {
 		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
 		// events are not in the log, and this journal no longer writes it.
-		j.log.owner, j.log.fence, j.log.reserve = false, 0, nil
+		j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil
 		j.forgetLocked()
 		j.log.flushing = false
 		j.settledLocked()
@@ -480,6 +484,25 @@ func (j *journal) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	_ = j.flushWait(ctx)
+}
+
+// dropBirth deletes the birth reservation of a journal that closes before any lease with
+// everything it numbered stored: the session's next holder then continues at the stored last
+// seq instead of past the reservation, and a session never prompted leaves no marker behind.
+// Its events from here on (a journal made live again) are published once stored.
+func (j *journal) dropBirth() {
+	j.mu.Lock()
+	drop := j.log.unbirth
+	clean := drop != nil && j.log.owner && j.last == j.log.durable && j.log.inflight == 0 && len(j.log.pending) == 0
+	if clean {
+		j.log.reserve, j.log.unbirth = nil, nil
+	}
+	j.mu.Unlock()
+	if clean {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = drop(ctx) // refused when a lease holder's marker replaced it: then it is not ours
+		cancel()
+	}
 }
 
 // sync makes a journal opened from the store mirror the stored log, once.
@@ -585,7 +608,7 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 			continue // our own flush (or a reset) moved the cursor: look again from there
 		}
 		if j.log.owner {
-			j.log.owner, j.log.fence, j.log.reserve = false, 0, nil
+			j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil
 			if j.last > j.log.durable {
 				j.forgetLocked()
 			}

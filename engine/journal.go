@@ -148,6 +148,7 @@ func (j *journal) close() {
 		signal(j.log.urge)
 		j.drain() // the session's last events are stored before Close returns
 	}
+	j.dropBirth()
 }
 
 // Subscription reads a session journal from a cursor. It is owned by one goroutine.

@@ -369,9 +369,13 @@ var errBirthTaken = errors.New("another process took the session's lease")
 // lease holder. nil when it could not be written.
 func (e *Engine) birthReservation(ctx context.Context, sid string) *seqLease {
 	st, key := e.cfg.Store, markerPrefix+sid
-	var cur []byte // the marker as this engine last wrote it (nil: absent)
-	reserve := func(ctx context.Context, upto uint64) error {
-		b, _ := json.Marshal(leaseMarker{Owner: e.cfg.Leases.Owner, Reserved: upto})
+	var (
+		mu  sync.Mutex // the flusher extends, a closing journal deletes
+		cur []byte     // the marker as this engine last wrote it (nil: absent)
+	)
+	swap := func(ctx context.Context, b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
 		ok, err := st.CompareAndSwapKV(ctx, key, cur, b)
 		if err != nil {
 			return err
@@ -382,11 +386,15 @@ func (e *Engine) birthReservation(ctx context.Context, sid string) *seqLease {
 		cur = b
 		return nil
 	}
+	reserve := func(ctx context.Context, upto uint64) error {
+		b, _ := json.Marshal(leaseMarker{Owner: e.cfg.Leases.Owner, Reserved: upto})
+		return swap(ctx, b)
+	}
 	if err := reserve(ctx, seqBlock); err != nil {
 		e.log.Warn("session log: reserving the first event seqs failed; its events are published once stored", "session_id", sid, "err", err)
 		return nil
 	}
-	return &seqLease{reserved: seqBlock, reserve: reserve}
+	return &seqLease{reserved: seqBlock, reserve: reserve, drop: func(ctx context.Context) error { return swap(ctx, nil) }}
 }
 
 // takeover runs the single-node restart path for a session whose previous holder did not

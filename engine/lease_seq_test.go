@@ -331,3 +331,56 @@ func TestBornSessionSeqNotReused(t *testing.T) {
 		})
 	}
 }
+
+// TestBornSessionClosedLeavesNoGap: a session made in one engine and closed there before any
+// lease leaves no birth reservation behind once its events are stored: the engine that runs
+// its first turn continues the log at the next seq, with no gap.
+func TestBornSessionClosedLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb := newGated(), newGated()
+	ea := leaseEngine(t, st, pa, nil)
+	eb := leaseEngine(t, st, pb, nil)
+	ctx := waitCtx(t)
+
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetKV(ctx, markerPrefix+sa.ID()); err != nil {
+		t.Fatalf("no birth reservation for a new session: %v", err)
+	}
+	if err := sa.Close(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.GetKV(ctx, markerPrefix+sa.ID()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after the close the held marker is %s (%v), want none", b, err)
+	}
+
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := sb.Submit(ctx, Prompt{Text: "through B"})
+	if err != nil || adm.Status != AdmitStarted {
+		t.Fatalf("submit through B: %+v %v", adm, err)
+	}
+	if out, err := sb.Wait(ctx, adm.TurnID); err != nil || out.Status != StatusCompleted {
+		t.Fatalf("B's turn: %+v %v", out, err)
+	}
+	if err := sb.j.flushWait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logged, err := st.EventsSince(ctx, sa.ID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) < 3 || logged[0].Seq != 1 || logged[0].Type != string(EvSessionInfo) {
+		t.Fatalf("the log does not start with A's session.info at seq 1: %+v", logged)
+	}
+	for i, e := range logged {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("seq %d at position %d: the log has a gap (%s)", e.Seq, i, e.Type)
+		}
+	}
+}
