@@ -330,6 +330,10 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	s.depth = o.depth
 	s.parent = o.parent
 	s.stored = !o.Lazy
+	if s.stored && !e.cfg.Leases.Off && e.cfg.Store != nil {
+		// Its events are stored and numbered within a reservation before any lease (eventlog.go).
+		s.j.bornStored(e.birthReservation(ctx, id))
+	}
 	if len(o.History) > 0 {
 		if err := s.seed(ctx, o.History); err != nil {
 			return nil, e.discard(ctx, s, err)

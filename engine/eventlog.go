@@ -43,7 +43,10 @@ import (
 // still there) numbers its events past that reservation: the log then has a gap, never two
 // events under one seq. A clean release stores everything first and deletes the marker, so the
 // next holder continues at the stored last seq. Between leases, a journal that still numbers
-// the session's events publishes them once they are stored.
+// the session's events publishes them once they are stored. Before the first lease, the
+// process that made the session writes its log the same way, within seqs it reserved in the
+// session's held marker when it made it (a birth reservation, generation 0): a process that
+// takes the lease first numbers past them (bornStored).
 
 const (
 	// storedGeneration is the journal generation (Session.Generation) of a journal that mirrors
@@ -66,7 +69,7 @@ type logState struct {
 	owner     bool
 	fence     uint64  // the owner's lease generation (0: unfenced)
 	leased    bool    // the log is written under leases: publish only reserved or stored seqs
-	reserved  uint64  // the owner's lease reserved the seqs up to here (fence != 0)
+	reserved  uint64  // the owner reserved the seqs up to here (reserve != nil)
 	dropped   bool    // since own, events numbered here were forgotten unstored
 	durable   uint64  // seqs up to here are stored
 	pending   []Event // appended by the owner, not yet handed to the store
@@ -79,8 +82,12 @@ type logState struct {
 	urge      chan struct{} // flush now: a batch is full, a turn ended, the journal closes
 	flushed   chan struct{} // closed (and replaced) whenever a flush settled
 
-	// reserve records a bigger reservation, fenced with the lease (nil: no lease).
+	// reserve records a bigger reservation, fenced with the lease, or unfenced for a session
+	// made here before its first lease (nil: no reservation).
 	reserve func(ctx context.Context, upto uint64) error
+	// unbirth deletes a birth reservation (bornStored); nil once a lease, or another process,
+	// took the log over.
+	unbirth func(ctx context.Context) error
 }
 
 func (l *logState) init(st store.Store) {
@@ -111,12 +118,42 @@ func (j *journal) born() {
 	j.log.needSync = false
 }
 
+// bornStored makes the journal of a session this process made, whose record is now stored,
+// the writer of the session's log before any lease: what it numbers is stored unfenced, and
+// published as a lease holder's events are, within seqs reserved in the store first (sl; the
+// session's held marker, written with no generation). Another process may take the session's
+// lease before this one does; it numbers its events past that reservation, and this journal's
+// next append is then refused: what it had not stored is forgotten, and it follows the log.
+// So a seq a client here saw is never numbered again there. With sl nil (the reservation
+// could not be written) the events are published once stored instead. Without leases (a
+// single engine) it is not called.
+func (j *journal) bornStored(sl *seqLease) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.log.st == nil || j.log.aligned || j.closed {
+		return
+	}
+	j.log.pending = append(j.log.pending[:0], j.events...)
+	j.log.durable = 0
+	j.log.aligned, j.log.needSync = true, false
+	j.log.owner, j.log.leased, j.log.fence = true, true, 0
+	if sl != nil {
+		j.log.reserved, j.log.reserve, j.log.unbirth = sl.reserved, sl.reserve, sl.drop
+	}
+	j.gen = storedGeneration
+	if len(j.log.pending) > 0 {
+		signal(j.log.urge)
+	}
+	j.startFlushLocked()
+}
+
 // seqLease is what a lease holder's journal publishes under: the seq its numbering starts past
 // (the stored last seq, or a previous holder's reservation when that one did not release the
 // lease), the seqs reserved in the store so far, and how to reserve more.
 type seqLease struct {
 	floor, reserved uint64
 	reserve         func(ctx context.Context, upto uint64) error
+	drop            func(ctx context.Context) error // a birth reservation's delete
 }
 
 // own makes this process the writer of the session's stored log, fenced with generation gen
@@ -165,6 +202,7 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLe
 		j.log.aligned, j.log.needSync = true, false
 		j.gen = storedGeneration
 		j.log.owner, j.log.fence, j.log.dropped = true, gen, false
+		j.log.reserve, j.log.unbirth = nil, nil
 		if sl != nil {
 			j.log.leased = true
 			j.log.reserved, j.log.reserve = sl.reserved, sl.reserve
@@ -207,7 +245,7 @@ func (j *journal) disown() (clean bool) {
 	}
 	defer j.mu.Unlock()
 	clean = j.last == j.log.durable && j.log.inflight == 0 && !j.log.dropped
-	j.log.fence, j.log.reserve = 0, nil
+	j.log.fence, j.log.reserve, j.log.unbirth = 0, nil, nil
 	if j.last > j.log.durable { // not stored in time: not in the log
 		j.log.owner = false
 		j.forgetLocked()
@@ -311,7 +349,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	fence, resets := j.log.fence, j.log.resets
 	var upto uint64
 	reserve := j.log.reserve
-	if fence != 0 && reserve != nil && j.last+seqBlock/2 > j.log.reserved {
+	if reserve != nil && j.last+seqBlock/2 > j.log.reserved {
 		upto = j.last + seqBlock
 	}
 	j.mu.Unlock()
@@ -322,7 +360,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 		// wait for it), and before anything is stored past it.
 		if err = retryUnavailable(func(ctx context.Context) error { return reserve(ctx, upto) }); err == nil {
 			j.mu.Lock()
-			if j.log.fence == fence && j.log.owner {
+			if j.log.fence == fence && j.log.owner && j.log.reserve != nil {
 				j.log.reserved = max(j.log.reserved, upto)
 				j.wakeLocked()
 			}
@@ -349,7 +387,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	if err != nil {
 		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
 		// events are not in the log, and this journal no longer writes it.
-		j.log.owner, j.log.fence = false, 0
+		j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil
 		j.forgetLocked()
 		j.log.flushing = false
 		j.settledLocked()
@@ -389,7 +427,7 @@ func (j *journal) visibleLocked() uint64 {
 	if !j.log.leased || !j.log.owner {
 		return j.last
 	}
-	if j.log.fence != 0 {
+	if j.log.reserve != nil {
 		return min(j.last, j.log.reserved)
 	}
 	return min(j.last, j.log.durable)
@@ -446,6 +484,25 @@ func (j *journal) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	_ = j.flushWait(ctx)
+}
+
+// dropBirth deletes the birth reservation of a journal that closes before any lease with
+// everything it numbered stored: the session's next holder then continues at the stored last
+// seq instead of past the reservation, and a session never prompted leaves no marker behind.
+// Its events from here on (a journal made live again) are published once stored.
+func (j *journal) dropBirth() {
+	j.mu.Lock()
+	drop := j.log.unbirth
+	clean := drop != nil && j.log.owner && j.last == j.log.durable && j.log.inflight == 0 && len(j.log.pending) == 0
+	if clean {
+		j.log.reserve, j.log.unbirth = nil, nil
+	}
+	j.mu.Unlock()
+	if clean {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = drop(ctx) // refused when a lease holder's marker replaced it: then it is not ours
+		cancel()
+	}
 }
 
 // sync makes a journal opened from the store mirror the stored log, once.
@@ -551,7 +608,7 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 			continue // our own flush (or a reset) moved the cursor: look again from there
 		}
 		if j.log.owner {
-			j.log.owner, j.log.fence = false, 0
+			j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil
 			if j.last > j.log.durable {
 				j.forgetLocked()
 			}

@@ -80,7 +80,8 @@ func (j *journal) append(e Event) uint64 {
 	if j.log.owner {
 		j.log.pending = append(j.log.pending, e)
 		if len(j.log.pending) == flushBatch || j.log.leased && (j.log.fence == 0 || e.Seq+seqBlock/2 > j.log.reserved) {
-			// A batch is full, the reservation runs low, or between leases (published once stored).
+			// A batch is full, the reservation runs low, or no lease is held (between leases an
+			// event is published once stored; before the first, the log is caught up at once).
 			signal(j.log.urge)
 		}
 		j.startFlushLocked()
@@ -147,6 +148,7 @@ func (j *journal) close() {
 		signal(j.log.urge)
 		j.drain() // the session's last events are stored before Close returns
 	}
+	j.dropBirth()
 }
 
 // Subscription reads a session journal from a cursor. It is owned by one goroutine.

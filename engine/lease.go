@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -80,7 +81,9 @@ var errLeaseLost = fmt.Errorf("%w: another process took this session over; the t
 const markerPrefix = "lease/held/"
 
 type leaseMarker struct {
-	Owner      string `json:"owner"`
+	Owner string `json:"owner"`
+	// Generation is the holder's lease generation; 0 in a birth reservation (the engine that
+	// made the session, before any lease: see birthReservation).
 	Generation uint64 `json:"generation"`
 	// Reserved is the last event seq the holder may publish (0 in markers written before
 	// seqs were reserved).
@@ -272,38 +275,64 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	if err != nil {
 		return err
 	}
-	var prev leaseMarker
-	if b, err := st.GetKV(ctx, markerPrefix+h.sid); err == nil {
+	// The marker and the stored last seq are read together, and the reservation written while
+	// the inbox watch is set up: over the home's store process each pair is one round trip's
+	// wait instead of two.
+	var (
+		prev       leaseMarker
+		last       uint64
+		lastErr    error
+		readsDone  = make(chan struct{})
+		releaseNow = func() { _ = st.ReleaseLease(context.WithoutCancel(ctx), l) }
+	)
+	go func() {
+		defer close(readsDone)
+		last, lastErr = st.LastEventSeq(ctx, h.sid)
+	}()
+	b, err := st.GetKV(ctx, markerPrefix+h.sid)
+	<-readsDone
+	if err == nil {
 		_ = json.Unmarshal(b, &prev)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
+		releaseNow()
 		return err
+	}
+	if lastErr != nil {
+		releaseNow()
+		return lastErr
 	}
 	view := store.Fenced(st, h.sid, l.Generation)
 	// The event seqs this holder numbers from and reserves: past the stored log, and past what
 	// a holder that left its marker behind may have published without storing it.
-	last, err := st.LastEventSeq(ctx, h.sid)
-	if err != nil {
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
-	}
 	sl := &seqLease{floor: max(last, prev.Reserved)}
+	born := prev.Owner != "" && prev.Generation == 0 // a birth reservation: no lease was taken, nothing ran
+	if born && prev.Owner == l.Owner {
+		sl.floor = last // this engine's own: its journal numbered those seqs and goes on numbering
+	}
 	sl.reserved = sl.floor + seqBlock
 	sl.reserve = func(ctx context.Context, upto uint64) error {
 		b, _ := json.Marshal(leaseMarker{Owner: l.Owner, Generation: l.Generation, Reserved: upto})
 		return view.PutKV(ctx, markerPrefix+h.sid, b)
 	}
-	if err := sl.reserve(ctx, sl.reserved); err != nil {
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
-	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	sub, err := st.Watch(h.ctx, store.Interest{KeyPrefixes: []string{inboxPrefix(h.sid)}})
-	if err != nil {
-		h.cancel()
-		_ = view.DeleteKV(context.WithoutCancel(ctx), markerPrefix+h.sid)
-		_ = st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
+	var (
+		sub      *store.Subscription
+		watchErr error
+		watched  = make(chan struct{})
+	)
+	go func() {
+		defer close(watched)
+		sub, watchErr = st.Watch(h.ctx, store.Interest{KeyPrefixes: []string{inboxPrefix(h.sid)}})
+	}()
+	err = sl.reserve(ctx, sl.reserved)
+	<-watched
+	if err != nil || watchErr != nil {
+		h.cancel() // ends the watch, if it was set up
+		if err == nil {
+			_ = view.DeleteKV(context.WithoutCancel(ctx), markerPrefix+h.sid)
+		}
+		releaseNow()
+		return cmp.Or(err, watchErr)
 	}
 	h.mu.Lock()
 	h.lease, h.view, h.active, h.pins = l, view, true, 1
@@ -314,7 +343,7 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	if err := s.j.own(ctx, st, l.Generation, sl); err != nil { // this process numbers the session's events now
 		e.log.Warn("session lease: taking the event log over failed", "session_id", h.sid, "err", err)
 	}
-	if prev.Owner != "" && (prev.Owner != l.Owner || prev.Generation != l.Generation) {
+	if prev.Owner != "" && !born && (prev.Owner != l.Owner || prev.Generation != l.Generation) {
 		h.takeover(ctx, s, prev, l)
 	}
 	var wg sync.WaitGroup
@@ -327,6 +356,45 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 		h.finish()
 	}()
 	return nil
+}
+
+// errBirthTaken: a birth reservation could not be extended because a lease holder's marker
+// replaced it; the session's log is that holder's now.
+var errBirthTaken = errors.New("another process took the session's lease")
+
+// birthReservation writes the held marker of a session this engine just made, before any lease
+// (generation 0), reserving the first seqs of its log for this engine's journal, which publishes
+// within them (journal.bornStored). A process that takes the session's lease first numbers
+// past the reservation. Extending it is a compare-and-swap: it never overwrites the marker of a
+// lease holder. nil when it could not be written.
+func (e *Engine) birthReservation(ctx context.Context, sid string) *seqLease {
+	st, key := e.cfg.Store, markerPrefix+sid
+	var (
+		mu  sync.Mutex // the flusher extends, a closing journal deletes
+		cur []byte     // the marker as this engine last wrote it (nil: absent)
+	)
+	swap := func(ctx context.Context, b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ok, err := st.CompareAndSwapKV(ctx, key, cur, b)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errBirthTaken
+		}
+		cur = b
+		return nil
+	}
+	reserve := func(ctx context.Context, upto uint64) error {
+		b, _ := json.Marshal(leaseMarker{Owner: e.cfg.Leases.Owner, Reserved: upto})
+		return swap(ctx, b)
+	}
+	if err := reserve(ctx, seqBlock); err != nil {
+		e.log.Warn("session log: reserving the first event seqs failed; its events are published once stored", "session_id", sid, "err", err)
+		return nil
+	}
+	return &seqLease{reserved: seqBlock, reserve: reserve, drop: func(ctx context.Context) error { return swap(ctx, nil) }}
 }
 
 // takeover runs the single-node restart path for a session whose previous holder did not

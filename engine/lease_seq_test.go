@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -212,6 +215,172 @@ func TestJournalFollowsAcrossGap(t *testing.T) {
 		}
 		if !complete || fmt.Sprint(got) != fmt.Sprint(wantSeqs) {
 			t.Fatalf("replay since %d: %v (complete %v), want %v", since, got, complete, wantSeqs)
+		}
+	}
+}
+
+// TestBornSessionSeqNotReused: a session made in one engine (A) raises events before any
+// lease is taken (its session.info at creation, a surface's event); another engine (B) on the
+// same store then runs its first turn. No seq names two events: what A's client received under
+// a seq is what the stored log has under it, or the seq is not in the log at all. With A's
+// events stored before B came, A's client goes on to read B's turn; with them still unstored
+// (A's appends stall), B numbers past every seq A may have published, and A's client is told
+// it lagged.
+func TestBornSessionSeqNotReused(t *testing.T) {
+	t.Parallel()
+	for _, stored := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stored", false: "unstored"}[stored], func(t *testing.T) {
+			t.Parallel()
+			st := memstore.New()
+			sta := &stalledEvents{Store: st, release: make(chan struct{})}
+			defer sta.unstall()
+			pa, pb := newGated(), newGated()
+			ea := leaseEngine(t, sta, pa, nil)
+			eb := leaseEngine(t, st, pb, nil)
+			ctx := waitCtx(t)
+
+			sta.stalled.Store(!stored)
+			sa, err := ea.Create(ctx, CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sa.Emit("note", SurfaceEvent{"text": "from A"})
+			sub := sa.Subscribe(0)
+			defer sub.Close()
+			seenA := map[uint64]Event{}
+			for len(seenA) < 2 {
+				ev, err := sub.Next(ctx)
+				if err != nil {
+					t.Fatalf("A's client: %v", err)
+				}
+				seenA[ev.Seq] = ev
+			}
+			if stored {
+				if err := sa.j.flushWait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			sb, err := eb.Open(ctx, sa.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm, err := sb.Submit(ctx, Prompt{Text: "through B"})
+			if err != nil || adm.Status != AdmitStarted {
+				t.Fatalf("submit through B: %+v %v", adm, err)
+			}
+			if out, err := sb.Wait(ctx, adm.TurnID); err != nil || out.Status != StatusCompleted {
+				t.Fatalf("B's turn: %+v %v", out, err)
+			}
+			if pa.Calls() != 0 || pb.Calls() != 1 {
+				t.Fatalf("model calls A %d, B %d: B should have run the turn", pa.Calls(), pb.Calls())
+			}
+			if err := sb.j.flushWait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sta.unstall() // A's stalled appends reach the store now, after B's
+
+			// What A's client got under a seq is what the log has under it.
+			checkLog := func() {
+				t.Helper()
+				logged, err := st.EventsSince(ctx, sa.ID(), 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(logged) == 0 {
+					t.Fatal("nothing in the log")
+				}
+				bySeq := map[uint64]store.StoredEvent{}
+				for _, e := range logged {
+					bySeq[e.Seq] = e
+				}
+				for seq, ev := range seenA {
+					e, ok := bySeq[seq]
+					if !ok {
+						continue // a seq left unused (a gap) is not a reuse
+					}
+					if e.Type != string(ev.Type) || e.TurnID != ev.TurnID || e.Text != ev.Text {
+						t.Fatalf("seq %d reused: A's client got %s %q (turn %q), the log has %s %q (turn %q)",
+							seq, ev.Type, ev.Text, ev.TurnID, e.Type, e.Text, e.TurnID)
+					}
+				}
+			}
+			checkLog()
+
+			// A's client follows the session into B's turn, or is told it lagged.
+			for {
+				ev, err := sub.Next(ctx)
+				if !stored && errors.Is(err, ErrLagged) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("A's client after %v: %v", slices.Sorted(maps.Keys(seenA)), err)
+				}
+				if _, dup := seenA[ev.Seq]; dup {
+					t.Fatalf("A's client got seq %d twice", ev.Seq)
+				}
+				seenA[ev.Seq] = ev
+				if ev.Type == EvMessageComplete && ev.TurnID == adm.TurnID {
+					break
+				}
+			}
+			if err := sa.j.flushWait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			checkLog()
+		})
+	}
+}
+
+// TestBornSessionClosedLeavesNoGap: a session made in one engine and closed there before any
+// lease leaves no birth reservation behind once its events are stored: the engine that runs
+// its first turn continues the log at the next seq, with no gap.
+func TestBornSessionClosedLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb := newGated(), newGated()
+	ea := leaseEngine(t, st, pa, nil)
+	eb := leaseEngine(t, st, pb, nil)
+	ctx := waitCtx(t)
+
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetKV(ctx, markerPrefix+sa.ID()); err != nil {
+		t.Fatalf("no birth reservation for a new session: %v", err)
+	}
+	if err := sa.Close(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := st.GetKV(ctx, markerPrefix+sa.ID()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after the close the held marker is %s (%v), want none", b, err)
+	}
+
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := sb.Submit(ctx, Prompt{Text: "through B"})
+	if err != nil || adm.Status != AdmitStarted {
+		t.Fatalf("submit through B: %+v %v", adm, err)
+	}
+	if out, err := sb.Wait(ctx, adm.TurnID); err != nil || out.Status != StatusCompleted {
+		t.Fatalf("B's turn: %+v %v", out, err)
+	}
+	if err := sb.j.flushWait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logged, err := st.EventsSince(ctx, sa.ID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) < 3 || logged[0].Seq != 1 || logged[0].Type != string(EvSessionInfo) {
+		t.Fatalf("the log does not start with A's session.info at seq 1: %+v", logged)
+	}
+	for i, e := range logged {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("seq %d at position %d: the log has a gap (%s)", e.Seq, i, e.Type)
 		}
 	}
 }

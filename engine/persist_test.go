@@ -56,6 +56,13 @@ func (f *failingStore) AppendRows(ctx context.Context, id string, fence store.Fe
 	return f.Store.AppendRows(ctx, id, fence, rows)
 }
 
+func (f *failingStore) AppendRowsUsage(ctx context.Context, id string, fence store.Fence, rows []store.Row, u store.Usage) ([]store.Row, store.Session, error) {
+	if err := f.check("AppendRowsUsage"); err != nil {
+		return nil, store.Session{}, err
+	}
+	return f.Store.AppendRowsUsage(ctx, id, fence, rows, u)
+}
+
 func (f *failingStore) UpdateSession(ctx context.Context, id string, ifVersion uint64, fn func(*store.Session) error) (store.Session, error) {
 	if err := f.check("UpdateSession"); err != nil {
 		return store.Session{}, err
@@ -105,18 +112,29 @@ func TestPersistFailureFailsTheTurn(t *testing.T) {
 		h, fs := newFailingHarness(t)
 		s := h.create()
 		h.srv.Enqueue(openaitest.Text("hello"))
-		fs.arm(only("AppendRows", 2)) // the user row passes, the answer fails
-		wantStoreFailure(t, s, h.run(s, "hi"))
+		fs.arm(only("AppendRowsUsage", 1)) // the user row passes; the answer and the usage fail
+		out := h.run(s, "hi")
+		wantStoreFailure(t, s, out)
+		if out.Text != "" || !strings.HasPrefix(out.Error, "save transcript: ") {
+			t.Fatalf("outcome %+v, want no answer text and the transcript's write named", out)
+		}
+		// One write: neither the answer's row nor the turn's usage is stored.
+		if rows := mustRows(t, s); len(rows) != 1 || rows[0].Role != "user" {
+			t.Fatalf("rows %+v, want the user row only", rows)
+		}
+		if u := s.Record().Usage; u.APICalls != 0 || u.InputTokens != 0 {
+			t.Fatalf("usage %+v stored with the answer's write refused", u)
+		}
 	})
 	t.Run("usage", func(t *testing.T) {
 		h, fs := newFailingHarness(t)
 		s := h.create()
-		h.srv.Enqueue(openaitest.Text("hello"))
-		fs.arm(only("UpdateSession", 1))
+		h.srv.Enqueue(openaitest.HTTPError(400, openaitest.APIError{Message: "bad request"}))
+		fs.arm(only("AppendRowsUsage", 1)) // a turn with no row to end with: the usage only
 		out := h.run(s, "hi")
 		wantStoreFailure(t, s, out)
-		if out.Text != "hello" {
-			t.Fatalf("the answer's text is kept: %+v", out)
+		if !strings.HasPrefix(out.Error, "save usage: ") {
+			t.Fatalf("outcome %+v, want the usage's write named", out)
 		}
 	})
 	t.Run("partial answer after a provider failure", func(t *testing.T) {
@@ -190,7 +208,7 @@ func TestRunQueuedPromptNotSaved(t *testing.T) {
 		t.Fatalf("queue: %+v %v", adm, err)
 	}
 	defer f.Close()
-	fs.arm(only("AppendRows", 2)) // the first turn's answer passes, the queued prompt's row fails
+	fs.arm(only("AppendRows", 1)) // the queued prompt's row fails (the first turn's answer is stored with its usage)
 	g.Release()
 	var evs []engine.Event
 	for ev, err := range f.Events(ctxT(t)) {
@@ -203,5 +221,74 @@ func TestRunQueuedPromptNotSaved(t *testing.T) {
 	out, ok := last.Data.(engine.Outcome)
 	if last.Type != engine.EvMessageComplete || !ok || out.Status != engine.StatusFailed || out.ExitReason != "store_error" || out.TurnID == "" {
 		t.Fatalf("last event %s %+v, want the failed outcome of the turn that never started", last.Type, last.Data)
+	}
+}
+
+// countingStore counts the transcript and session-record writes made through it.
+type countingStore struct {
+	store.Store
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *countingStore) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[op]++
+}
+
+func (c *countingStore) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = nil
+	return out
+}
+
+func (c *countingStore) AppendRows(ctx context.Context, id string, f store.Fence, rows []store.Row) ([]store.Row, error) {
+	c.count("AppendRows")
+	return c.Store.AppendRows(ctx, id, f, rows)
+}
+
+func (c *countingStore) AppendRowsUsage(ctx context.Context, id string, f store.Fence, rows []store.Row, u store.Usage) ([]store.Row, store.Session, error) {
+	c.count("AppendRowsUsage")
+	return c.Store.AppendRowsUsage(ctx, id, f, rows, u)
+}
+
+func (c *countingStore) UpdateSession(ctx context.Context, id string, ifVersion uint64, fn func(*store.Session) error) (store.Session, error) {
+	c.count("UpdateSession")
+	return c.Store.UpdateSession(ctx, id, ifVersion, fn)
+}
+
+// TestWarmTurnWrites: a warm text turn writes its transcript and usage in two writes, the
+// prompt's row as it is admitted and the answer's row with the turn's usage as it ends (over
+// the home's store process each write is a round trip); the usage is stored with the answer.
+func TestWarmTurnWrites(t *testing.T) {
+	t.Parallel()
+	var cs *countingStore
+	h := newHarness(t, func(c *engine.Config) {
+		cs = &countingStore{Store: c.Store}
+		c.Store = cs
+	})
+	s := h.create()
+	for i := range 3 {
+		h.srv.Enqueue(openaitest.Text("answer"))
+		cs.take()
+		out := h.run(s, "hi")
+		if out.Status != engine.StatusCompleted {
+			t.Fatalf("turn %d: %+v", i, out)
+		}
+		if got := cs.take(); got["AppendRows"] != 1 || got["AppendRowsUsage"] != 1 || got["UpdateSession"] != 0 {
+			t.Fatalf("turn %d wrote %v, want one AppendRows (the prompt) and one AppendRowsUsage (the answer and usage)", i, got)
+		}
+	}
+	if u := s.Record().Usage; u.APICalls != 3 {
+		t.Fatalf("usage %+v, want 3 API calls over the three turns", u)
+	}
+	if rows := mustRows(t, s); len(rows) != 6 || rows[5].Role != "assistant" || rows[5].Content != "answer" {
+		t.Fatalf("rows %+v", rows)
 	}
 }

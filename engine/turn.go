@@ -48,6 +48,7 @@ type turnState struct {
 
 	userRowID uint64
 	callIDs   map[string]bool // tool call ids used in this turn (see uniqueCallIDs)
+	tail      []store.Row     // the answer's rows: stored with the turn's usage as it ends (finish)
 	finishing bool            // guarded by Session.mu: no more steers accepted
 	outcome   Outcome         // written before done is closed
 	abandoned bool            // never started (no message.complete); written before done is closed
@@ -167,21 +168,29 @@ func (s *Session) finish(t *turnState, out Outcome) {
 		APICalls: int64(out.APICalls), ToolCalls: t.toolCalls(),
 		CacheWriteTokens: int64(out.Usage.CacheWriteTokens), CostUSD: out.Usage.CostUSD,
 	}
+	rows := t.tail
+	t.tail = nil
+	if out.ExitReason != reasonLease {
+		// The answer's rows and the turn's usage go in one write: one synced write and, over
+		// the home's store process, one round trip instead of three. Both are stored or neither.
+		if _, rec, err := s.wst().AppendRowsUsage(context.Background(), s.id, store.Fence{}, rows, delta); err == nil {
+			s.mu.Lock()
+			s.rec = rec
+			s.mu.Unlock()
+		} else if len(rows) > 0 {
+			// The answer is not in the transcript: the turn failed as one whose last rows
+			// could not be written (its usage was not added either).
+			out = t.fail(unanswered(out), reasonStore, fmt.Errorf("save transcript: %w", err))
+		} else {
+			s.noteFenced(err)
+			s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: "usage not saved: " + err.Error(), Code: "store"}})
+			out = storeFailed(out, fmt.Errorf("save usage: %w", err))
+		}
+	}
 	if h := s.held.Load(); h != nil && out.ExitReason == reasonLease {
 		// The lease is gone: the store refuses this process's writes, and the handle is
 		// usable again once the turn ended (the next prompt acquires anew).
 		s.held.CompareAndSwap(h, nil)
-	} else if rec, err := s.wst().UpdateSession(context.Background(), s.id, 0, func(r *store.Session) error {
-		r.Usage.Add(delta)
-		return nil
-	}); err == nil {
-		s.mu.Lock()
-		s.rec = rec
-		s.mu.Unlock()
-	} else {
-		s.noteFenced(err)
-		s.j.append(Event{Type: EvError, TurnID: t.id, Data: ErrorInfo{Message: "usage not saved: " + err.Error(), Code: "store"}})
-		out = storeFailed(out, fmt.Errorf("save usage: %w", err))
 	}
 	t.outcome = out
 	t.endSpan(out)
@@ -411,10 +420,7 @@ func (t *turnState) streamModel(prov model.Provider, name string, msgs []model.M
 // answer ends the turn with the model's text.
 func (t *turnState) answer(out Outcome, acc *model.Accumulator, pending []store.Row) Outcome {
 	msg := acc.Message()
-	pending = append(pending, assistantRow(t.id, msg))
-	if err := t.s.persist(&pending, t); err != nil {
-		return t.fail(out, reasonStore, err)
-	}
+	t.tail = append(pending, assistantRow(t.id, msg)) // stored with the usage (finish)
 	fr := acc.FinishReason
 	if fr == "" {
 		fr = "stop"
@@ -479,6 +485,14 @@ func (t *turnState) fail(out Outcome, reason string, err error) Outcome {
 		info.Code = "lease"
 	}
 	t.s.j.append(Event{Type: EvError, TurnID: t.id, Data: info})
+	return out
+}
+
+// unanswered is out without the answer answer put in it: the outcome of a turn whose answer
+// could not be stored (fail then says why).
+func unanswered(out Outcome) Outcome {
+	out.Text, out.Reasoning, out.Error = "", "", ""
+	out.Completed, out.Partial = false, false
 	return out
 }
 
