@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // sseWriter frames server-sent events with "\n" line endings, one data line per event (JSON
@@ -31,8 +33,8 @@ func (s *sseWriter) event(name string, v any) {
 func (s *sseWriter) comment(text string) { s.write([]byte(": " + text + "\n\n")) }
 
 // error writes the in-band error object used after the 200 was sent.
-func (s *sseWriter) error(e *apiError) {
-	b, _ := json.Marshal(errorBody(e))
+func (s *sseWriter) error(e *wire.Error) {
+	b, _ := json.Marshal(wire.Body(e))
 	s.data(b)
 }
 
