@@ -6,8 +6,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/modelopts"
 	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
-	"github.com/hermes-go/hermes/transports/modelopts"
 )
 
 // ProviderInfo describes one configured model provider for GET /api/model/options.
@@ -28,7 +28,7 @@ func (s *Server) providers() []ProviderInfo {
 	return out
 }
 
-// modelOptions is the provider-aware picker inventory (transports/modelopts, shared with the
+// modelOptions is the provider-aware picker inventory (engine/modelopts, shared with the
 // gateway's model.options). refresh=1 busts the probe cache and probes every saved custom
 // provider; otherwise only the current provider is probed when it is custom. A failed probe
 // is reported on its provider; the request itself succeeds.
