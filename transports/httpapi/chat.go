@@ -221,14 +221,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if !bool(req.Stream) {
 		return s.chatJSON(c, run, k, at)
 	}
-	wire.SSEHeaders(c)
-	s.reqs.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.reqs.Done()
-		defer s.streaming()()
-		s.chatStream(w, run, k, at)
-	})
-	return nil
+	return s.streamSSE(c, func(w *bufio.Writer) { s.chatStream(w, run, k, at) })
 }
 
 // switchModel moves sess to model m (a resolved provider:model; "" keeps the session's). A
@@ -287,8 +280,8 @@ func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) er
 
 // turnError is the error a turn that started and did not complete answers with, before any
 // byte of the reply was sent: 409 turn_failed for a failed turn (its prompt is recorded and
-// its tools may have run, so it must not be repeated; see replay.go), the 502 of wire.OutcomeError
-// for an interrupted one.
+// its tools may have run, so it must not be repeated; see replay.go), the 502 of
+// wire.OutcomeError for an interrupted one.
 func turnError(o engine.Outcome) *wire.Error {
 	e := wire.OutcomeError(o)
 	if failedTurn(o) {
@@ -360,14 +353,14 @@ func toolLabel(args json.RawMessage) string {
 // with an in-band error event instead. A write error means the client left: the turn is
 // interrupted.
 func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attempt) {
-	sse := &sseWriter{w: w}
+	sse := &sseWriter{wire.Frames{W: w}}
 	reason := "client disconnected"
 	defer func() {
 		run.close(reason)
 		at.finish(answer{out: s.outcomeOf(run), id: k.id, created: k.created, model: k.model})
 	}()
 	sse.data(k.chunk(fiber.Map{"role": "assistant", "content": ""}, nil))
-	if sse.flush() != nil {
+	if sse.Flush() != nil {
 		return
 	}
 	running := map[string]bool{}
@@ -420,7 +413,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 	if err != nil {
 		reason = "shutdown"
 		sse.error(wire.Classify(err))
-		_ = sse.flush()
+		_ = sse.Flush()
 		return
 	}
 	// The turn is over: give its slot back before the client sees the end.
@@ -433,7 +426,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 	fr, ok := finish(run.out)
 	if !ok {
 		sse.error(wire.OutcomeError(run.out))
-		_ = sse.flush()
+		_ = sse.Flush()
 		return
 	}
 	sse.data(k.chunk(fiber.Map{}, fr))
@@ -442,7 +435,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 		sse.data(b)
 	}
 	sse.data([]byte("[DONE]"))
-	_ = sse.flush()
+	_ = sse.Flush()
 }
 
 func emoji(tool string) string {

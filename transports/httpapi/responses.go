@@ -284,14 +284,7 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 		}
 		return c.JSON(obj)
 	}
-	wire.SSEHeaders(c)
-	s.reqs.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.reqs.Done()
-		defer s.streaming()()
-		s.responseStream(w, run, rb, at)
-	})
-	return nil
+	return s.streamSSE(c, func(w *bufio.Writer) { s.responseStream(w, run, rb, at) })
 }
 
 // saveResponse persists a stored response and moves its conversation to it. A failure is
@@ -441,7 +434,7 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 // responseStream writes the Responses event sequence; every event has an event: line equal
 // to its type and a sequence_number counting from 0.
 func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
-	sse := &sseWriter{w: w}
+	sse := &sseWriter{wire.Frames{W: w}}
 	reason := "client disconnected"
 	defer func() {
 		run.close(reason)
@@ -465,7 +458,7 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	inProgress := rb.object("in_progress", nil, nil, nil)
 	emit("response.created", map[string]any{"response": inProgress})
 	emit("response.in_progress", map[string]any{"response": inProgress})
-	if sse.flush() != nil {
+	if sse.Flush() != nil {
 		return
 	}
 	opened := false
@@ -492,7 +485,7 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	if err != nil {
 		reason = "shutdown"
 		emitError(wire.Classify(err))
-		_ = sse.flush()
+		_ = sse.Flush()
 		return
 	}
 	// The turn is over: give its slot back before the client sees the end.
@@ -523,5 +516,5 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	default:
 		emit("response.completed", map[string]any{"response": obj})
 	}
-	_ = sse.flush()
+	_ = sse.Flush()
 }

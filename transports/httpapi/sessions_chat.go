@@ -247,24 +247,17 @@ func (s *Server) sessionChatStream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	wire.SSEHeaders(c)
-	s.reqs.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.reqs.Done()
-		defer s.streaming()()
-		s.streamSessionTurn(w, run, in.prompt)
-	})
-	return nil
+	return s.streamSSE(c, func(w *bufio.Writer) { s.streamSessionTurn(w, run, in.prompt) })
 }
 
 func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string) {
-	st := &sessionStream{sse: &sseWriter{w: w}, sessionID: run.sess.ID(), runID: "run_" + wire.NewHex(16)}
+	st := &sessionStream{sse: &sseWriter{wire.Frames{W: w}}, sessionID: run.sess.ID(), runID: "run_" + wire.NewHex(16)}
 	reason := "client disconnected"
 	defer func() { run.close(reason) }()
 	msgID := "msg_" + wire.NewHex(12)
 	st.emit("run.started", fiber.Map{"user_message": fiber.Map{"role": "user", "content": prompt}})
 	st.emit("message.started", fiber.Map{"message": fiber.Map{"id": msgID, "role": "assistant"}})
-	if st.sse.flush() != nil {
+	if st.sse.Flush() != nil {
 		return
 	}
 	err := s.pump(run, st.sse, func(ev engine.Event) bool {
@@ -308,7 +301,7 @@ func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string)
 		reason = "shutdown"
 		st.emit("error", fiber.Map{"message": wire.Classify(err).Message})
 		st.emit("done", fiber.Map{})
-		_ = st.sse.flush()
+		_ = st.sse.Flush()
 		return
 	}
 	run.close("")
@@ -335,7 +328,7 @@ func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string)
 	}
 	st.emit(name, term)
 	st.emit("done", fiber.Map{})
-	_ = st.sse.flush()
+	_ = st.sse.Flush()
 }
 
 // argsObject passes tool arguments through as JSON when they are an object.
