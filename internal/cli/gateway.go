@@ -21,12 +21,12 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
+	"github.com/hermes-go/hermes/engine/modelopts"
 	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/internal/metrics"
 	"github.com/hermes-go/hermes/transports/gateway"
 	"github.com/hermes-go/hermes/transports/httpapi"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
-	"github.com/hermes-go/hermes/transports/modelopts"
 )
 
 // assemble opens the store and builds the engine for a long-running surface. Diagnostics go to

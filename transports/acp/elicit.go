@@ -60,14 +60,7 @@ func (t *turn) elicit(ctx context.Context, r engine.Request, q, callID string) {
 			Required:   []string{elicitField},
 		},
 	}
-	askCtx, cancel := t.a.clientCtx(ctx, t.a.o.QuestionTimeout)
-	t.mu.Lock()
-	t.asks[r.ID] = cancel
-	t.mu.Unlock()
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		defer cancel()
+	t.ask(ctx, r.ID, t.a.o.QuestionTimeout, func(askCtx context.Context) {
 		var resp elicitResponse
 		err := t.a.call(askCtx, methodElicitationCreate, req, &resp)
 		reason := ""
@@ -92,7 +85,7 @@ func (t *turn) elicit(ctx context.Context, r engine.Request, q, callID string) {
 		if err := t.ss.s.Withdraw(r.ID, reason); err != nil && !errors.Is(err, engine.ErrUnknownRequest) {
 			t.a.o.Logger.Warn("acp: question not withdrawn", "request", r.ID, "err", err)
 		}
-	}()
+	})
 }
 
 // call sends a request of the adapter's own to the client and decodes its result into out.

@@ -57,14 +57,7 @@ func (t *turn) question(ctx context.Context, r engine.Request) {
 		ToolCall:  sdk.ToolCallUpdate{ToolCallId: sdk.ToolCallId(callID), Title: sdk.Ptr(q), Kind: sdk.Ptr(sdk.ToolKindThink)},
 		Options:   opts,
 	}
-	askCtx, cancel := t.a.clientCtx(ctx, t.a.o.QuestionTimeout)
-	t.mu.Lock()
-	t.asks[r.ID] = cancel
-	t.mu.Unlock()
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		defer cancel()
+	t.ask(ctx, r.ID, t.a.o.QuestionTimeout, func(askCtx context.Context) {
 		resp, err := t.a.conn.RequestPermission(askCtx, req)
 		var answer map[string]any
 		if err == nil && resp.Outcome.Selected != nil {
@@ -85,7 +78,7 @@ func (t *turn) question(ctx context.Context, r engine.Request) {
 		if err := t.ss.s.Answer(r.ID, answer); err != nil && !errors.Is(err, engine.ErrUnknownRequest) {
 			_ = t.ss.s.Withdraw(r.ID, "the editor's answer was not accepted")
 		}
-	}()
+	})
 }
 
 func stringList(v any) []string {

@@ -451,15 +451,10 @@ func (t *turn) permission(ctx context.Context, r engine.Request) {
 		req.ToolCall.Kind = sdk.Ptr(sdk.ToolKindEdit)
 		req.ToolCall.Content = diffs
 	}
-	askCtx, cancel := t.a.clientCtx(ctx, t.a.o.PermissionTimeout)
 	t.mu.Lock()
-	t.asks[r.ID] = cancel
 	t.askCall[r.ID] = callID
 	t.mu.Unlock()
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		defer cancel()
+	t.ask(ctx, r.ID, t.a.o.PermissionTimeout, func(askCtx context.Context) {
 		choice := engine.ChoiceDeny
 		resp, err := t.a.conn.RequestPermission(askCtx, req)
 		if err == nil && resp.Outcome.Selected != nil {
@@ -476,6 +471,22 @@ func (t *turn) permission(ctx context.Context, r engine.Request) {
 			t.a.o.Logger.Warn("approval answer failed; withdrawing", "request", r.ID, "err", err)
 			_ = t.ss.s.Withdraw(r.ID, "the client's answer was not accepted")
 		}
+	})
+}
+
+// ask runs one round trip to the client for the engine's request id, in a goroutine the turn
+// owns (stopAsks waits for it). Its context ends after timeout, when the engine withdraws the
+// request (stopAsk) or when the turn stops.
+func (t *turn) ask(ctx context.Context, id string, timeout time.Duration, roundTrip func(ctx context.Context)) {
+	askCtx, cancel := t.a.clientCtx(ctx, timeout)
+	t.mu.Lock()
+	t.asks[id] = cancel
+	t.mu.Unlock()
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer cancel()
+		roundTrip(askCtx)
 	}()
 }
 

@@ -99,13 +99,23 @@ type sessionParams struct {
 	SessionID string `json:"session_id"`
 }
 
+func (p sessionParams) sessionID() string { return p.SessionID }
+
 // sessionOf decodes params that name only a session and resolves it.
 func (c *client) sessionOf(method string, raw json.RawMessage) (*live, error) {
-	p, err := decode[sessionParams](method, raw)
+	_, l, err := decodeSession[sessionParams](c, method, raw)
+	return l, err
+}
+
+// decodeSession decodes params that name a session (sessionParams embedded) and resolves
+// it: a decoding error first, then the session's (4001 when unknown).
+func decodeSession[T interface{ sessionID() string }](c *client, method string, raw json.RawMessage) (T, *live, error) {
+	p, err := decode[T](method, raw)
 	if err != nil {
-		return nil, err
+		return p, nil, err
 	}
-	return c.sess(p.SessionID)
+	l, err := c.sess(p.sessionID())
+	return p, l, err
 }
 
 func ping(context.Context, *client, string, json.RawMessage) (any, error) {
@@ -417,16 +427,11 @@ func sessionResume(ctx context.Context, c *client, m string, raw json.RawMessage
 }
 
 func sessionActivate(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID    string `json:"session_id"`
-		Cols         int    `json:"cols"`
-		OmitMessages bool   `json:"omit_messages"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Cols         int  `json:"cols"`
+		OmitMessages bool `json:"omit_messages"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -509,15 +514,10 @@ func sessionClose(ctx context.Context, c *client, m string, raw json.RawMessage)
 }
 
 func sessionInterrupt(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID            string `json:"session_id"`
+	_, l, err := decodeSession[struct {
+		sessionParams
 		ExpectedHostedTaskID string `json:"expected_hosted_task_id"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -528,15 +528,10 @@ func sessionInterrupt(_ context.Context, c *client, m string, raw json.RawMessag
 }
 
 func sessionSteer(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
-		Text      string `json:"text"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Text string `json:"text"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -564,15 +559,10 @@ func sessionHistory(ctx context.Context, c *client, m string, raw json.RawMessag
 }
 
 func sessionCompress(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID  string `json:"session_id"`
+	p, l, err := decodeSession[struct {
+		sessionParams
 		FocusTopic string `json:"focus_topic"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -597,16 +587,11 @@ func sessionCompress(ctx context.Context, c *client, m string, raw json.RawMessa
 }
 
 func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
-		Name      string `json:"name"`
-		Count     int    `json:"count"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Name  string `json:"name"`
+		Count int    `json:"count"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -636,15 +621,10 @@ func sessionBranch(ctx context.Context, c *client, m string, raw json.RawMessage
 }
 
 func sessionTitle(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string  `json:"session_id"`
-		Title     *string `json:"title"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Title *string `json:"title"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -715,16 +695,11 @@ func sessionStatus(_ context.Context, c *client, m string, raw json.RawMessage) 
 }
 
 func sessionEventsSince(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID  string `json:"session_id"`
+	p, l, err := decodeSession[struct {
+		sessionParams
 		LastSeen   uint64 `json:"last_seen"`
 		Generation string `json:"replay_generation"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}

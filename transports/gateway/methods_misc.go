@@ -384,15 +384,10 @@ func processList(_ context.Context, c *client, m string, raw json.RawMessage) (a
 }
 
 func processStop(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
+	p, l, err := decodeSession[struct {
+		sessionParams
 		ProcessID string `json:"process_id"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -505,15 +500,10 @@ func (c *client) seesID(ctx context.Context, id string) bool {
 }
 
 func spawnTreeSave(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
-		Name      string `json:"name"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Name string `json:"name"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -600,15 +590,10 @@ func spawnTreeLoad(ctx context.Context, c *client, m string, raw json.RawMessage
 }
 
 func terminalResize(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
-		Cols      int    `json:"cols"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Cols int `json:"cols"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -633,17 +618,12 @@ func (l *live) addImage(path string) int {
 }
 
 func clipboardPaste(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID     string `json:"session_id"`
+	p, l, err := decodeSession[struct {
+		sessionParams
 		ContentBase64 string `json:"content_base64"`
 		Data          string `json:"data"`
 		Filename      string `json:"filename"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -681,15 +661,10 @@ func clipboardPaste(_ context.Context, c *client, m string, raw json.RawMessage)
 }
 
 func imageAttach(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
-		Path      string `json:"path"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Path string `json:"path"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}

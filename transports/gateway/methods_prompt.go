@@ -141,15 +141,10 @@ func staleErr(ctx context.Context, l *live, err error, tr *engine.Truncate) erro
 }
 
 func promptBackground(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
-		Text      string `json:"text"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	p, l, err := decodeSession[struct {
+		sessionParams
+		Text string `json:"text"`
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -288,17 +283,12 @@ func requestAnswer(_ context.Context, c *client, m string, raw json.RawMessage) 
 }
 
 func approvalRespond(_ context.Context, c *client, m string, raw json.RawMessage) (any, error) {
-	p, err := decode[struct {
-		common
-		SessionID string `json:"session_id"`
+	p, l, err := decodeSession[struct {
+		sessionParams
 		Choice    string `json:"choice"`
 		All       bool   `json:"all"`
 		RequestID string `json:"request_id"`
-	}](m, raw)
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.sess(p.SessionID)
+	}](c, m, raw)
 	if err != nil {
 		return nil, err
 	}

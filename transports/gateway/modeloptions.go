@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/hermes-go/hermes/transports/modelopts"
+	"github.com/hermes-go/hermes/engine/modelopts"
 )
 
 // modelOptions is model.options {refresh?}: the provider-aware picker inventory, the same
-// payload and probe policy as GET /api/model/options (transports/modelopts).
+// payload and probe policy as GET /api/model/options (engine/modelopts).
 func modelOptions(ctx context.Context, c *client, m string, raw json.RawMessage) (any, error) {
 	p, err := decode[struct {
 		common

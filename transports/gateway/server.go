@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/engine/modelopts"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
-	"github.com/hermes-go/hermes/transports/modelopts"
 )
 
 // Options configure a Server.
@@ -22,7 +22,7 @@ type Options struct {
 	// session.create; nil or an empty list means "accept any name" (custom endpoints,
 	// aggregators, local servers).
 	Models func(provider string) []string
-	// ModelOptions answers model.options: the picker inventory (transports/modelopts) with
+	// ModelOptions answers model.options: the picker inventory (engine/modelopts) with
 	// refresh as asked. Nil builds it from the engine's provider names, nothing probed.
 	ModelOptions func(ctx context.Context, refresh bool) map[string]any
 	// BusyMode and SetBusyMode read and change the busy-input mode (config busy).

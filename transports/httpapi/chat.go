@@ -20,9 +20,9 @@ import (
 type chatRequest struct {
 	Model         string        `json:"model"`
 	Messages      []chatMessage `json:"messages"`
-	Stream        flexBool      `json:"stream"`
+	Stream        wire.FlexBool `json:"stream"`
 	StreamOptions *struct {
-		IncludeUsage flexBool `json:"include_usage"`
+		IncludeUsage wire.FlexBool `json:"include_usage"`
 	} `json:"stream_options"`
 	N *int `json:"n"`
 }
@@ -48,13 +48,13 @@ func flatten(raw json.RawMessage, i int) (string, error) {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", badRequest(param, "invalid_type", "content must be a string or an array of parts")
+			return "", wire.BadRequest(param, "invalid_type", "content must be a string or an array of parts")
 		}
 		return s, nil
 	case '[':
 		var parts []contentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", badRequest(param, "invalid_type", "content parts must be objects with a type")
+			return "", wire.BadRequest(param, "invalid_type", "content parts must be objects with a type")
 		}
 		var b strings.Builder
 		for _, p := range parts {
@@ -65,12 +65,12 @@ func flatten(raw json.RawMessage, i int) (string, error) {
 				}
 				b.WriteString(p.Text)
 			default:
-				return "", badRequest(param, "unsupported_content_type", "content part type "+strconv.Quote(p.Type)+" is not supported (text only)")
+				return "", wire.BadRequest(param, "unsupported_content_type", "content part type "+strconv.Quote(p.Type)+" is not supported (text only)")
 			}
 		}
 		return b.String(), nil
 	}
-	return "", badRequest(param, "invalid_type", "content must be a string or an array of parts")
+	return "", wire.BadRequest(param, "invalid_type", "content must be a string or an array of parts")
 }
 
 // chatTurn is what a chat request resolved to.
@@ -86,10 +86,10 @@ type chatTurn struct {
 // messages before the last one.
 func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest) (chatTurn, error) {
 	if len(req.Messages) == 0 {
-		return chatTurn{}, badRequest("messages", "missing_messages", "Missing or invalid 'messages' field")
+		return chatTurn{}, wire.BadRequest("messages", "missing_messages", "Missing or invalid 'messages' field")
 	}
 	if req.N != nil && *req.N != 1 {
-		return chatTurn{}, badRequest("n", "unsupported_value", "only n=1 is supported")
+		return chatTurn{}, wire.BadRequest("n", "unsupported_value", "only n=1 is supported")
 	}
 	modelName, err := s.pickModel(req.Model)
 	if err != nil {
@@ -98,12 +98,12 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 	id := c.Get(HeaderSessionID)
 	key := c.Get(HeaderSessionKey)
 	if id != "" {
-		if err := validSessionID(id); err != nil {
+		if err := wire.ValidSessionID(id); err != nil {
 			return chatTurn{}, err
 		}
 	}
 	if key != "" {
-		if err := validSessionKey(key); err != nil {
+		if err := wire.ValidSessionKey(key); err != nil {
 			return chatTurn{}, err
 		}
 	}
@@ -128,11 +128,11 @@ func (s *Server) resolveChat(ctx context.Context, c *fiber.Ctx, req *chatRequest
 			last = i
 		case "assistant", "tool", "function":
 		default:
-			return chatTurn{}, badRequest("messages["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(m.Role))
+			return chatTurn{}, wire.BadRequest("messages["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(m.Role))
 		}
 	}
 	if last < 0 || last != len(req.Messages)-1 || strings.TrimSpace(texts[last]) == "" {
-		return chatTurn{}, badRequest("messages", "no_user_message", "No user message found in messages (the last message must be a non-empty user message)")
+		return chatTurn{}, wire.BadRequest("messages", "no_user_message", "No user message found in messages (the last message must be a non-empty user message)")
 	}
 	if id == "" {
 		id = derivedSessionID(s.keyOf(c), strings.Join(system, "\n"), firstUser)
@@ -191,14 +191,14 @@ const HeaderToolProgress = "X-Hermes-Tool-Progress"
 
 func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	var req chatRequest
-	if err := decodeJSON(c.Body(), &req); err != nil {
+	if err := wire.DecodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
 	at, err := s.begin(c)
 	if err != nil {
 		return err
 	}
-	k := chunker{id: "chatcmpl-" + newHex(14), created: time.Now().Unix(),
+	k := chunker{id: "chatcmpl-" + wire.NewHex(14), created: time.Now().Unix(),
 		usage:    req.StreamOptions != nil && bool(req.StreamOptions.IncludeUsage),
 		progress: strings.EqualFold(c.Get(HeaderToolProgress), "true")}
 	var run *turnRun
@@ -221,14 +221,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if !bool(req.Stream) {
 		return s.chatJSON(c, run, k, at)
 	}
-	sseHeaders(c)
-	s.reqs.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.reqs.Done()
-		defer s.streaming()()
-		s.chatStream(w, run, k, at)
-	})
-	return nil
+	return s.streamSSE(c, func(w *bufio.Writer) { s.chatStream(w, run, k, at) })
 }
 
 // switchModel moves sess to model m (a resolved provider:model; "" keeps the session's). A
@@ -287,10 +280,10 @@ func (s *Server) chatJSON(c *fiber.Ctx, run *turnRun, k chunker, at *attempt) er
 
 // turnError is the error a turn that started and did not complete answers with, before any
 // byte of the reply was sent: 409 turn_failed for a failed turn (its prompt is recorded and
-// its tools may have run, so it must not be repeated; see replay.go), the 502 of outcomeError
-// for an interrupted one.
-func turnError(o engine.Outcome) *apiError {
-	e := outcomeError(o)
+// its tools may have run, so it must not be repeated; see replay.go), the 502 of
+// wire.OutcomeError for an interrupted one.
+func turnError(o engine.Outcome) *wire.Error {
+	e := wire.OutcomeError(o)
 	if failedTurn(o) {
 		e.Status, e.Code = fiber.StatusConflict, "turn_failed"
 	}
@@ -360,14 +353,14 @@ func toolLabel(args json.RawMessage) string {
 // with an in-band error event instead. A write error means the client left: the turn is
 // interrupted.
 func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attempt) {
-	sse := &sseWriter{w: w}
+	sse := &sseWriter{wire.Frames{W: w}}
 	reason := "client disconnected"
 	defer func() {
 		run.close(reason)
 		at.finish(answer{out: s.outcomeOf(run), id: k.id, created: k.created, model: k.model})
 	}()
 	sse.data(k.chunk(fiber.Map{"role": "assistant", "content": ""}, nil))
-	if sse.flush() != nil {
+	if sse.Flush() != nil {
 		return
 	}
 	running := map[string]bool{}
@@ -398,7 +391,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 				sse.event("hermes.tool.progress", m)
 			}
 		case engine.EvStatus:
-			name, fields, ok := compactionEvent(ev, run.sess)
+			name, fields, ok := wire.CompactionEvent(ev, run.sess)
 			if !ok || !k.progress {
 				return false
 			}
@@ -419,8 +412,8 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 	}
 	if err != nil {
 		reason = "shutdown"
-		sse.error(classify(err))
-		_ = sse.flush()
+		sse.error(wire.Classify(err))
+		_ = sse.Flush()
 		return
 	}
 	// The turn is over: give its slot back before the client sees the end.
@@ -432,8 +425,8 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 	}
 	fr, ok := finish(run.out)
 	if !ok {
-		sse.error(outcomeError(run.out))
-		_ = sse.flush()
+		sse.error(wire.OutcomeError(run.out))
+		_ = sse.Flush()
 		return
 	}
 	sse.data(k.chunk(fiber.Map{}, fr))
@@ -442,7 +435,7 @@ func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attemp
 		sse.data(b)
 	}
 	sse.data([]byte("[DONE]"))
-	_ = sse.flush()
+	_ = sse.Flush()
 }
 
 func emoji(tool string) string {

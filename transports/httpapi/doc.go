@@ -16,6 +16,6 @@
 // binds a controller to the principal that registered it, and a turn's browser tool calls go
 // only to the controller of the principal whose request started that turn.
 //
-// Every route fails with the OpenAI error envelope; classify is the one place that maps engine
-// errors to statuses and codes.
+// Every route fails with the OpenAI error envelope; wire.Classify is the one place that maps
+// engine errors to statuses and codes.
 package httpapi

@@ -6,22 +6,24 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // writeError writes err as an OpenAI error response.
 func writeError(c *fiber.Ctx, err error) error {
-	e := classify(err)
+	e := wire.Classify(err)
 	if e.NoRetry {
 		c.Set("x-should-retry", "false")
 	}
 	if e.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
 	}
-	return c.Status(e.Status).JSON(errorBody(e))
+	return c.Status(e.Status).JSON(wire.Body(e))
 }
 
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
-	e := classify(err)
+	e := wire.Classify(err)
 	if e.Status == fiber.StatusInternalServerError {
 		s.log.Error("handler failed", "path", c.Path(), "err", err)
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // A store that cannot be reached for now (its database restarting) is a 503 with Retry-After in
 // the OpenAI error form, wherever the error comes from: a handler's own store call (storeErr)
-// or an engine verb (classify), or a turn whose writes it refused.
+// or an engine verb (wire.Classify), or a turn whose writes it refused.
 func TestStoreUnavailableIs503(t *testing.T) {
 	down := fmt.Errorf("%w: dial tcp 127.0.0.1:5432: connect: connection refused", engine.ErrStoreUnavailable)
 	app := fiber.New()
@@ -24,7 +25,7 @@ func TestStoreUnavailableIs503(t *testing.T) {
 	// and the session chat's 502 are for turns that failed on their own.
 	outage := engine.Outcome{Status: engine.StatusFailed, ExitReason: "store_error", Error: "save usage: " + down.Error()}
 	app.Get("/turn", func(c *fiber.Ctx) error { return writeError(c, turnError(outage)) })
-	app.Get("/outcome", func(c *fiber.Ctx) error { return writeError(c, outcomeError(outage)) })
+	app.Get("/outcome", func(c *fiber.Ctx) error { return writeError(c, wire.OutcomeError(outage)) })
 	if failedTurn(outage) {
 		t.Fatal("a turn a store outage ended is remembered as failed (replayed instead of run again)")
 	}

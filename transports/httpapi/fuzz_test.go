@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // FuzzChatRequest feeds arbitrary bodies through the chat request decoder: it must never
@@ -21,7 +23,7 @@ func FuzzChatRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req chatRequest
-		err := decodeJSON(body, &req)
+		err := wire.DecodeJSON(body, &req)
 		if err == nil {
 			for i, m := range req.Messages {
 				if _, err = flatten(m.Content, i); err != nil {
@@ -30,7 +32,7 @@ func FuzzChatRequest(f *testing.F) {
 			}
 		}
 		if err != nil {
-			var ae *apiError
+			var ae *wire.Error
 			if !errors.As(err, &ae) || ae.Status != 400 || ae.Message == "" {
 				t.Fatalf("%q: %v", body, err)
 			}
@@ -52,7 +54,7 @@ func FuzzResponsesInput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, prompt, err := parseInput(raw, time.Time{})
 		if err != nil {
-			var ae *apiError
+			var ae *wire.Error
 			if !errors.As(err, &ae) || ae.Status != 400 {
 				t.Fatalf("%q: %v", raw, err)
 			}

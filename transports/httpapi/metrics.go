@@ -5,6 +5,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // metricsRoutes serves Options.Metrics at /metrics, behind the API key like every route. The
@@ -18,7 +19,7 @@ func (s *Server) metricsRoutes() {
 	h := adaptor.HTTPHandler(s.opts.Metrics)
 	s.app.Get("/metrics", func(c *fiber.Ctx) error {
 		if w := who(c); w.ID != engine.LocalOwner.ID && !w.Admin {
-			return writeError(c, &apiError{Status: fiber.StatusForbidden, Message: "metrics are server-wide: use the server's API key or the admin key", Type: "invalid_request_error", Code: "permission_denied"})
+			return writeError(c, &wire.Error{Status: fiber.StatusForbidden, Message: "metrics are server-wide: use the server's API key or the admin key", Type: "invalid_request_error", Code: "permission_denied"})
 		}
 		return h(c)
 	})

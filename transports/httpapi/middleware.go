@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 const (
@@ -47,7 +49,7 @@ func (s *Server) common(c *fiber.Ctx) error {
 		return c.Next()
 	}
 	if !s.cors["*"] && !s.cors[origin] {
-		return writeError(c, &apiError{Status: fiber.StatusForbidden, Message: "origin not allowed: " + origin, Type: "invalid_request_error", Code: "origin_not_allowed"})
+		return writeError(c, &wire.Error{Status: fiber.StatusForbidden, Message: "origin not allowed: " + origin, Type: "invalid_request_error", Code: "origin_not_allowed"})
 	}
 	c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
 	c.Set(fiber.HeaderVary, "Origin")

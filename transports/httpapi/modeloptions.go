@@ -6,7 +6,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/transports/modelopts"
+	"github.com/hermes-go/hermes/engine/modelopts"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // ProviderInfo describes one configured model provider for GET /api/model/options.
@@ -27,7 +28,7 @@ func (s *Server) providers() []ProviderInfo {
 	return out
 }
 
-// modelOptions is the provider-aware picker inventory (transports/modelopts, shared with the
+// modelOptions is the provider-aware picker inventory (engine/modelopts, shared with the
 // gateway's model.options). refresh=1 busts the probe cache and probes every saved custom
 // provider; otherwise only the current provider is probed when it is custom. A failed probe
 // is reported on its provider; the request itself succeeds.
@@ -38,7 +39,7 @@ func (s *Server) modelOptions(c *fiber.Ctx) error {
 	case "1", "true":
 		refresh = true
 	default:
-		return badRequest("refresh", "invalid_value", "refresh must be 1, 0, true or false")
+		return wire.BadRequest("refresh", "invalid_value", "refresh must be 1, 0, true or false")
 	}
 	return c.JSON(modelopts.Build(s.ctx, s.eng, &s.catalog, s.providers(), s.models(), refresh))
 }
@@ -63,7 +64,7 @@ func (s *Server) catalogueModel(name string) (model string, ok bool, err error) 
 	var mm *engine.ModelMismatchError
 	switch {
 	case errors.As(rerr, &mm):
-		return "", true, &apiError{Status: fiber.StatusNotFound, Message: mm.Mismatch.Error(), Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+		return "", true, &wire.Error{Status: fiber.StatusNotFound, Message: mm.Mismatch.Error(), Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 	case rerr == nil:
 		return canon, true, nil
 	}

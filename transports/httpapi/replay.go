@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // Client retries and Idempotency-Key on chat completions and responses.
@@ -152,8 +153,8 @@ type attempt struct {
 }
 
 var (
-	errKeyConflict   = &apiError{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
-	errKeyInProgress = &apiError{Status: fiber.StatusConflict, Message: "a request with this Idempotency-Key is still running; retry it once that one has answered", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_in_progress"}
+	errKeyConflict   = &wire.Error{Status: fiber.StatusConflict, Message: "Idempotency-Key was used with a different request", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_conflict", NoRetry: true}
+	errKeyInProgress = &wire.Error{Status: fiber.StatusConflict, Message: "a request with this Idempotency-Key is still running; retry it once that one has answered", Type: "invalid_request_error", Param: "Idempotency-Key", Code: "idempotency_key_in_progress"}
 )
 
 // begin looks the request up. With a remembered answer it returns an attempt whose prev is
@@ -176,7 +177,7 @@ func (s *Server) begin(c *fiber.Ctx) (*attempt, error) {
 		}
 		return at, nil
 	}
-	if err := validIdempotencyKey(ikey); err != nil {
+	if err := wire.ValidIdempotencyKey(ikey); err != nil {
 		return nil, err
 	}
 	at.key = kvReplayKey + sha256Hex(principal(c)+"\n"+c.Path()+"\n"+ikey)
@@ -200,7 +201,7 @@ func (s *Server) begin(c *fiber.Ctx) (*attempt, error) {
 				return at, nil
 			}
 		}
-		claim := replayRecord{FP: fp, At: now, Beat: now, Claim: newHex(12)}
+		claim := replayRecord{FP: fp, At: now, Beat: now, Claim: wire.NewHex(12)}
 		b, err := json.Marshal(claim)
 		if err != nil {
 			return nil, err
@@ -303,7 +304,7 @@ func (a *attempt) finish(ans answer) {
 		return
 	}
 	switch {
-	case a.key != "" && storeOutage(ans.out):
+	case a.key != "" && wire.StoreOutage(ans.out):
 		a.settle(nil) // answered 503: a retry with the key runs again
 	case a.key != "":
 		a.settle(b)
@@ -402,5 +403,5 @@ func (s *Server) outcomeOf(run *turnRun) engine.Outcome {
 // store outage ended: that is a 503 to retry): the turn answered 409 turn_failed and replayed
 // for replayWindow.
 func failedTurn(o engine.Outcome) bool {
-	return o.Status == engine.StatusFailed && !o.Interrupted && !storeOutage(o)
+	return o.Status == engine.StatusFailed && !o.Interrupted && !wire.StoreOutage(o)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // Store keys of the Responses API. Records live in the session store's key-value space, so
@@ -31,8 +32,8 @@ type responsesRequest struct {
 	Instructions       *string         `json:"instructions"`
 	PreviousResponseID *string         `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"` // a name, or {"id": name}
-	Store              *flexBool       `json:"store"`
-	Stream             flexBool        `json:"stream"`
+	Store              *wire.FlexBool  `json:"store"`
+	Stream             wire.FlexBool   `json:"stream"`
 }
 
 type inputItem struct {
@@ -66,18 +67,18 @@ func conversationKey(owner, name string) string {
 func parseInput(raw json.RawMessage, now time.Time) ([]engine.Row, string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, "", badRequest("input", "missing_input", "Missing required parameter: 'input'")
+		return nil, "", wire.BadRequest("input", "missing_input", "Missing required parameter: 'input'")
 	}
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil || strings.TrimSpace(s) == "" {
-			return nil, "", badRequest("input", "missing_input", "'input' must be a non-empty string or array")
+			return nil, "", wire.BadRequest("input", "missing_input", "'input' must be a non-empty string or array")
 		}
 		return nil, s, nil
 	}
 	var items []inputItem
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil || len(items) == 0 {
-		return nil, "", badRequest("input", "invalid_type", "'input' must be a string or array")
+		return nil, "", wire.BadRequest("input", "invalid_type", "'input' must be a string or array")
 	}
 	var rows []engine.Row
 	for i, it := range items {
@@ -85,31 +86,31 @@ func parseInput(raw json.RawMessage, now time.Time) ([]engine.Row, string, error
 		case "", "message":
 			text, err := flatten(it.Content, i)
 			if err != nil {
-				return nil, "", withParam(err, "input["+strconv.Itoa(i)+"].content")
+				return nil, "", wire.WithParam(err, "input["+strconv.Itoa(i)+"].content")
 			}
 			switch it.Role {
 			case "user", "assistant", "system":
 			case "developer":
 				it.Role = "system"
 			default:
-				return nil, "", badRequest("input["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(it.Role))
+				return nil, "", wire.BadRequest("input["+strconv.Itoa(i)+"].role", "invalid_value", "unknown role "+strconv.Quote(it.Role))
 			}
 			rows = append(rows, engine.Row{Role: it.Role, Content: text, Time: now})
 		case "function_call_output":
 			text, err := flatten(it.Output, i)
 			if err != nil {
-				return nil, "", badRequest("input["+strconv.Itoa(i)+"].output", "invalid_type", "output must be a string or text parts")
+				return nil, "", wire.BadRequest("input["+strconv.Itoa(i)+"].output", "invalid_type", "output must be a string or text parts")
 			}
 			rows = append(rows, engine.Row{Role: "user", Content: "[tool result]\n" + text, Time: now})
 		case "function_call", "reasoning":
 			// Replayed output items of earlier calls: the session already has them.
 		default:
-			return nil, "", badRequest("input["+strconv.Itoa(i)+"].type", "unsupported_content_type", "input item type "+strconv.Quote(it.Type)+" is not supported")
+			return nil, "", wire.BadRequest("input["+strconv.Itoa(i)+"].type", "unsupported_content_type", "input item type "+strconv.Quote(it.Type)+" is not supported")
 		}
 	}
 	last := len(rows) - 1
 	if last < 0 || rows[last].Role != "user" || strings.TrimSpace(rows[last].Content) == "" {
-		return nil, "", badRequest("input", "no_user_message", "the last input item must be a non-empty user message")
+		return nil, "", wire.BadRequest("input", "no_user_message", "the last input item must be a non-empty user message")
 	}
 	return rows[:last], rows[last].Content, nil
 }
@@ -125,12 +126,12 @@ func conversationName(raw json.RawMessage) (string, error) {
 			ID string `json:"id"`
 		}
 		if json.Unmarshal(raw, &obj) != nil {
-			return "", badRequest("conversation", "invalid_type", "'conversation' must be a string or {\"id\": string}")
+			return "", wire.BadRequest("conversation", "invalid_type", "'conversation' must be a string or {\"id\": string}")
 		}
 		name = obj.ID
 	}
-	if len(name) > maxHeaderID || hasControl(name) {
-		return "", badRequest("conversation", "invalid_value", "invalid conversation name")
+	if len(name) > wire.MaxHeaderID || wire.HasControl(name) {
+		return "", wire.BadRequest("conversation", "invalid_value", "invalid conversation name")
 	}
 	return name, nil
 }
@@ -154,7 +155,7 @@ func (s *Server) loadResponse(ctx context.Context, p engine.Principal, id string
 
 func (s *Server) createResponse(c *fiber.Ctx) error {
 	var req responsesRequest
-	if err := decodeJSON(c.Body(), &req); err != nil {
+	if err := wire.DecodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
 	modelName, err := s.pickModel(req.Model)
@@ -170,11 +171,11 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		prev = *req.PreviousResponseID
 	}
 	if conv != "" && prev != "" {
-		return badRequest("conversation", "invalid_request", "Cannot use both 'conversation' and 'previous_response_id'")
+		return wire.BadRequest("conversation", "invalid_request", "Cannot use both 'conversation' and 'previous_response_id'")
 	}
 	key := c.Get(HeaderSessionKey)
 	if key != "" {
-		if err := validSessionKey(key); err != nil {
+		if err := wire.ValidSessionKey(key); err != nil {
 			return err
 		}
 	}
@@ -216,7 +217,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		return err
 	}
 	rb := &respBuilder{
-		id: "resp_" + newHex(14), msgID: "msg_" + newHex(12), model: sess.Record().Model, created: now.Unix(),
+		id: "resp_" + wire.NewHex(14), msgID: "msg_" + wire.NewHex(12), model: sess.Record().Model, created: now.Unix(),
 		prev: prev, store: req.Store == nil || bool(*req.Store), instructions: req.Instructions,
 		conv: conv, sessionID: sess.ID(), owner: who(c).ID,
 	}
@@ -231,7 +232,7 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 	if prev != "" {
 		rec, err := s.loadResponse(ctx, who(c), prev)
 		if errors.Is(err, engine.ErrNotFound) {
-			return nil, &apiError{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
+			return nil, &wire.Error{Status: fiber.StatusBadRequest, Message: "Previous response with id '" + prev + "' not found.", Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found"}
 		}
 		if err != nil {
 			return nil, err
@@ -246,7 +247,7 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 		}
 	} else {
 		var err error
-		if sess, err = s.openOrSeed(ctx, who(c), "resp-"+newHex(12), modelName, key, history); err != nil {
+		if sess, err = s.openOrSeed(ctx, who(c), "resp-"+wire.NewHex(12), modelName, key, history); err != nil {
 			return nil, err
 		}
 	}
@@ -283,14 +284,7 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 		}
 		return c.JSON(obj)
 	}
-	sseHeaders(c)
-	s.reqs.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.reqs.Done()
-		defer s.streaming()()
-		s.responseStream(w, run, rb, at)
-	})
-	return nil
+	return s.streamSSE(c, func(w *bufio.Writer) { s.responseStream(w, run, rb, at) })
 }
 
 // saveResponse persists a stored response and moves its conversation to it. A failure is
@@ -313,7 +307,7 @@ func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
 }
 
 func (s *Server) getResponse(c *fiber.Ctx) error {
-	if err := checkID("response_id", "invalid_response_id", "response id", c.Params("id")); err != nil {
+	if err := wire.CheckID("response_id", "invalid_response_id", "response id", c.Params("id")); err != nil {
 		return err
 	}
 	rec, err := s.loadResponse(s.ctx, who(c), c.Params("id"))
@@ -328,7 +322,7 @@ func (s *Server) getResponse(c *fiber.Ctx) error {
 
 func (s *Server) deleteResponse(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if err := checkID("response_id", "invalid_response_id", "response id", id); err != nil {
+	if err := wire.CheckID("response_id", "invalid_response_id", "response id", id); err != nil {
 		return err
 	}
 	rec, err := s.loadResponse(s.ctx, who(c), id)
@@ -352,7 +346,7 @@ func (s *Server) deleteResponse(c *fiber.Ctx) error {
 }
 
 func responseNotFound(id string) error {
-	return &apiError{Status: fiber.StatusNotFound, Message: "Response with id '" + id + "' not found.", Type: "invalid_request_error", Param: "response_id", Code: "response_not_found"}
+	return &wire.Error{Status: fiber.StatusNotFound, Message: "Response with id '" + id + "' not found.", Type: "invalid_request_error", Param: "response_id", Code: "response_not_found"}
 }
 
 // respBuilder assembles Response objects of one call.
@@ -419,7 +413,7 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 	reason, ok := finish(o)
 	switch {
 	case !ok:
-		e := outcomeError(o)
+		e := wire.OutcomeError(o)
 		obj := rb.object("failed", output, respUsage(o.Usage), map[string]any{"code": "server_error", "message": e.Message, "type": e.Type, "param": nil})
 		return obj
 	case reason == "length", reason == "content_filter":
@@ -440,7 +434,7 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 // responseStream writes the Responses event sequence; every event has an event: line equal
 // to its type and a sequence_number counting from 0.
 func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
-	sse := &sseWriter{w: w}
+	sse := &sseWriter{wire.Frames{W: w}}
 	reason := "client disconnected"
 	defer func() {
 		run.close(reason)
@@ -454,17 +448,17 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	}
 	// emitError writes the error event in both published forms, flat (the schema) and nested
 	// (what OpenAI sends): each SDK raises on one of them.
-	emitError := func(e *apiError) {
+	emitError := func(e *wire.Error) {
 		var code any
 		if e.Code != "" {
 			code = e.Code
 		}
-		emit("error", map[string]any{"code": code, "message": e.Message, "param": nil, "error": errorBody(e)["error"]})
+		emit("error", map[string]any{"code": code, "message": e.Message, "param": nil, "error": wire.Body(e)["error"]})
 	}
 	inProgress := rb.object("in_progress", nil, nil, nil)
 	emit("response.created", map[string]any{"response": inProgress})
 	emit("response.in_progress", map[string]any{"response": inProgress})
-	if sse.flush() != nil {
+	if sse.Flush() != nil {
 		return
 	}
 	opened := false
@@ -490,8 +484,8 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	}
 	if err != nil {
 		reason = "shutdown"
-		emitError(classify(err))
-		_ = sse.flush()
+		emitError(wire.Classify(err))
+		_ = sse.Flush()
 		return
 	}
 	// The turn is over: give its slot back before the client sees the end.
@@ -515,12 +509,12 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	case "failed":
 		// The error event first: the openai SDKs (and LangChain over them) raise on it, the
 		// AI SDK and openai-go on either; response.failed then ends the stream as OpenAI's do.
-		emitError(outcomeError(o))
+		emitError(wire.OutcomeError(o))
 		emit("response.failed", map[string]any{"response": obj})
 	case "incomplete":
 		emit("response.incomplete", map[string]any{"response": obj})
 	default:
 		emit("response.completed", map[string]any{"response": obj})
 	}
-	_ = sse.flush()
+	_ = sse.Flush()
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 func (s *Server) routes() {
@@ -67,8 +69,8 @@ func (s *Server) pickModel(name string) (string, error) {
 	return "", modelNotFound(name)
 }
 
-func modelNotFound(name string) *apiError {
-	return &apiError{Status: fiber.StatusNotFound, Message: "The model '" + name + "' does not exist (see GET /v1/models)", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+func modelNotFound(name string) *wire.Error {
+	return &wire.Error{Status: fiber.StatusNotFound, Message: "The model '" + name + "' does not exist (see GET /v1/models)", Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 }
 
 // listedModel returns the listed id name stands for: the id itself, the bare model part of

@@ -22,6 +22,7 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/transports/dashboard"
 	"github.com/hermes-go/hermes/transports/gateway"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 	"github.com/hermes-go/hermes/transports/httpapi/runsapi"
 	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
@@ -154,7 +155,7 @@ func loadKeys(o Options) ([]keyEntry, error) {
 		if len(k.Key) < MinKeyLength {
 			return nil, fmt.Errorf("httpapi: API key %q is shorter than %d characters; every key must have at least %d", k.Name, MinKeyLength, MinKeyLength)
 		}
-		if i > 0 && (len(k.Name) > 64 || hasControl(k.Name)) {
+		if i > 0 && (len(k.Name) > 64 || wire.HasControl(k.Name)) {
 			return nil, fmt.Errorf("httpapi: the name of extra_api_keys[%d] must be one line of at most 64 characters", i-1)
 		}
 		if names[k.Name] {
@@ -334,7 +335,7 @@ func bearer(h string) string {
 func (s *Server) auth(c *fiber.Ctx) error {
 	p, ok := s.principalOf(bearer(c.Get(fiber.HeaderAuthorization)))
 	if !ok {
-		return writeError(c, &apiError{Status: fiber.StatusUnauthorized, Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"})
+		return writeError(c, &wire.Error{Status: fiber.StatusUnauthorized, Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"})
 	}
 	c.Locals(localPrincipal, p.digest)
 	c.Locals(localWho, p.who)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/ids"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // Sessions REST: stored sessions as resources (/api/sessions…). A session is soft-deleted:
@@ -43,20 +44,20 @@ func (s *Server) sessionRoutes() {
 // X-Hermes-Session-Id or X-Hermes-Session-Key is a 400 before anything else happens.
 func (s *Server) sessionHeaders(c *fiber.Ctx) error {
 	if id := c.Get(HeaderSessionID); id != "" {
-		if err := validSessionID(id); err != nil {
+		if err := wire.ValidSessionID(id); err != nil {
 			return err
 		}
 	}
 	if k := c.Get(HeaderSessionKey); k != "" {
-		if err := validSessionKey(k); err != nil {
+		if err := wire.ValidSessionKey(k); err != nil {
 			return err
 		}
 	}
 	return c.Next()
 }
 
-func sessionNotFound(id string) *apiError {
-	return &apiError{Status: fiber.StatusNotFound, Message: "Session not found: " + id, Type: "invalid_request_error", Code: "session_not_found"}
+func sessionNotFound(id string) *wire.Error {
+	return &wire.Error{Status: fiber.StatusNotFound, Message: "Session not found: " + id, Type: "invalid_request_error", Code: "session_not_found"}
 }
 
 // storeErr maps a store failure: a missing session is a 404, anything else means the store
@@ -68,19 +69,19 @@ func storeErr(err error, id string) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrEngineClosed):
 		return err
 	case errors.Is(err, ids.ErrInvalid): // refused again below the edge: still the client's error
-		return badRequest("id", "invalid_session_id", "invalid session id")
+		return wire.BadRequest("id", "invalid_session_id", "invalid session id")
 	}
-	return storeUnavailable(err)
+	return wire.StoreUnavailable(err)
 }
 
 // pathID reads and checks the :id parameter.
 func pathID(c *fiber.Ctx) (string, error) {
 	id := c.Params("id")
 	if id == "" {
-		return "", badRequest("id", "invalid_session_id", "missing session id")
+		return "", wire.BadRequest("id", "invalid_session_id", "missing session id")
 	}
-	if err := validSessionID(id); err != nil {
-		return "", withParam(err, "id")
+	if err := wire.ValidSessionID(id); err != nil {
+		return "", wire.WithParam(err, "id")
 	}
 	return id, nil
 }
@@ -151,19 +152,19 @@ func queryBool(c *fiber.Ctx, name string) (bool, error) {
 	case "1", "true":
 		return true, nil
 	}
-	return false, badRequest(name, "invalid_value", "'"+name+"' must be true, false, 1 or 0")
+	return false, wire.BadRequest(name, "invalid_value", "'"+name+"' must be true, false, 1 or 0")
 }
 
 // listSessions: ?limit (default 50, at most 200) &offset &source &include_children. Children
 // (sub-agent sessions and compression continuations) are left out unless asked for; branches
 // are listed, they are sessions a user made.
 func (s *Server) listSessions(c *fiber.Ctx) error {
-	limit, err := queryInt(c, "limit", sessionsDefault)
+	limit, err := wire.QueryInt(c, "limit", sessionsDefault)
 	if err != nil {
 		return err
 	}
 	limit = min(max(limit, 1), sessionsMax)
-	offset, err := queryInt(c, "offset", 0)
+	offset, err := wire.QueryInt(c, "offset", 0)
 	if err != nil {
 		return err
 	}
@@ -195,15 +196,15 @@ func (s *Server) listSessions(c *fiber.Ctx) error {
 // fields decodes a JSON object body into its raw members.
 func fields(body []byte) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
-	if err := decodeJSON(body, &m); err != nil {
-		var ae *apiError
+	if err := wire.DecodeJSON(body, &m); err != nil {
+		var ae *wire.Error
 		if errors.As(err, &ae) && ae.Code == "invalid_type" {
-			return nil, badRequest("", "invalid_type", "the request body must be a JSON object")
+			return nil, wire.BadRequest("", "invalid_type", "the request body must be a JSON object")
 		}
 		return nil, err
 	}
 	if m == nil {
-		return nil, badRequest("", "invalid_type", "the request body must be a JSON object")
+		return nil, wire.BadRequest("", "invalid_type", "the request body must be a JSON object")
 	}
 	return m, nil
 }
@@ -216,7 +217,7 @@ func strField(m map[string]json.RawMessage, name, code string) (v string, presen
 		return "", false, nil
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", false, badRequest(name, code, "'"+name+"' must be a string")
+		return "", false, wire.BadRequest(name, code, "'"+name+"' must be a string")
 	}
 	return v, true, nil
 }
@@ -228,7 +229,7 @@ func onlyFields(m map[string]json.RawMessage, allowed ...string) error {
 			ok = ok || k == a
 		}
 		if !ok {
-			return badRequest(k, "unsupported_session_field", fmt.Sprintf("unsupported field %q (allowed: %s)", k, strings.Join(allowed, ", ")))
+			return wire.BadRequest(k, "unsupported_session_field", fmt.Sprintf("unsupported field %q (allowed: %s)", k, strings.Join(allowed, ", ")))
 		}
 	}
 	return nil
@@ -236,10 +237,10 @@ func onlyFields(m map[string]json.RawMessage, allowed ...string) error {
 
 func checkTitle(t string) error {
 	if len(t) > maxTitle {
-		return badRequest("title", "invalid_title", fmt.Sprintf("title too long (max %d characters)", maxTitle))
+		return wire.BadRequest("title", "invalid_title", fmt.Sprintf("title too long (max %d characters)", maxTitle))
 	}
-	if hasControl(t) {
-		return badRequest("title", "invalid_title", "title must not contain control characters")
+	if wire.HasControl(t) {
+		return wire.BadRequest("title", "invalid_title", "title must not contain control characters")
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ func checkTitle(t string) error {
 // titleErr maps a taken title to invalid_title (titles are unique).
 func titleErr(err error) error {
 	if errors.Is(err, engine.ErrTitleTaken) {
-		return badRequest("title", "invalid_title", err.Error())
+		return wire.BadRequest("title", "invalid_title", err.Error())
 	}
 	return err
 }
@@ -271,14 +272,14 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 		return err
 	}
 	if id != "" && sid != "" && id != sid {
-		return badRequest("session_id", "invalid_session_id", "'id' and 'session_id' disagree")
+		return wire.BadRequest("session_id", "invalid_session_id", "'id' and 'session_id' disagree")
 	}
 	if id == "" {
 		id = sid
 	}
 	if id != "" {
-		if err := validSessionID(id); err != nil {
-			return withParam(err, "id")
+		if err := wire.ValidSessionID(id); err != nil {
+			return wire.WithParam(err, "id")
 		}
 	}
 	title, _, err := strField(m, "title", "invalid_title")
@@ -293,7 +294,7 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 		return err
 	}
 	if len(system) > maxSystemPrompt {
-		return badRequest("system_prompt", "invalid_system_prompt", fmt.Sprintf("system_prompt too long (max %d bytes)", maxSystemPrompt))
+		return wire.BadRequest("system_prompt", "invalid_system_prompt", fmt.Sprintf("system_prompt too long (max %d bytes)", maxSystemPrompt))
 	}
 	modelName, present, err := strField(m, "model", "invalid_type")
 	if err != nil {
@@ -311,7 +312,7 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 	sess, err := s.eng.Create(s.ctx, engine.CreateOptions{ID: id, Title: strings.TrimSpace(title), Model: modelName, Source: Surface, Principal: who(c).ID, History: history})
 	switch {
 	case errors.Is(err, engine.ErrSessionExists):
-		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
+		return &wire.Error{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
 	case err != nil:
 		return titleErr(err)
 	}
@@ -369,8 +370,8 @@ func (s *Server) patchSession(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if end && (strings.TrimSpace(reason) == "" || len(reason) > 200 || hasControl(reason)) {
-		return badRequest("end_reason", "invalid_value", "end_reason must be a non-empty single line of at most 200 characters")
+	if end && (strings.TrimSpace(reason) == "" || len(reason) > 200 || wire.HasControl(reason)) {
+		return wire.BadRequest("end_reason", "invalid_value", "end_reason must be a non-empty single line of at most 200 characters")
 	}
 	if _, err := s.record(s.ctx, who(c), id); err != nil {
 		return err
@@ -447,11 +448,11 @@ func (s *Server) sessionMessages(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	after, err := queryInt(c, "after_id", 0)
+	after, err := wire.QueryInt(c, "after_id", 0)
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(c, "limit", messagesDefault)
+	limit, err := wire.QueryInt(c, "limit", messagesDefault)
 	if err != nil {
 		return err
 	}
@@ -499,8 +500,8 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 		return err
 	}
 	if newID != "" {
-		if err := validSessionID(newID); err != nil {
-			return withParam(err, "id")
+		if err := wire.ValidSessionID(newID); err != nil {
+			return wire.WithParam(err, "id")
 		}
 	}
 	title, _, err := strField(m, "title", "invalid_title")
@@ -513,7 +514,7 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 	var upto uint64
 	if raw, ok := m["upto_row_id"]; ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &upto) != nil {
-			return badRequest("upto_row_id", "invalid_type", "'upto_row_id' must be a row id (a non-negative integer)")
+			return wire.BadRequest("upto_row_id", "invalid_type", "'upto_row_id' must be a row id (a non-negative integer)")
 		}
 	}
 	if _, err := s.record(s.ctx, who(c), id); err != nil {
@@ -534,13 +535,13 @@ func (s *Server) forkSession(c *fiber.Ctx) error {
 func (s *Server) forkErr(err error, parent, id string) error {
 	switch {
 	case errors.Is(err, engine.ErrSessionExists):
-		return &apiError{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
+		return &wire.Error{Status: fiber.StatusConflict, Message: "Session already exists: " + id, Type: "invalid_request_error", Param: "id", Code: "session_exists", NoRetry: true}
 	case errors.Is(err, engine.ErrTitleTaken):
 		return titleErr(err)
 	case errors.Is(err, engine.ErrStaleRow):
-		return badRequest("upto_row_id", "invalid_value", "upto_row_id is not an active row of session "+parent)
+		return wire.BadRequest("upto_row_id", "invalid_value", "upto_row_id is not an active row of session "+parent)
 	case errors.Is(err, engine.ErrNothingToBranch):
-		return &apiError{Status: fiber.StatusConflict, Message: err.Error(), Type: "invalid_request_error", Code: "nothing_to_fork", NoRetry: true}
+		return &wire.Error{Status: fiber.StatusConflict, Message: err.Error(), Type: "invalid_request_error", Code: "nothing_to_fork", NoRetry: true}
 	}
 	return storeErr(err, parent)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // sessionChatInput is a parsed session chat body.
@@ -38,13 +39,13 @@ func parseSessionChat(body []byte) (sessionChatInput, error) {
 		}
 	}
 	if raw == nil {
-		return in, badRequest("input", "missing_input", "Missing 'input' field (a string, content parts or messages)")
+		return in, wire.BadRequest("input", "missing_input", "Missing 'input' field (a string, content parts or messages)")
 	}
 	if in.prompt, err = userText(raw, param); err != nil {
 		return in, err
 	}
 	if strings.TrimSpace(in.prompt) == "" {
-		return in, badRequest(param, "no_user_message", "No user message found in '"+param+"'")
+		return in, wire.BadRequest(param, "no_user_message", "No user message found in '"+param+"'")
 	}
 	for _, k := range []string{"system_message", "instructions"} {
 		v, present, err := strField(m, k, "invalid_system_message")
@@ -56,7 +57,7 @@ func parseSessionChat(body []byte) (sessionChatInput, error) {
 		}
 	}
 	if len(in.system) > maxSystemPrompt {
-		return in, badRequest("system_message", "invalid_system_message", "system_message too long")
+		return in, wire.BadRequest("system_message", "invalid_system_message", "system_message too long")
 	}
 	return in, nil
 }
@@ -64,7 +65,7 @@ func parseSessionChat(body []byte) (sessionChatInput, error) {
 // userText flattens one input value to the prompt text.
 func userText(raw json.RawMessage, param string) (string, error) {
 	raw = bytes.TrimSpace(raw)
-	bad := badRequest(param, "invalid_type", "'"+param+"' must be a string, an array of content parts or an array of messages")
+	bad := wire.BadRequest(param, "invalid_type", "'"+param+"' must be a string, an array of content parts or an array of messages")
 	switch {
 	case len(raw) == 0:
 		return "", bad
@@ -80,7 +81,7 @@ func userText(raw json.RawMessage, param string) (string, error) {
 			Content json.RawMessage `json:"content"`
 		}
 		if json.Unmarshal(raw, &msg) != nil || (msg.Role != "" && msg.Role != "user") {
-			return "", badRequest(param, "invalid_type", "'"+param+"' must be a user message {role:\"user\", content}")
+			return "", wire.BadRequest(param, "invalid_type", "'"+param+"' must be a user message {role:\"user\", content}")
 		}
 		return flattenAs(msg.Content, param+".content")
 	case raw[0] == '[':
@@ -106,7 +107,7 @@ func userText(raw json.RawMessage, param string) (string, error) {
 					return flattenAs(msg.Content, param+"["+strconv.Itoa(i)+"].content")
 				}
 			}
-			return "", badRequest(param, "no_user_message", "No user message found in '"+param+"'")
+			return "", wire.BadRequest(param, "no_user_message", "No user message found in '"+param+"'")
 		}
 		return flattenAs(raw, param)
 	}
@@ -116,7 +117,7 @@ func userText(raw json.RawMessage, param string) (string, error) {
 // flattenAs is flatten with the error naming param.
 func flattenAs(raw json.RawMessage, param string) (string, error) {
 	s, err := flatten(raw, 0)
-	return s, withParam(err, param)
+	return s, wire.WithParam(err, param)
 }
 
 // sessionTurn validates a session chat request and starts its turn.
@@ -147,12 +148,12 @@ func (s *Server) sessionTurn(c *fiber.Ctx) (*turnRun, sessionChatInput, error) {
 		// first, so a refused request leaves no row behind.
 		if sess.Status() != engine.StatusIdle {
 			s.release()
-			return nil, in, &apiError{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+			return nil, in, &wire.Error{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 		}
 		if err := sess.Append(s.ctx, engine.Row{Role: "system", Content: in.system}); err != nil {
 			s.release()
 			if errors.Is(err, engine.ErrBusy) { // a turn started since the check above
-				return nil, in, &apiError{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+				return nil, in, &wire.Error{Status: fiber.StatusConflict, Message: "session " + id + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 			}
 			return nil, in, storeErr(err, id)
 		}
@@ -202,12 +203,12 @@ func (s *Server) sessionChat(c *fiber.Ctx) error {
 	run.close("")
 	o := run.out
 	if _, ok := finish(o); !ok && o.Text == "" {
-		return outcomeError(o)
+		return wire.OutcomeError(o)
 	}
-	runID := "run_" + newHex(16)
+	runID := "run_" + wire.NewHex(16)
 	body := fiber.Map{
 		"object": "hermes.session.chat.completion", "id": runID, "run_id": runID, "session_id": run.sess.ID(), "turn_id": run.turnID,
-		"status": o.Status, "message": fiber.Map{"id": "msg_" + newHex(12), "role": "assistant", "content": o.Text},
+		"status": o.Status, "message": fiber.Map{"id": "msg_" + wire.NewHex(12), "role": "assistant", "content": o.Text},
 		"completed": o.Completed, "partial": o.Partial, "interrupted": o.Interrupted,
 		"usage": sessionUsage(o), "messages": s.turnMessages(run),
 	}
@@ -246,24 +247,17 @@ func (s *Server) sessionChatStream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sseHeaders(c)
-	s.reqs.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.reqs.Done()
-		defer s.streaming()()
-		s.streamSessionTurn(w, run, in.prompt)
-	})
-	return nil
+	return s.streamSSE(c, func(w *bufio.Writer) { s.streamSessionTurn(w, run, in.prompt) })
 }
 
 func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string) {
-	st := &sessionStream{sse: &sseWriter{w: w}, sessionID: run.sess.ID(), runID: "run_" + newHex(16)}
+	st := &sessionStream{sse: &sseWriter{wire.Frames{W: w}}, sessionID: run.sess.ID(), runID: "run_" + wire.NewHex(16)}
 	reason := "client disconnected"
 	defer func() { run.close(reason) }()
-	msgID := "msg_" + newHex(12)
+	msgID := "msg_" + wire.NewHex(12)
 	st.emit("run.started", fiber.Map{"user_message": fiber.Map{"role": "user", "content": prompt}})
 	st.emit("message.started", fiber.Map{"message": fiber.Map{"id": msgID, "role": "assistant"}})
-	if st.sse.flush() != nil {
+	if st.sse.Flush() != nil {
 		return
 	}
 	err := s.pump(run, st.sse, func(ev engine.Event) bool {
@@ -305,9 +299,9 @@ func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string)
 	}
 	if err != nil {
 		reason = "shutdown"
-		st.emit("error", fiber.Map{"message": classify(err).Message})
+		st.emit("error", fiber.Map{"message": wire.Classify(err).Message})
 		st.emit("done", fiber.Map{})
-		_ = st.sse.flush()
+		_ = st.sse.Flush()
 		return
 	}
 	run.close("")
@@ -334,7 +328,7 @@ func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string)
 	}
 	st.emit(name, term)
 	st.emit("done", fiber.Map{})
-	_ = st.sse.flush()
+	_ = st.sse.Flush()
 }
 
 // argsObject passes tool arguments through as JSON when they are an object.

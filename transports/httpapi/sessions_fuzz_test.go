@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // FuzzParseSessionChat: any body either gives a non-empty prompt or a 400 envelope.
@@ -18,7 +20,7 @@ func FuzzParseSessionChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, err := parseSessionChat(b)
 		if err != nil {
-			var ae *apiError
+			var ae *wire.Error
 			if !errors.As(err, &ae) || ae.Status != 400 || ae.Code == "" {
 				t.Fatalf("%q: refusal %v is not a coded 400", b, err)
 			}

@@ -3,42 +3,41 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
+// streamSSE answers c with an event stream that write fills once the handler has returned;
+// the server waits for it when it stops and counts it as an open stream meanwhile.
+func (s *Server) streamSSE(c *fiber.Ctx, write func(w *bufio.Writer)) error {
+	wire.SSEHeaders(c)
+	s.reqs.Add(1)
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.reqs.Done()
+		defer s.streaming()()
+		write(w)
+	})
+	return nil
+}
+
 // sseWriter frames server-sent events with "\n" line endings, one data line per event (JSON
-// never contains a raw newline). Writes are buffered; flush reports a gone client.
-type sseWriter struct {
-	w   *bufio.Writer
-	err error
-}
+// never contains a raw newline). Writes are buffered; Flush reports a gone client.
+type sseWriter struct{ wire.Frames }
 
-func (s *sseWriter) write(parts ...[]byte) {
-	for _, p := range parts {
-		if s.err == nil {
-			_, s.err = s.w.Write(p)
-		}
-	}
-}
-
-func (s *sseWriter) data(b []byte) { s.write([]byte("data: "), b, []byte("\n\n")) }
+func (s *sseWriter) data(b []byte) { s.Put([]byte("data: "), b, []byte("\n\n")) }
 
 // event writes a named event; chat streams use it only for hermes.* extensions.
 func (s *sseWriter) event(name string, v any) {
 	b, _ := json.Marshal(v)
-	s.write([]byte("event: "+name+"\ndata: "), b, []byte("\n\n"))
+	s.Put([]byte("event: "+name+"\ndata: "), b, []byte("\n\n"))
 }
 
-func (s *sseWriter) comment(text string) { s.write([]byte(": " + text + "\n\n")) }
+func (s *sseWriter) comment(text string) { s.Put([]byte(": " + text + "\n\n")) }
 
 // error writes the in-band error object used after the 200 was sent.
-func (s *sseWriter) error(e *apiError) {
-	b, _ := json.Marshal(errorBody(e))
+func (s *sseWriter) error(e *wire.Error) {
+	b, _ := json.Marshal(wire.Body(e))
 	s.data(b)
-}
-
-func (s *sseWriter) flush() error {
-	if s.err == nil {
-		s.err = s.w.Flush()
-	}
-	return s.err
 }

@@ -31,7 +31,7 @@ func (s *Server) pump(run *turnRun, sse *sseWriter, onEvent func(engine.Event) b
 		case onEvent == nil || !onEvent(ev):
 			continue
 		}
-		if sse != nil && sse.flush() != nil {
+		if sse != nil && sse.Flush() != nil {
 			return errClientGone
 		}
 	}

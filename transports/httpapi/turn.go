@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // Surface is the origin the OpenAI-compatible routes submit prompts with; approval and busy
@@ -50,7 +51,7 @@ func (s *Server) takeSlot() error {
 		case s.slots <- struct{}{}:
 		default:
 			s.rejected("turn_cap")
-			return &apiError{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
+			return &wire.Error{Status: fiber.StatusTooManyRequests, Message: "too many agent turns in flight; retry shortly", Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1}
 		}
 	}
 	return nil
@@ -84,7 +85,7 @@ func (s *Server) release() {
 // waits in the session's line for the turns before it instead.
 func startTurn(ctx context.Context, sess *engine.Session, p engine.Prompt, quiet time.Duration) (*turnRun, error) {
 	if st := sess.Status(); st != engine.StatusIdle && !sess.Released() && !p.InLine && p.Claim == nil {
-		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+		return nil, &wire.Error{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
 	adm, f, err := sess.Run(ctx, p)
 	if err != nil {
@@ -94,7 +95,7 @@ func startTurn(ctx context.Context, sess *engine.Session, p engine.Prompt, quiet
 		// Lost a race with another client: the busy policy absorbed the prompt (queued or
 		// steered into the running turn). There is no turn of ours to report.
 		f.Close()
-		return nil, &apiError{Status: 409, Message: "session " + sess.ID() + " is busy; the prompt was " + adm.Status, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
+		return nil, &wire.Error{Status: 409, Message: "session " + sess.ID() + " is busy; the prompt was " + adm.Status, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
 	return &turnRun{sess: sess, f: f, turnID: adm.TurnID, quiet: quiet}, nil
 }
@@ -124,7 +125,7 @@ func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
 				if d.Kind == engine.KindApproval {
 					_ = r.sess.Answer(d.ID, map[string]any{"choice": engine.ChoiceDeny})
 				} else {
-					_ = r.sess.Withdraw(d.ID, noClient)
+					_ = r.sess.Withdraw(d.ID, wire.NoClient)
 				}
 			}
 		case engine.Outcome:

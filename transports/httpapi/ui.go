@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/transports/dashboard"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // uiRoutes mounts the dashboard at /ui (Options.UI), before authentication: a browser loads
@@ -15,11 +16,11 @@ import (
 func (s *Server) uiRoutes() {
 	serve := func(c *fiber.Ctx) error {
 		if !s.opts.UI {
-			return &apiError{Status: fiber.StatusNotFound, Message: "the dashboard is not enabled (hermes serve --ui, or server.ui: true)", Type: "invalid_request_error", Code: "not_found"}
+			return &wire.Error{Status: fiber.StatusNotFound, Message: "the dashboard is not enabled (hermes serve --ui, or server.ui: true)", Type: "invalid_request_error", Code: "not_found"}
 		}
 		body, ct, ok := dashboard.File(c.Params("*"))
 		if !ok {
-			return &apiError{Status: fiber.StatusNotFound, Message: "no such dashboard file", Type: "invalid_request_error", Code: "not_found"}
+			return &wire.Error{Status: fiber.StatusNotFound, Message: "no such dashboard file", Type: "invalid_request_error", Code: "not_found"}
 		}
 		h := &c.Response().Header
 		h.Set("Content-Security-Policy", dashboard.CSP)

@@ -4,28 +4,9 @@ import (
 	"bufio"
 	"strconv"
 	"time"
+
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
-
-// frames writes a run's event stream: buffered writes, and a flush that reports a gone client.
-type frames struct {
-	w   *bufio.Writer
-	err error
-}
-
-func (f *frames) write(parts ...[]byte) {
-	for _, p := range parts {
-		if f.err == nil {
-			_, f.err = f.w.Write(p)
-		}
-	}
-}
-
-func (f *frames) flush() error {
-	if f.err == nil {
-		f.err = f.w.Flush()
-	}
-	return f.err
-}
 
 // finishWithin bounds how long the stream of a run whose server is stopping waits for the run's
 // terminal event.
@@ -38,8 +19,8 @@ const finishWithin = 5 * time.Second
 // (at most finishWithin, without keep-alives) to deliver that, so it ends with the terminal
 // event rather than a cut.
 func (rs *Runs) streamRun(w *bufio.Writer, r *run, after int) {
-	out := &frames{w: w}
-	out.write([]byte("retry: 3000\n\n"))
+	out := &wire.Frames{W: w}
+	out.Put([]byte("retry: 3000\n\n"))
 	quiet := time.NewTimer(rs.keepAlive)
 	defer quiet.Stop()
 	keepAlive, stopping := quiet.C, rs.ctx.Done()
@@ -53,22 +34,22 @@ func (rs *Runs) streamRun(w *bufio.Writer, r *run, after int) {
 	for {
 		evs, done, changed := r.since(after)
 		for _, ev := range evs {
-			out.write([]byte("id: "+strconv.Itoa(ev.seq)+"\n"), []byte("data: "), ev.data, []byte("\n\n"))
+			out.Put([]byte("id: "+strconv.Itoa(ev.seq)+"\n"), []byte("data: "), ev.data, []byte("\n\n"))
 			after = ev.seq
 		}
 		if done {
-			out.write([]byte(": stream closed\n\n"))
-			_ = out.flush()
+			out.Put([]byte(": stream closed\n\n"))
+			_ = out.Flush()
 			return
 		}
-		if out.flush() != nil {
+		if out.Flush() != nil {
 			return
 		}
 		quiet.Reset(rs.keepAlive)
 		select {
 		case <-changed:
 		case <-keepAlive:
-			out.write([]byte(": keepalive\n\n"))
+			out.Put([]byte(": keepalive\n\n"))
 		case <-stopping:
 			finish = time.NewTimer(finishWithin)
 			keepAlive, stopping, deadline = nil, nil, finish.C

@@ -5,6 +5,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -385,6 +386,30 @@ func SSEHeaders(c *fiber.Ctx) {
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
+}
+
+// Frames buffers the writes of an event stream. After a failed write nothing more is written,
+// and Flush reports the failure: the client left.
+type Frames struct {
+	W   *bufio.Writer
+	err error
+}
+
+// Put writes parts in order.
+func (f *Frames) Put(parts ...[]byte) {
+	for _, p := range parts {
+		if f.err == nil {
+			_, f.err = f.W.Write(p)
+		}
+	}
+}
+
+// Flush sends what is buffered, or reports the first failure.
+func (f *Frames) Flush() error {
+	if f.err == nil {
+		f.err = f.W.Flush()
+	}
+	return f.err
 }
 
 // NoClient is the reason requests opened by a turn of these routes are withdrawn with.
