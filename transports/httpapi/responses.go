@@ -271,11 +271,16 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 			at.abandon()
 			return err
 		}
-		at.finish(answer{out: run.out, rb: rb})
 		obj := rb.final(run.out)
 		if at.prev == nil { // a replay's response was stored by the request that ran it
-			s.saveResponse(rb, obj)
+			if err := s.saveResponse(rb, obj); err != nil {
+				// Not stored: not acknowledged either (a 503 when the store is out); a
+				// retry with the same Idempotency-Key runs again.
+				at.abandon()
+				return err
+			}
 		}
+		at.finish(answer{out: run.out, rb: rb})
 		if obj["status"] == "failed" {
 			e := turnError(run.out)
 			e.ResponseID = rb.id
@@ -293,24 +298,41 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 	return nil
 }
 
-// saveResponse persists a stored response and moves its conversation to it. A failure is
-// logged: the answer was already produced and is still returned.
-func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
+// saveResponse persists a stored response and moves its conversation to it, before the
+// response is answered: an id a client was given names a stored response. A store that is
+// out is waited for up to saveWithin (a database restart); past it the error is returned and
+// the response is not acknowledged.
+func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) error {
 	if !rb.store {
-		return
+		return nil
 	}
 	ctx := context.WithoutCancel(s.ctx)
 	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner})
-	if err == nil {
-		err = s.eng.PutSetting(ctx, kvResponse+rb.id, b)
+	if err != nil {
+		return err
 	}
-	if err == nil && rb.conv != "" {
-		err = s.eng.PutSetting(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
+	deadline := time.Now().Add(saveWithin)
+	for {
+		err = s.eng.PutSetting(ctx, kvResponse+rb.id, b)
+		if err == nil && rb.conv != "" {
+			err = s.eng.PutSetting(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
+		}
+		if err == nil || !errors.Is(err, engine.ErrStoreUnavailable) || time.Now().After(deadline) || s.ctx.Err() != nil {
+			break
+		}
+		time.Sleep(saveRetry)
 	}
 	if err != nil {
 		s.log.Error("storing response failed", "id", rb.id, "err", err)
 	}
+	return err
 }
+
+// How long, and how often, storing a response is tried while the store is out.
+const (
+	saveWithin = 5 * time.Second
+	saveRetry  = 250 * time.Millisecond
+)
 
 func (s *Server) getResponse(c *fiber.Ctx) error {
 	if err := checkID("response_id", "invalid_response_id", "response id", c.Params("id")); err != nil {
@@ -442,8 +464,13 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
 	sse := &sseWriter{w: w}
 	reason := "client disconnected"
+	unsaved := false
 	defer func() {
 		run.close(reason)
+		if unsaved {
+			at.abandon() // not acknowledged: a retry with the same Idempotency-Key runs again
+			return
+		}
 		at.finish(answer{out: s.outcomeOf(run), rb: rb})
 	}()
 	seq := 0
@@ -509,7 +536,13 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	}
 	obj := rb.final(o)
 	if at.prev == nil {
-		s.saveResponse(rb, obj)
+		if err := s.saveResponse(rb, obj); err != nil {
+			// Not stored: the stream ends with the error, not with a response it names.
+			unsaved = true
+			emitError(classify(err))
+			_ = sse.flush()
+			return
+		}
 	}
 	switch obj["status"] {
 	case "failed":
