@@ -65,6 +65,8 @@ type Ledger struct {
 
 	// outage is when this process last found the store unavailable (unix nanoseconds; 0:
 	// never): a heartbeat or a lease nobody could renew then says nothing about its holder.
+	// Only the store's own answers set it (a lost change hint may be an overflow), so a
+	// process stopped while the store is up is never taken for one cut off by an outage.
 	outage atomic.Int64
 
 	stop    context.CancelFunc

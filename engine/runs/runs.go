@@ -712,8 +712,6 @@ func (l *Ledger) Follow(ctx context.Context) (func(fn func([]Change)), error) {
 			changes, lost := sub.Take()
 			var out []Change
 			if lost {
-				// Hints are lost when the store's change feed broke, as in an outage.
-				l.outage.Store(time.Now().UnixNano())
 				out = append(out, Change{All: true})
 			}
 			for _, c := range changes {
