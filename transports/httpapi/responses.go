@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/store"
 )
 
 // Store keys of the Responses API. Records live in the session store's key-value space, so
@@ -51,6 +53,10 @@ type storedResponse struct {
 	// Owner is the principal that created the response (engine.Principal.ID; "" is the local
 	// owner, as for records stored before owners were recorded).
 	Owner string `json:"owner,omitempty"`
+	// LastRowID is the session's last row when the response was stored (the end of its turn;
+	// 0 in records stored before it was kept): a response that continues this one sees the
+	// conversation up to there, not a turn the session took after it.
+	LastRowID uint64 `json:"last_row_id,omitempty"`
 }
 
 // conversationKey is the store key of a conversation name. Names are per principal: the
@@ -236,7 +242,7 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 		if err != nil {
 			return nil, err
 		}
-		if sess, err = s.eng.Open(ctx, rec.SessionID); err != nil {
+		if sess, err = s.continueAt(ctx, rec); err != nil {
 			return nil, err
 		}
 		if len(history) > 0 {
@@ -251,6 +257,30 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 		}
 	}
 	return sess, switchModel(ctx, sess, modelName)
+}
+
+// continueAt opens the session a stored response continues. When the session took another
+// turn after that response (one whose request was never answered, cut by a client's timeout or
+// an outage, or another response continuing the same one), the conversation is branched at the
+// response's end, so the model sees exactly the chain of responses the client holds.
+func (s *Server) continueAt(ctx context.Context, rec storedResponse) (*engine.Session, error) {
+	if rec.LastRowID != 0 {
+		later, err := s.eng.Store().Rows(ctx, rec.SessionID, store.RowQuery{AfterID: rec.LastRowID})
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(later, func(r store.Row) bool { return r.Role == "user" }) {
+			b, err := s.eng.Branch(ctx, rec.SessionID, engine.BranchOptions{UptoRowID: rec.LastRowID})
+			if err == nil {
+				return b, nil
+			}
+			if !errors.Is(err, store.ErrStaleRow) {
+				return nil, err
+			}
+			// Its end is no longer an active row (compacted): go on from the session as it is.
+		}
+	}
+	return s.eng.Open(ctx, rec.SessionID)
 }
 
 // HeaderResponseID carries the id of the response a /v1/responses request made, on every
@@ -307,7 +337,11 @@ func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) error {
 		return nil
 	}
 	ctx := context.WithoutCancel(s.ctx)
-	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner})
+	var last uint64
+	if rows, err := s.eng.Store().Rows(ctx, rb.sessionID, store.RowQuery{Tail: true, Limit: 1}); err == nil && len(rows) > 0 {
+		last = rows[0].ID
+	}
+	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner, LastRowID: last})
 	if err != nil {
 		return err
 	}
