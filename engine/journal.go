@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hermes-go/hermes/engine/store"
 )
 
 // ErrLagged ends a subscription whose cursor fell out of the journal window: the subscriber was
@@ -16,6 +18,10 @@ var ErrLagged = errors.New("subscriber lagged behind the event journal")
 
 // ErrJournalClosed ends a subscription after the session closed and every event was read.
 var ErrJournalClosed = errors.New("session journal closed")
+
+// storeRetry is how often a subscriber reading stored events tries again while the store is
+// unavailable.
+const storeRetry = 500 * time.Millisecond
 
 // journalWindow is how many recent events a session keeps for replay. Memory stays bounded:
 // the window is trimmed by halves, and an idle fresh session holds none.
@@ -241,6 +247,16 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 					}
 					if ctx.Err() != nil {
 						return buf, ctx.Err()
+					}
+					if errors.Is(err, store.ErrUnavailable) {
+						// The store is out (a database restart): the events are stored and
+						// will be readable again; nothing was lost, so the reader waits.
+						select {
+						case <-time.After(storeRetry):
+							continue
+						case <-ctx.Done():
+							return buf, ctx.Err()
+						}
 					}
 					s.err = ErrLagged
 					return buf, s.err

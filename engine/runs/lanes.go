@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,8 @@ type Lanes struct {
 	log *slog.Logger
 	h   LaneFuncs
 	wg  sync.WaitGroup
+
+	relisting atomic.Bool // a relist is pending
 
 	mu      sync.Mutex
 	workers map[string]chan struct{} // session id → its worker's wake-up (buffered 1)
@@ -76,13 +79,24 @@ func (ls *Lanes) apply(changes []Change) {
 	for _, ch := range changes {
 		switch {
 		case ch.All:
+			// Hints were lost (the store restarted, say): every record this process may have
+			// missed a change of is read again, settled ones included, so that no view here
+			// keeps a status the record left behind.
 			recs, err := ls.l.List(ls.ctx, nil)
 			if err != nil {
+				ls.relist()
 				continue
 			}
 			for _, rec := range recs {
 				if !rec.Settled() {
 					ls.h.Watch(rec)
+					continue
+				}
+				if sessionID, follow, ok := ls.h.Viewed(rec.RunID); ok {
+					if follow {
+						ls.h.Watch(rec)
+					}
+					ls.Wake(sessionID)
 				}
 			}
 		case ch.SessionID != "":
@@ -101,6 +115,27 @@ func (ls *Lanes) apply(changes []Change) {
 			ls.Wake(sessionID)
 		}
 	}
+}
+
+// relist reads every record again in a second (the store did not answer the read a lost hint
+// asked for); one such retry is pending at a time, and none once ctx ended.
+func (ls *Lanes) relist() {
+	if ls.ctx.Err() != nil || !ls.relisting.CompareAndSwap(false, true) {
+		return
+	}
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ls.ctx.Done():
+			return
+		}
+		ls.relisting.Store(false)
+		ls.apply([]Change{{All: true}})
+	}()
 }
 
 // Kick wakes the worker of a session's FIFO, starting one when it has none (not once ctx

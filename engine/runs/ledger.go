@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/store"
@@ -62,6 +63,12 @@ type Ledger struct {
 	mu   sync.Mutex
 	gone map[string]sighting // run id → when this process first saw its lease gone
 
+	// outage is when this process last found the store unavailable (unix nanoseconds; 0:
+	// never): a heartbeat or a lease nobody could renew then says nothing about its holder.
+	// Only the store's own answers set it (a lost change hint may be an overflow), so a
+	// process stopped while the store is up is never taken for one cut off by an outage.
+	outage atomic.Int64
+
 	stop    context.CancelFunc
 	done    chan struct{}
 	closeMu sync.Once
@@ -88,7 +95,7 @@ func Open(ctx context.Context, st store.Store) (*Ledger, error) {
 			case <-bctx.Done():
 				return
 			case <-t.C:
-				_ = l.beat(bctx)
+				l.noteOutage(l.beat(bctx))
 				l.lapseScan(bctx)
 			}
 		}
@@ -105,6 +112,22 @@ func (l *Ledger) beat(ctx context.Context) error {
 		return err
 	}
 	return l.st.PutKV(ctx, procPrefix+l.proc, b)
+}
+
+// noteOutage records an error that says the store is unavailable.
+func (l *Ledger) noteOutage(err error) {
+	if errors.Is(err, store.ErrUnavailable) {
+		l.outage.Store(time.Now().UnixNano())
+	}
+}
+
+// outageEnd is when this process last found the store unavailable (zero: never); after an
+// outage, a process is given BeatTTL from then to show it is alive.
+func (l *Ledger) outageEnd() time.Time {
+	if n := l.outage.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // Close stops the heartbeat and removes it: the runs this process left running are
@@ -145,6 +168,7 @@ func (l *Ledger) alive(ctx context.Context, proc string) (bool, time.Time) {
 		return false, time.Time{}
 	}
 	if err != nil {
+		l.noteOutage(err)
 		return true, time.Now().Add(BeatEvery)
 	}
 	var hb heartbeat
@@ -156,7 +180,12 @@ func (l *Ledger) alive(ctx context.Context, proc string) (bool, time.Time) {
 			return false, time.Time{} // this process's ledger, closed; or a process that exited
 		}
 	}
-	if time.Now().After(hb.Expires) {
+	if now := time.Now(); now.After(hb.Expires) {
+		// Silent since the store was out: nobody could write a heartbeat then, so it is
+		// given BeatTTL from the store's return to write one again before it counts as gone.
+		if back := l.outageEnd(); back.After(hb.Expires.Add(-BeatTTL)) && now.Before(back.Add(BeatTTL)) {
+			return true, back.Add(BeatTTL)
+		}
 		return false, time.Time{}
 	}
 	return true, hb.Expires
@@ -240,10 +269,18 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 		l.forget(rec.RunID)
 		return now.Add(min(max(lease.Expires.Sub(now), 500*time.Millisecond), 30*time.Second))
 	case err != nil && !free:
+		l.noteOutage(err)
 		return now.Add(time.Second)
 	default:
 		if at := l.sighted(rec, now); now.Before(at) {
 			return at
+		}
+		if back := l.outageEnd(); free && now.Before(back.Add(BeatTTL)) && l.Alive(ctx, rec.Process) {
+			// The store was out just now: the lease may have expired only because nobody
+			// could renew it. Nobody took it since, and the run's process is alive: it
+			// renews the same generation once it reaches the store, or it lost the lease,
+			// stopped the turn and settles the run itself. Its silence is not a lapse.
+			return back.Add(BeatTTL)
 		}
 	}
 	if free {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,10 @@ type storedResponse struct {
 	// Owner is the principal that created the response (engine.Principal.ID; "" is the local
 	// owner, as for records stored before owners were recorded).
 	Owner string `json:"owner,omitempty"`
+	// LastRowID is the session's last row when the response was stored (the end of its turn;
+	// 0 in records stored before it was kept): a response that continues this one sees the
+	// conversation up to there, not a turn the session took after it.
+	LastRowID uint64 `json:"last_row_id,omitempty"`
 }
 
 // conversationKey is the store key of a conversation name. Names are per principal: the
@@ -237,7 +242,7 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 		if err != nil {
 			return nil, err
 		}
-		if sess, err = s.eng.Open(ctx, rec.SessionID); err != nil {
+		if sess, err = s.continueAt(ctx, rec); err != nil {
 			return nil, err
 		}
 		if len(history) > 0 {
@@ -252,6 +257,30 @@ func (s *Server) responseSession(c *fiber.Ctx, prev, modelName, key string, hist
 		}
 	}
 	return sess, switchModel(ctx, sess, modelName)
+}
+
+// continueAt opens the session a stored response continues. When the session took another
+// turn after that response (one whose request was never answered, cut by a client's timeout or
+// an outage, or another response continuing the same one), the conversation is branched at the
+// response's end, so the model sees exactly the chain of responses the client holds.
+func (s *Server) continueAt(ctx context.Context, rec storedResponse) (*engine.Session, error) {
+	if rec.LastRowID != 0 {
+		later, err := s.eng.History(ctx, rec.SessionID, engine.RowQuery{AfterID: rec.LastRowID})
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(later, func(r engine.Row) bool { return r.Role == "user" }) {
+			b, err := s.eng.Branch(ctx, rec.SessionID, engine.BranchOptions{UptoRowID: rec.LastRowID})
+			if err == nil {
+				return b, nil
+			}
+			if !errors.Is(err, engine.ErrStaleRow) {
+				return nil, err
+			}
+			// Its end is no longer an active row (compacted): go on from the session as it is.
+		}
+	}
+	return s.eng.Open(ctx, rec.SessionID)
 }
 
 // HeaderResponseID carries the id of the response a /v1/responses request made, on every
@@ -272,11 +301,16 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 			at.abandon()
 			return err
 		}
-		at.finish(answer{out: run.out, rb: rb})
 		obj := rb.final(run.out)
 		if at.prev == nil { // a replay's response was stored by the request that ran it
-			s.saveResponse(rb, obj)
+			if err := s.saveResponse(rb, obj); err != nil {
+				// Not stored: not acknowledged either (a 503 when the store is out); a
+				// retry with the same Idempotency-Key runs again.
+				at.abandon()
+				return err
+			}
 		}
+		at.finish(answer{out: run.out, rb: rb})
 		if obj["status"] == "failed" {
 			e := turnError(run.out)
 			e.ResponseID = rb.id
@@ -287,24 +321,45 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 	return s.streamSSE(c, func(w *bufio.Writer) { s.responseStream(w, run, rb, at) })
 }
 
-// saveResponse persists a stored response and moves its conversation to it. A failure is
-// logged: the answer was already produced and is still returned.
-func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) {
+// saveResponse persists a stored response and moves its conversation to it, before the
+// response is answered: an id a client was given names a stored response. A store that is
+// out is waited for up to saveWithin (a database restart); past it the error is returned and
+// the response is not acknowledged.
+func (s *Server) saveResponse(rb *respBuilder, obj map[string]any) error {
 	if !rb.store {
-		return
+		return nil
 	}
 	ctx := context.WithoutCancel(s.ctx)
-	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner})
-	if err == nil {
-		err = s.eng.PutSetting(ctx, kvResponse+rb.id, b)
+	var last uint64
+	if rows, err := s.eng.History(ctx, rb.sessionID, engine.RowQuery{Tail: true, Limit: 1}); err == nil && len(rows) > 0 {
+		last = rows[0].ID
 	}
-	if err == nil && rb.conv != "" {
-		err = s.eng.PutSetting(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
+	b, err := json.Marshal(storedResponse{Response: obj, SessionID: rb.sessionID, Conversation: rb.conv, Owner: rb.owner, LastRowID: last})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(saveWithin)
+	for {
+		err = s.eng.PutSetting(ctx, kvResponse+rb.id, b)
+		if err == nil && rb.conv != "" {
+			err = s.eng.PutSetting(ctx, conversationKey(rb.owner, rb.conv), []byte(rb.id))
+		}
+		if err == nil || !errors.Is(err, engine.ErrStoreUnavailable) || time.Now().After(deadline) || s.ctx.Err() != nil {
+			break
+		}
+		time.Sleep(saveRetry)
 	}
 	if err != nil {
 		s.log.Error("storing response failed", "id", rb.id, "err", err)
 	}
+	return err
 }
+
+// How long, and how often, storing a response is tried while the store is out.
+const (
+	saveWithin = 5 * time.Second
+	saveRetry  = 250 * time.Millisecond
+)
 
 func (s *Server) getResponse(c *fiber.Ctx) error {
 	if err := wire.CheckID("response_id", "invalid_response_id", "response id", c.Params("id")); err != nil {
@@ -436,8 +491,13 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
 	sse := &sseWriter{wire.Frames{W: w}}
 	reason := "client disconnected"
+	unsaved := false
 	defer func() {
 		run.close(reason)
+		if unsaved {
+			at.abandon() // not acknowledged: a retry with the same Idempotency-Key runs again
+			return
+		}
 		at.finish(answer{out: s.outcomeOf(run), rb: rb})
 	}()
 	seq := 0
@@ -503,7 +563,13 @@ func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, 
 	}
 	obj := rb.final(o)
 	if at.prev == nil {
-		s.saveResponse(rb, obj)
+		if err := s.saveResponse(rb, obj); err != nil {
+			// Not stored: the stream ends with the error, not with a response it names.
+			unsaved = true
+			emitError(wire.Classify(err))
+			_ = sse.Flush()
+			return
+		}
 	}
 	switch obj["status"] {
 	case "failed":

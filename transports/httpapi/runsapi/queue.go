@@ -295,6 +295,10 @@ func (rs *Runs) refresh(r *run, rec runRecord) {
 			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
 	case !unknown && r.status == runQueued:
 		r.emitLocked("run.started", runRunning, map[string]any{"session_id": rec.SessionID})
+	case !unknown && r.status == runUnknown:
+		// Read unknown while its process was silent (a store outage), and it is not: the
+		// record says so now, and so does every process that reads it.
+		r.status = runRunning
 	}
 }
 
@@ -445,27 +449,46 @@ func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
 
 // settle writes the terminal status of a run this process runs (compare-and-set: only a record
 // still running under this process is settled), then publishes the terminal event. The write
-// comes first, so a client that saw the event never finds the run unsettled after a restart. A
-// failed write is logged and the event still goes out; the record then reads as
-// restart-unknown after a restart, which is the truth as far as the store knows.
+// comes first, so a client that saw the event never finds the run unsettled after a restart,
+// and no process reads another status than the record's: a write the store refused (an
+// outage) is tried again every settleRetry until it lands, the run reading as it stands in the
+// record meanwhile, or until the record shows another outcome (resolved, or taken by another
+// process), which then wins. Only a server that stops gives up: the record then reads as
+// restart-unknown, which is the truth as far as the store knows.
 func (rs *Runs) settle(r *run, status string, res map[string]any) {
-	rec, err := rs.ledger.Settle(rs.storeCtx(), r.id, status, res, false)
-	if errors.Is(err, runs.ErrNotOwner) || errors.Is(err, runs.ErrSettled) {
-		// Another process runs it or settled it (a start that lost to another, a run
-		// resolved meanwhile): the record is the truth, not this process's status.
-		if cur, gerr := rs.ledger.Get(rs.storeCtx(), r.id); gerr == nil {
-			rs.refresh(r, cur)
+	for logged := false; ; logged = true {
+		rec, err := rs.ledger.Settle(rs.storeCtx(), r.id, status, res, false)
+		if errors.Is(err, runs.ErrNotOwner) || errors.Is(err, runs.ErrSettled) {
+			// Another process runs it or settled it (a start that lost to another, a run
+			// resolved meanwhile): the record is the truth, not this process's status.
+			if cur, gerr := rs.ledger.Get(rs.storeCtx(), r.id); gerr == nil {
+				rs.refresh(r, cur)
+				return
+			}
+		}
+		if err == nil || errors.Is(err, runs.ErrNotFound) || rs.ctx.Err() != nil {
+			if err != nil {
+				rs.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
+			}
+			r.finish(rec, err == nil, status, res)
 			return
 		}
+		if !logged {
+			rs.log.Warn("runs: settling a run in the store failed; trying again", "run_id", r.id, "status", status, "err", err)
+		}
+		select {
+		case <-time.After(settleRetry):
+		case <-rs.ctx.Done():
+		}
 	}
-	if err != nil {
-		rs.log.Error("runs: settling a run in the store failed", "run_id", r.id, "status", status, "err", err)
-	}
-	r.finish(rec, err == nil, status, res)
 }
 
+// settleRetry is how often a settlement the store refused is written again.
+const settleRetry = time.Second
+
 // settleQueued settles a run that never started (stopped while queued, the server stopping,
-// or a start that failed) with compare-and-set from queued. It reports whether it settled it.
+// or a start that failed) with compare-and-set from queued. It reports whether it settled it;
+// a write the store refused settles nothing, here or anywhere: the run stays queued.
 func (rs *Runs) settleQueued(r *run, status, msg, reason string) bool {
 	res := map[string]any{"completed": false, "partial": false, "interrupted": status != runFailed, "error": msg}
 	if reason != "" {
@@ -476,8 +499,9 @@ func (rs *Runs) settleQueued(r *run, status, msg, reason string) bool {
 		return false
 	}
 	if err != nil {
-		rs.log.Error("runs: settling a queued run in the store failed", "run_id", r.id, "status", status, "err", err)
+		rs.log.Error("runs: settling a queued run in the store failed; it stays queued", "run_id", r.id, "status", status, "err", err)
+		return false
 	}
-	r.finish(rec, err == nil, status, res)
+	r.finish(rec, true, status, res)
 	return true
 }

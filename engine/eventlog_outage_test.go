@@ -1,0 +1,91 @@
+package engine_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine"
+
+	"github.com/hermes-go/hermes/engine/enginetest"
+	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/memstore"
+)
+
+// outageStore is a blindStore whose event log cannot be read while down is set (a database
+// restarting); it counts the reads it refused.
+type outageStore struct {
+	blindStore
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (o *outageStore) EventsSince(ctx context.Context, sid string, since uint64, max int) ([]store.StoredEvent, error) {
+	if o.down.Load() {
+		o.refused.Add(1)
+		return nil, store.ErrUnavailable
+	}
+	return o.Store.EventsSince(ctx, sid, since, max)
+}
+
+// A subscriber replaying a session's stored events (out of its journal's window: here the
+// journal of another engine than the one that ran the turn), whose store cannot be read for a
+// while (a database restart), waits for the store instead of lagging: nothing was lost, and
+// once the store answers it reads exactly what was stored.
+func TestEventLogReplayWaitsOutAnOutage(t *testing.T) {
+	shared := memstore.New()
+	t.Cleanup(func() { shared.Close() })
+	out := &outageStore{blindStore: blindStore{Store: shared}}
+	a, b := onStore(t, shared), onStore(t, out)
+	ctx := enginetest.Context(t)
+	s := a.Create()
+	subA := s.Subscribe(0)
+	defer subA.Close()
+	a.Server.Enqueue(openaitest.Text("stored ", "before"))
+	a.Run(s, "hi")
+	owner := turnEvents(t, subA)
+	last := owner[len(owner)-1].Seq
+	storedUpTo(t, shared, s.ID(), last)
+	bs, err := b.Engine.Open(ctx, s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.LastSeq() < last {
+		t.Fatalf("the other engine's journal ends at %d, the stored log at %d", bs.LastSeq(), last)
+	}
+	out.down.Store(true)
+	sub := bs.Subscribe(0)
+	defer sub.Close()
+	type read struct {
+		evs []engine.Event
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		var r read
+		for sub.Cursor() < last && r.err == nil {
+			var evs []engine.Event
+			evs, r.err = sub.NextBatch(ctx, nil)
+			r.evs = append(r.evs, evs...)
+		}
+		got <- r
+	}()
+	for out.refused.Load() < 2 {
+		select {
+		case r := <-got:
+			t.Fatalf("the replay ended while the store was out: %v", r.err)
+		case <-time.After(10 * time.Millisecond): // polls a condition
+		}
+	}
+	out.down.Store(false)
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("after the outage: %v", r.err)
+	}
+	if len(r.evs) < len(owner) {
+		t.Fatalf("replayed %d events, the turn alone has %d", len(r.evs), len(owner))
+	}
+	sameEvents(t, "after the outage", r.evs[len(r.evs)-len(owner):], owner)
+}
