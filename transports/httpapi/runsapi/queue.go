@@ -428,7 +428,10 @@ func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
 			return err
 		}
 		r.mu.Lock()
-		r.rec = rec
+		r.rec, r.here = rec, true
+		if r.wake != nil {
+			r.wake() // a goroutine deriving the log while the run was queued leaves it to this one
+		}
 		r.mu.Unlock()
 		// A model the request named: the session moves to it before the turn starts.
 		if rec.SwitchModel != "" && sess.Record().Model != rec.SwitchModel {

@@ -295,6 +295,9 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	}
 	r.emitLocked("run."+status, status, fields, at)
 	r.final = true
+	if r.wake != nil {
+		r.wake() // the goroutine deriving the log, if any, is done
+	}
 	r.trimLocked()
 	r.mu.Unlock()
 	r.doneOnce.Do(func() { close(r.done) })
