@@ -113,6 +113,9 @@ func (rs *Runs) take(r *run, sess *engine.Session, ev engine.Event) {
 		return
 	}
 	name, status, fields, ok := rs.translate(ev, sess)
+	if ok && status == runWaiting {
+		r.approval = approvalFields(ev.Data.(engine.Request)) // what GET shows while it waits
+	}
 	switch {
 	case !ok:
 	case name == statusOnly:

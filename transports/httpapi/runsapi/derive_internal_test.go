@@ -81,6 +81,11 @@ func TestRunLogDerivedTheSameEverywhere(t *testing.T) {
 	for _, ev := range turnEvents() {
 		rs.take(exec, nil, ev)
 		statuses = append(statuses, exec.getStatus())
+		if ev.Seq == 16 { // waiting: the status shows the approval the log does
+			if a, _ := exec.statusObject()["approval"].(map[string]any); a["request_id"] != "req_1" || a["command"] != "rm -rf x" {
+				t.Fatalf("status while waiting: %v", exec.statusObject())
+			}
+		}
 	}
 	exec.finish(settled, true, runCompleted, settled.Result)
 

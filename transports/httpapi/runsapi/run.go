@@ -84,6 +84,7 @@ type run struct {
 	here                                 bool               // this process executes the run: its worker writes the log
 	deriving                             bool               // a goroutine derives the log from the store here
 	wake                                 context.CancelFunc // wakes the deriving goroutine
+	approval                             map[string]any     // the last approval.request taken
 }
 
 func newRun(rec runRecord, status string) *run {
@@ -200,6 +201,8 @@ func (r *run) statusObject() fiber.Map {
 				break
 			}
 		}
+	} else if r.status == runWaiting && r.approval != nil {
+		m["approval"] = r.approval // run by another process: the request its log shows
 	}
 	return m
 }
