@@ -480,8 +480,19 @@ func (rs *Runs) Stop(c *fiber.Ctx) error {
 		// It started meanwhile: stop it as a running run.
 	}
 	r.setStopping()
-	if sess, _ := r.started(); sess != nil {
+	sess, _ := r.started()
+	r.mu.Lock()
+	here := r.here
+	r.mu.Unlock()
+	switch {
+	case sess != nil:
 		sess.Interrupt("user")
+	case !here:
+		// Queued a moment ago, started since by another process (a start here sees the
+		// stopping status and interrupts its turn itself).
+		if sess := rs.remoteSession(c.Context(), r); sess != nil {
+			sess.Interrupt("user")
+		}
 	}
 	return c.JSON(fiber.Map{"run_id": r.id, "status": runStopping})
 }
