@@ -115,13 +115,21 @@ type Record struct {
 	// taken when it was claimed (0: the store had no lease for the session; the run is then
 	// alive while its process is). Lapsed is set once that lease was gone with the run still
 	// running: the run is restart-unknown.
-	LeaseGeneration uint64         `json:"lease_generation,omitempty"`
-	Lapsed          bool           `json:"lapsed,omitempty"`
-	CreatedAt       time.Time      `json:"created_at"`
-	StartedAt       time.Time      `json:"started_at,omitzero"`
-	SettledAt       time.Time      `json:"settled_at,omitzero"`
-	Result          map[string]any `json:"result,omitempty"` // the terminal fields (completed, partial, …)
-	Version         uint64         `json:"version"`          // bumped by every write
+	LeaseGeneration uint64 `json:"lease_generation,omitempty"`
+	Lapsed          bool   `json:"lapsed,omitempty"`
+	// Ahead is how many runs of the session were ahead of this one when it was admitted.
+	Ahead int `json:"ahead,omitempty"`
+	// TurnID is the session turn the run's prompt became (set when it is known: at the claim,
+	// or once the turn started in the process holding the session's lease), and EventFloor a
+	// seq of the session's event log before that turn's first event: a process that does not
+	// execute the run reads the turn's events from there.
+	TurnID     string         `json:"turn_id,omitempty"`
+	EventFloor uint64         `json:"event_floor,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	StartedAt  time.Time      `json:"started_at,omitzero"`
+	SettledAt  time.Time      `json:"settled_at,omitzero"`
+	Result     map[string]any `json:"result,omitempty"` // the terminal fields (completed, partial, …)
+	Version    uint64         `json:"version"`          // bumped by every write
 }
 
 // Settled reports whether the run has its terminal status.
@@ -338,6 +346,12 @@ func (l *Ledger) Admit(ctx context.Context, rec Record) (Admission, error) {
 	if err != nil {
 		return Admission{}, err
 	}
+	if ahead > 0 {
+		// Every process shows a queued run's place the same way: from its record.
+		if cur, err := l.Update(ctx, rec.RunID, func(r *Record) error { r.Ahead = ahead; return nil }); err == nil {
+			rec = cur
+		}
+	}
 	return Admission{Record: rec, Position: pos, Ahead: ahead}, nil
 }
 
@@ -466,6 +480,13 @@ func indexOf(s []string, v string) int {
 // under the session lease's generation its turn runs under: the fence ctx carries for the
 // session (the engine claims a turn with its lease's), else the lease held now.
 func (l *Ledger) Claim(ctx context.Context, runID string) (Record, error) {
+	return l.ClaimTurn(ctx, runID, "")
+}
+
+// ClaimTurn is Claim for the session turn turnID ("": not known yet): the record keeps the
+// turn and a seq of the session's event log before it, so any process can read the turn's
+// events.
+func (l *Ledger) ClaimTurn(ctx context.Context, runID, turnID string) (Record, error) {
 	rec, err := l.Get(ctx, runID)
 	if err != nil {
 		return rec, err
@@ -485,12 +506,17 @@ func (l *Ledger) Claim(ctx context.Context, runID string) (Record, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return rec, err
 	}
+	floor, err := l.st.LastEventSeq(ctx, rec.SessionID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return rec, err
+	}
 	return l.Update(ctx, runID, func(rec *Record) error {
 		if rec.Status != Queued {
 			return ErrNotQueued
 		}
 		rec.Status, rec.Generation, rec.Process, rec.StartedAt = Running, rec.Generation+1, l.proc, time.Now().UTC()
 		rec.LeaseGeneration, rec.Lapsed = gen, false
+		rec.TurnID, rec.EventFloor = turnID, floor
 		return nil
 	})
 }

@@ -28,6 +28,10 @@ func TestRunApprovalAnsweredThroughAnotherServe(t *testing.T) {
 	}
 	id := adm["run_id"].(string)
 	a.waitStatus(t, id, "waiting_for_approval")
+	// B shows the run waiting, with the approval, from the turn's stored events.
+	if st := b.waitStatus(t, id, "waiting_for_approval"); st["approval"] == nil {
+		t.Fatalf("waiting run through B: %v", st)
+	}
 	if code, res := b.call(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"bogus"}`); code != 400 {
 		t.Fatalf("a bad choice through B: %d %v", code, res)
 	}

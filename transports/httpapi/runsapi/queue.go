@@ -39,6 +39,7 @@ func (rs *Runs) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 			if rec, err := rs.ledger.Get(c.Context(), id); err == nil {
 				rs.refresh(r, rec)
 			}
+			rs.derive(r) // its status follows its turn's events here
 		}
 		return r, nil
 	}
@@ -52,7 +53,11 @@ func (rs *Runs) getRunFor(c *fiber.Ctx, id string) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rs.mirror(rec), nil
+	r = rs.mirror(rec)
+	if !rec.Settled() {
+		rs.derive(r)
+	}
+	return r, nil
 }
 
 // mirror returns the run of rec, from memory or rebuilt from the record. An unsettled one gets
@@ -237,9 +242,7 @@ func (rs *Runs) admitRun(c *fiber.Ctx, owner, keyHash, fp string) error {
 		return runNotFound(adm.Replay)
 	}
 	r.rec = adm.Record
-	if adm.Ahead > 0 {
-		r.emitLocked("run.queued", "", map[string]any{"session_id": r.sessionID, "ahead": adm.Ahead})
-	}
+	r.prefixLocked() // run.queued when runs are ahead (the record says how many)
 	r.mu.Unlock()
 	rs.lanes.Kick(r.sessionID)
 	if key != "" {
@@ -265,40 +268,53 @@ func (rs *Runs) seesSession(p engine.Principal, id string) bool {
 	return err == nil && p.Sees(rec.Principal)
 }
 
-// refresh brings the mirror of a run this process does not execute up to its record: started
-// or restart-unknown elsewhere, or settled.
+// refresh brings the view of a run this process does not execute up to its record: started
+// or restart-unknown elsewhere, or settled. Its log follows in the goroutine deriving it, woken
+// here (derive.go); a run with no turn to read (settled before it started, or recorded
+// without its turn) is finished at once.
 func (rs *Runs) refresh(r *run, rec runRecord) {
 	if rec.Process == rs.ledger.Process() && !rec.Settled() {
 		return // executed here: the worker publishes its events
 	}
-	if rec.Settled() {
-		r.mu.Lock()
-		final := r.final
-		r.mu.Unlock()
-		if !final {
-			r.finish(rec, true, rec.Status, rec.Result)
-		}
-		return
-	}
-	if rec.Status != recRunning {
-		return
-	}
-	unknown := rs.ledger.Unknown(rs.ctx, rec)
+	unknown := !rec.Settled() && rec.Status == recRunning && rs.ledger.Unknown(rs.ctx, rec)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if r.final || r.here && !rec.Settled() {
+		r.mu.Unlock()
+		return
+	}
 	r.rec = rec
 	switch {
+	case rec.Settled():
+		if !terminal(r.status) {
+			r.status, r.result, r.updated = rec.Status, rec.Result, time.Now()
+		}
 	case unknown && r.status != runUnknown:
-		r.emitLocked("run.unknown", "", unknownFields(rec))
 		r.status = runUnknown
 		rs.log.Warn("runs: a run was executing in a process that is gone; it is restart-unknown until resolved",
 			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
-	case !unknown && r.status == runQueued:
-		r.emitLocked("run.started", runRunning, map[string]any{"session_id": rec.SessionID})
+	case !unknown && rec.Status == recRunning && r.status == runQueued:
+		r.status = runRunning
 	case !unknown && r.status == runUnknown:
 		// Read unknown while its process was silent (a store outage), and it is not: the
 		// record says so now, and so does every process that reads it.
 		r.status = runRunning
+	}
+	wake, deriving := r.wake, r.deriving
+	direct := rec.Settled() && !deriving && (r.here || rec.TurnID == "")
+	r.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
+	if direct {
+		// Nothing to read from the session: the record's events are the whole log.
+		r.mu.Lock()
+		r.prefixLocked()
+		if !r.unknownSent && rec.Result["turn_exit_reason"] == resolvedReason && !r.here {
+			r.unknownSent = true
+			r.emitLocked("run.unknown", "", unknownFields(rec), time.Now())
+		}
+		r.mu.Unlock()
+		r.finish(rec, true, rec.Status, rec.Result)
 	}
 }
 
@@ -411,12 +427,15 @@ func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
 	prompt, owner, sc := r.rec.Prompt, r.rec.Owner, r.trace
 	r.mu.Unlock()
 	claim := func(_ context.Context, turnID string) error {
-		rec, err := rs.ledger.Claim(rs.storeCtx(), r.id)
+		rec, err := rs.ledger.ClaimTurn(rs.storeCtx(), r.id, turnID)
 		if err != nil {
 			return err
 		}
 		r.mu.Lock()
-		r.rec = rec
+		r.rec, r.here = rec, true
+		if r.wake != nil {
+			r.wake() // a goroutine deriving the log while the run was queued leaves it to this one
+		}
 		r.mu.Unlock()
 		// A model the request named: the session moves to it before the turn starts.
 		if rec.SwitchModel != "" && sess.Record().Model != rec.SwitchModel {
@@ -435,12 +454,24 @@ func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
 	r.mu.Lock()
 	r.sess, r.turn, r.model = sess, tr, sess.Record().Model
 	stopping := r.status == runStopping // stop arrived between the record and the turn
-	status := runRunning
-	if stopping {
-		status = ""
+	if !stopping {
+		r.status = runRunning
 	}
-	r.emitLocked("run.started", status, map[string]any{"session_id": sess.ID()})
+	if r.view.turn == "" {
+		r.view.turn = tr.ID()
+	}
+	r.prefixLocked()
+	turnID, recorded := tr.ID(), r.rec.TurnID
 	r.mu.Unlock()
+	if recorded == "" && turnID != "" {
+		// The prompt was handed to the process holding the session's lease, whose turn it
+		// became: the record names it now, so every process reads the same events.
+		if rec, err := rs.ledger.Update(rs.storeCtx(), r.id, func(rec *runRecord) error { rec.TurnID = turnID; return nil }); err == nil {
+			r.mu.Lock()
+			r.rec = rec
+			r.mu.Unlock()
+		}
+	}
 	if stopping {
 		tr.Interrupt("user")
 	}

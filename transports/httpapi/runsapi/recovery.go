@@ -59,38 +59,29 @@ func (rs *Runs) init() error {
 	return nil
 }
 
-// recoveredRun rebuilds a run from its record. Its event log is not durable, so it starts
-// again with one event that says where the run stands: its terminal event, run.unknown for a
-// run a process that is gone left executing, run.started for one another process executes, or
-// run.queued.
+// recoveredRun rebuilds a run from its record, with its status; its log is derived from the
+// record and the session's stored events when a client reads it (derive.go).
 func (rs *Runs) recoveredRun(rec runRecord) *run {
 	var r *run
 	switch {
 	case rec.Settled():
 		r = newRun(rec, rec.Status)
 		r.result = rec.Result
-		fields := make(map[string]any, len(rec.Result))
-		for k, v := range rec.Result {
-			fields[k] = v
-		}
-		r.emitLocked("run."+rec.Status, "", fields)
-		r.final = true
 		r.updated = rec.SettledAt
-		r.doneOnce.Do(func() { close(r.done) })
 	case rec.Status == recRunning && rs.ledger.Unknown(rs.ctx, rec):
 		r = newRun(rec, runUnknown)
-		r.emitLocked("run.unknown", "", unknownFields(rec))
 		rs.log.Warn("runs: a run was executing when its process stopped; it is restart-unknown until resolved",
 			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
 	case rec.Status == recRunning:
 		r = newRun(rec, runRunning)
-		r.emitLocked("run.started", "", map[string]any{"session_id": rec.SessionID})
 	default:
 		r = newRun(rec, runQueued)
-		r.emitLocked("run.queued", "", map[string]any{"session_id": rec.SessionID, "recovered": true})
 	}
 	return r
 }
+
+// resolvedReason is the exit reason of a restart-unknown run resolved as interrupted.
+const resolvedReason = "interrupted_by_system(server_restart)"
 
 // ResolveUnknown settles a restart-unknown run as interrupted, so its session's FIFO moves
 // on. The caller must name the run's admission_id and execution_generation exactly as GET
@@ -116,7 +107,7 @@ func (rs *Runs) ResolveUnknown(c *fiber.Ctx) error {
 		return wire.BadRequest("execution_generation", "missing_execution_generation", "Missing required parameter: 'execution_generation' (an integer, as GET /v1/runs/{run_id} reports it)")
 	}
 	res := map[string]any{"completed": false, "partial": false, "interrupted": true,
-		"turn_exit_reason": "interrupted_by_system(server_restart)", "error": msgRestarted}
+		"turn_exit_reason": resolvedReason, "error": msgRestarted}
 	rec, err := rs.ledger.ResolveUnknown(rs.storeCtx(), r.id, *req.AdmissionID, *req.Generation, res)
 	switch {
 	case errors.Is(err, runs.ErrNotUnknown):
@@ -128,8 +119,10 @@ func (rs *Runs) ResolveUnknown(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
-	// Only the winner of the compare-and-set gets here: the run settles once.
-	r.finish(rec, true, runInterrupted, res)
+	// Only the winner of the compare-and-set gets here: the run settles once, its log after
+	// what its turn stored (derive.go).
+	rs.refresh(r, rec)
+	rs.derive(r)
 	return c.JSON(fiber.Map{"object": "hermes.run.unknown_resolution", "run_id": r.id, "status": runInterrupted, "session_id": rec.SessionID,
 		"admission_id": rec.AdmissionID, "execution_generation": rec.Generation, "resolved": true})
 }

@@ -57,3 +57,18 @@ func (rs *Runs) remoteApprovals(ctx context.Context, r *run, requestID string, a
 	}
 	return sess, ids
 }
+
+// remoteSession opens the session of a run another process executes, while it runs there (nil
+// otherwise): a steer or an interrupt through it reaches the process holding the session's
+// lease.
+func (rs *Runs) remoteSession(ctx context.Context, r *run) *engine.Session {
+	rec, err := rs.ledger.Get(ctx, r.id)
+	if err != nil || rec.Status != recRunning || rs.ledger.Unknown(ctx, rec) {
+		return nil
+	}
+	sess, err := rs.eng.Open(ctx, r.sessionID)
+	if err != nil {
+		return nil
+	}
+	return sess
+}

@@ -2,6 +2,7 @@ package runsapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -47,8 +48,9 @@ type runEvent struct {
 	data []byte
 }
 
-// run is the state of one run in this process. The goroutine that executes it is the only
-// writer of its execution events; handlers add approval, steer and stop events.
+// run is the state of one run in this process. Its log is written by one goroutine at a time:
+// the worker executing it here, or the one deriving it from the store (derive.go); handlers
+// change statuses only.
 type run struct {
 	id        string
 	owner     string
@@ -71,10 +73,18 @@ type run struct {
 	done     chan struct{} // closed when the run settles (finish)
 	doneOnce sync.Once
 
-	// final: the terminal event is in the log. It stays the last event: a handler's event
-	// that loses a race with the settlement (approval.responded, run.steered, run.stopping)
-	// is dropped rather than appended after it. Guarded by mu.
+	// final: the terminal event is in the log, and stays its last event. Guarded by mu.
 	final bool
+
+	// How far the log is derived (derive.go), guarded by mu: the record's events added, the
+	// turn's events taken up to session seq cursor.
+	queuedSent, startedSent, unknownSent bool
+	view                                 turnView
+	cursor                               uint64
+	here                                 bool               // this process executes the run: its worker writes the log
+	deriving                             bool               // a goroutine derives the log from the store here
+	wake                                 context.CancelFunc // wakes the deriving goroutine
+	approval                             map[string]any     // the last approval.request taken
 }
 
 func newRun(rec runRecord, status string) *run {
@@ -90,14 +100,9 @@ func terminal(status string) bool {
 	return false
 }
 
-// emit appends an event (and optionally sets the status) and wakes readers.
-func (r *run) emit(name, status string, fields map[string]any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.emitLocked(name, status, fields)
-}
-
-func (r *run) emitLocked(name, status string, fields map[string]any) {
+// emitLocked appends an event that happened at at (and optionally sets the status) and wakes
+// readers. Called with mu held.
+func (r *run) emitLocked(name, status string, fields map[string]any, at time.Time) {
 	if r.final {
 		return
 	}
@@ -105,7 +110,7 @@ func (r *run) emitLocked(name, status string, fields map[string]any) {
 	if fields == nil {
 		fields = map[string]any{}
 	}
-	fields["event"], fields["run_id"], fields["timestamp"], fields["sequence_number"] = name, r.id, time.Now().Unix(), seq
+	fields["event"], fields["run_id"], fields["timestamp"], fields["sequence_number"] = name, r.id, at.Unix(), seq
 	b, _ := json.Marshal(fields)
 	r.events = append(r.events, runEvent{seq: seq, data: b})
 	r.last, r.updated = name, time.Now()
@@ -116,10 +121,12 @@ func (r *run) emitLocked(name, status string, fields map[string]any) {
 	r.changed = make(chan struct{})
 }
 
-// since returns the events after seq, whether the stream is over (the run settled, or is
-// restart-unknown: nothing in this process will add to it until someone resolves it), and a
-// channel that is closed when more arrive. An id beyond the log came from before a restart
-// (the log is not durable): the reader gets the whole log again.
+// since returns the events after seq, whether the stream is over (the run's terminal event is
+// in the log, or it is restart-unknown: nothing will add to it until someone resolves it), and
+// a channel that is closed when more arrive. The log is the same in every process (derive.go):
+// an id beyond it while the run goes on is one this process has yet to reach, and the reader
+// waits for the events after it; beyond the log of a run that is over, the reader gets the
+// whole log again.
 //
 // While a run executes its whole log is kept, so no reader misses an event however far behind
 // it is. Once it settles only the last runLogKeep events are retained (with the terminal
@@ -128,14 +135,18 @@ func (r *run) since(seq int) ([]runEvent, bool, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	last := r.base + len(r.events)
-	if seq < r.base || seq > last {
+	done := r.final || r.unknownSent && r.status == runUnknown
+	switch {
+	case seq < r.base || seq > last && done:
 		seq = r.base
+	case seq > last:
+		return nil, false, r.changed
 	}
 	var out []runEvent
 	if seq < last {
 		out = append(out, r.events[seq-r.base:]...)
 	}
-	return out, terminal(r.status) || r.status == runUnknown, r.changed
+	return out, done, r.changed
 }
 
 // runLogKeep is how many events of a settled run stay replayable (the reference bounds its
@@ -190,6 +201,8 @@ func (r *run) statusObject() fiber.Map {
 				break
 			}
 		}
+	} else if r.status == runWaiting && r.approval != nil {
+		m["approval"] = r.approval // run by another process: the request its log shows
 	}
 	return m
 }
@@ -220,40 +233,14 @@ type runRequest struct {
 	Model        string          `json:"model"`
 }
 
-// follow turns the turn's engine events into run events until the turn ends or the server
-// stops (then the turn is interrupted and the run settled interrupted).
+// follow takes the turn's events into the run's log until the turn ends or the server stops
+// (then the turn is interrupted and the run settled interrupted).
 func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
 	out, err := tr.Follow(func(ev engine.Event) {
-		switch ev.Type {
-		case engine.EvMessageDelta:
-			if ev.Text != "" {
-				r.emit("message.delta", "", map[string]any{"delta": ev.Text})
-			}
-		case engine.EvToolStart:
-			if ts, ok := ev.Data.(engine.ToolStart); ok {
-				r.emit("tool.started", "", map[string]any{"tool": ts.Name, "preview": rs.host.ToolLabel(ts.Args), "call_id": ts.CallID})
-			}
-		case engine.EvToolComplete:
-			if tc, ok := ev.Data.(engine.ToolComplete); ok {
-				r.emit("tool.completed", "", map[string]any{"tool": tc.Name, "call_id": tc.CallID, "duration": float64(tc.Duration.Milliseconds()) / 1000, "error": tc.Result.IsError || tc.Blocked})
-			}
-		case engine.EvRequestOpen:
-			if q, ok := ev.Data.(engine.Request); ok && q.Kind != engine.KindApproval {
-				_ = sess.Withdraw(q.ID, wire.NoClient)
-			} else if ok {
-				r.emit("approval.request", runWaiting, approvalFields(q))
-			}
-		case engine.EvRequestResolved, engine.EvRequestCancel:
-			r.mu.Lock()
-			if r.status == runWaiting {
-				r.status = runRunning
-			}
-			r.mu.Unlock()
-		case engine.EvStatus:
-			if name, fields, ok := wire.CompactionEvent(ev, sess); ok {
-				r.emit(name, "", fields)
-			}
+		if q, ok := ev.Data.(engine.Request); ok && ev.Type == engine.EvRequestOpen && q.Kind != engine.KindApproval {
+			_ = sess.Withdraw(q.ID, wire.NoClient)
 		}
+		rs.take(r, sess, ev)
 	})
 	// Free the slot before the terminal event: a client that saw it may start the next turn.
 	tr.Close("shutdown")
@@ -304,8 +291,16 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	// session object alive.
 	r.sess, r.turn = nil, nil
 	r.result = res
-	r.emitLocked("run."+status, status, fields)
+	r.prefixLocked()
+	at := time.Now()
+	if stored && !rec.SettledAt.IsZero() {
+		at = rec.SettledAt
+	}
+	r.emitLocked("run."+status, status, fields, at)
 	r.final = true
+	if r.wake != nil {
+		r.wake() // the goroutine deriving the log, if any, is done
+	}
 	r.trimLocked()
 	r.mu.Unlock()
 	r.doneOnce.Do(func() { close(r.done) })
@@ -331,6 +326,7 @@ func (rs *Runs) Events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	rs.derive(r)
 	evs, done, _ := r.since(after)
 	if done && len(evs) == 0 {
 		return c.SendStatus(fiber.StatusNoContent)
@@ -395,7 +391,13 @@ func (rs *Runs) Approval(c *fiber.Ctx) error {
 	if resolved == 0 {
 		return &wire.Error{Status: fiber.StatusConflict, Message: "no approval is pending for run " + r.id, Type: "invalid_request_error", Code: "approval_not_pending", NoRetry: true}
 	}
-	r.emit("approval.responded", runRunning, map[string]any{"choice": choice, "request_id": req.RequestID, "resolved": resolved})
+	// The log shows the answers from the session's events (approval.responded); the status
+	// moves on now.
+	r.mu.Lock()
+	if r.status == runWaiting {
+		r.status = runRunning
+	}
+	r.mu.Unlock()
 	out := fiber.Map{"object": "hermes.run.approval_response", "run_id": r.id, "choice": choice, "resolved": resolved}
 	if req.RequestID != "" {
 		out["request_id"] = req.RequestID
@@ -432,13 +434,17 @@ func (rs *Runs) Steer(c *fiber.Ctx) error {
 	}
 	status := r.getStatus()
 	sess, _ := r.started()
+	if status == runRunning && sess == nil {
+		// Run by another process: the session sends the steer to the one holding it.
+		sess = rs.remoteSession(c.Context(), r)
+	}
 	if status != runRunning || sess == nil {
 		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " is " + status + " and does not accept steer", Type: "invalid_request_error", Code: "run_not_accepting_steer", NoRetry: true}
 	}
 	if _, err := sess.Steer(text); err != nil {
 		return &wire.Error{Status: fiber.StatusConflict, Message: "steer not accepted: " + err.Error(), Type: "invalid_request_error", Code: "steer_not_accepted", NoRetry: true}
 	}
-	r.emit("run.steered", "", map[string]any{"accepted": true})
+	// The log shows it once the turn takes it (run.steered, from steer.delivered).
 	return c.JSON(fiber.Map{"object": "hermes.run.steer", "run_id": r.id, "accepted": true})
 }
 
@@ -455,17 +461,48 @@ func (rs *Runs) Stop(c *fiber.Ctx) error {
 		return c.JSON(r.statusObject())
 	case status == runUnknown:
 		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " is restart-unknown and not active in this process; resolve it with POST /v1/runs/" + r.id + "/resolve-unknown", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
-	case status == runRunning && r.remote(rs.ledger.Process()):
-		return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " runs in another process; stop it there", Type: "invalid_request_error", Code: "run_not_active", NoRetry: true}
+	case (status == runRunning || status == runWaiting) && r.remote(rs.ledger.Process()):
+		// Run by another process: the session asks the one holding it to interrupt the turn.
+		sess := rs.remoteSession(c.Context(), r)
+		if sess == nil || !sess.Interrupt("user") {
+			if rec, err := rs.ledger.Get(c.Context(), r.id); err == nil && rec.Settled() {
+				rs.refresh(r, rec)
+				return c.JSON(r.statusObject())
+			}
+			return &wire.Error{Status: fiber.StatusConflict, Message: "run " + r.id + " could not be stopped in the process running it; retry", Type: "invalid_request_error", Code: "run_not_active"}
+		}
+		r.setStopping()
+		return c.JSON(fiber.Map{"run_id": r.id, "status": runStopping})
 	case status == runQueued:
 		if rs.settleQueued(r, runCancelled, "stopped before it started", "interrupted_by_user") {
 			return c.JSON(r.statusObject())
 		}
 		// It started meanwhile: stop it as a running run.
 	}
-	r.emit("run.stopping", runStopping, nil)
-	if sess, _ := r.started(); sess != nil {
+	r.setStopping()
+	sess, _ := r.started()
+	r.mu.Lock()
+	here := r.here
+	r.mu.Unlock()
+	switch {
+	case sess != nil:
 		sess.Interrupt("user")
+	case !here:
+		// Queued a moment ago, started since by another process (a start here sees the
+		// stopping status and interrupts its turn itself).
+		if sess := rs.remoteSession(c.Context(), r); sess != nil {
+			sess.Interrupt("user")
+		}
 	}
 	return c.JSON(fiber.Map{"run_id": r.id, "status": runStopping})
+}
+
+// setStopping marks a run being stopped (a status only: the log shows the interrupted
+// outcome).
+func (r *run) setStopping() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !terminal(r.status) {
+		r.status, r.updated = runStopping, time.Now()
+	}
 }
