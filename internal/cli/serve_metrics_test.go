@@ -145,7 +145,7 @@ func TestServeMetrics(t *testing.T) {
 	if want, got := cm.Cost(u1)+cm.Cost(u2), delta("hermes_cost_usd_total", "model", priced); want <= 0 || math.Abs(got-want) > 1e-12 {
 		t.Errorf("cost moved by %v; the catalogue prices the usage at %v", got, want)
 	}
-	for _, op := range []string{"create_session", "append_rows", "update_session"} {
+	for _, op := range []string{"create_session", "append_rows", "append_rows_usage"} { // a turn stores its answer and usage in one write
 		if delta("hermes_store_operation_seconds", "op", op) < 1 {
 			t.Errorf("no %s store operation observed", op)
 		}
