@@ -561,20 +561,27 @@ print("status " + t.status);
 // the new prompt's turn runs (in the process holding the session) and answers the prompt that
 // sent it. TestBusyInputAcrossProcesses reads only the admission of the second prompt; an ACP
 // prompt follows its turn to the answer, and that is what this checks.
-func TestACPBusyInterruptAcrossProcesses(t *testing.T) {
+// acpResult is a prompt's response or error.
+type acpResult struct {
+	r   sdk.PromptResponse
+	err error
+}
+
+// heldACPTurn starts a hermes acp on a new home (store process on) whose session's first turn
+// ("first") is held at the model before any text until gate is released; first receives that
+// prompt's response.
+func heldACPTurn(t *testing.T, ctx context.Context) (cwd string, env []string, a *acpProc, sid sdk.SessionId, gate *openaitest.Gate, first <-chan acpResult) {
+	t.Helper()
 	home, cwd := t.TempDir(), t.TempDir()
 	t.Setenv(envStoreProcess, "on")
 	t.Setenv(envStoreIdle, "300ms")
 	t.Cleanup(func() { waitStoreProcessGone(t, home) })
 	model := echoModel(t)
-	gate := openaitest.NewGate()
+	gate = openaitest.NewGate()
 	t.Cleanup(gate.Release)
 	model.Enqueue(openaitest.Response{Text: []string{"first ", "answer"}, FaultAt: 1, Gate: gate}) // held before any text
-	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	a := startACP(t, cwd, env)
+	env = []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k"}
+	a = startACP(t, cwd, env)
 	if _, err := a.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
 		t.Fatal(err)
 	}
@@ -582,29 +589,32 @@ func TestACPBusyInterruptAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		r   sdk.PromptResponse
-		err error
-	}
-	first := make(chan result, 1)
+	out := make(chan acpResult, 1)
 	go func() {
 		r, err := a.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("first")}})
-		first <- result{r, err}
+		out <- acpResult{r, err}
 	}()
 	select {
 	case <-gate.Reached():
 	case <-time.After(60 * time.Second):
 		t.Fatal("the first turn never reached the model")
 	}
+	return cwd, env, a, s.SessionId, gate, out
+}
+
+func TestACPBusyInterruptAcrossProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cwd, env, a, sid, _, first := heldACPTurn(t, ctx)
 
 	b := startACP(t, cwd, env)
 	if _, err := b.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: s.SessionId, Cwd: cwd}); err != nil {
+	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: sid, Cwd: cwd}); err != nil {
 		t.Fatalf("session/resume in the other process: %v\n%s", err, b.stderr.String())
 	}
-	r, err := b.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("second")}})
+	r, err := b.conn.Prompt(ctx, sdk.PromptRequest{SessionId: sid, Prompt: []sdk.ContentBlock{sdk.TextBlock("second")}})
 	if err != nil || r.StopReason != sdk.StopReasonEndTurn {
 		t.Fatalf("the interrupting prompt through the other process: %+v %v\n%s", r, err, b.stderr.String())
 	}
@@ -626,46 +636,15 @@ func TestACPBusyInterruptAcrossProcesses(t *testing.T) {
 // process is running a turn in, and closed without prompting, leaves that turn alone: only the
 // turns of a client's own prompts are interrupted when it goes away, as with one process.
 func TestACPDisconnectLeavesOtherProcessTurn(t *testing.T) {
-	home, cwd := t.TempDir(), t.TempDir()
-	t.Setenv(envStoreProcess, "on")
-	t.Setenv(envStoreIdle, "300ms")
-	t.Cleanup(func() { waitStoreProcessGone(t, home) })
-	model := echoModel(t)
-	gate := openaitest.NewGate()
-	t.Cleanup(gate.Release)
-	model.Enqueue(openaitest.Response{Text: []string{"first ", "answer"}, FaultAt: 1, Gate: gate}) // held before any text
-	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=openai:fake-agent", "OPENAI_BASE_URL=" + model.URL(), "OPENAI_API_KEY=k"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	a := startACP(t, cwd, env)
-	if _, err := a.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := a.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: cwd, McpServers: []sdk.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		r   sdk.PromptResponse
-		err error
-	}
-	first := make(chan result, 1)
-	go func() {
-		r, err := a.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: []sdk.ContentBlock{sdk.TextBlock("first")}})
-		first <- result{r, err}
-	}()
-	select {
-	case <-gate.Reached():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the first turn never reached the model")
-	}
+	cwd, env, a, sid, gate, first := heldACPTurn(t, ctx)
 
 	b := startACP(t, cwd, env)
 	if _, err := b.conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: s.SessionId, Cwd: cwd}); err != nil {
+	if _, err := b.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: sid, Cwd: cwd}); err != nil {
 		t.Fatalf("session/resume in the other process: %v\n%s", err, b.stderr.String())
 	}
 	if err := b.close(); err != nil {
