@@ -88,6 +88,9 @@ type Config struct {
 	// holder that did not release it (after the session.takeover event, before the work that
 	// acquired the lease goes on): the single-node restart path for that session.
 	OnTakeover func(ctx context.Context, t Takeover)
+	// Adopter, when set, may adopt a turn a session's previous holder left waiting for an
+	// approval (adopt.go); without one such a turn is restart-unknown on takeover.
+	Adopter Adopter
 }
 
 // DefaultSystemPrompt is used when Config.SystemPrompt is empty.

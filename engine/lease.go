@@ -60,7 +60,10 @@ type Takeover struct {
 	// TurnID is the turn of the newest transcript row, the one the previous holder was most
 	// likely running ("" for an empty transcript).
 	TurnID  string `json:"turn_id,omitempty"`
-	Outcome string `json:"outcome"` // OutcomeRestartUnknown
+	Outcome string `json:"outcome"` // OutcomeRestartUnknown, or "" when the turn was adopted
+	// Adopted says the turn TurnID was parked at an approval and goes on under this holder
+	// (adopt.go): it is not restart-unknown.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 func (Takeover) eventData() {}
@@ -404,6 +407,9 @@ func (h *heldLease) takeover(ctx context.Context, s *Session, prev leaseMarker, 
 		PreviousGeneration: prev.Generation, Outcome: OutcomeRestartUnknown}
 	if rows, err := h.e.cfg.Store.Rows(ctx, h.sid, store.RowQuery{Tail: true, Limit: 1}); err == nil && len(rows) > 0 {
 		tk.TurnID = rows[0].TurnID
+	}
+	if h.adopt(ctx, s, tk) {
+		return
 	}
 	h.e.log.WarnContext(ctx, "took a session over from a holder that did not release it; its turn is restart-unknown",
 		"session_id", h.sid, "previous_owner", prev.Owner, "previous_generation", prev.Generation, "generation", l.Generation)

@@ -81,28 +81,38 @@ func validateAnswer(kind string, a map[string]any) error {
 // ctx. Every way out other than an answer emits request.cancel so clients close their prompt.
 func (s *Session) ask(ctx context.Context, turnID, kind string, payload map[string]any, timeout time.Duration) (map[string]any, error) {
 	now := time.Now()
-	p := &pendingRequest{
-		req: Request{
-			ID: "srq-" + newID("")[:12], Kind: kind, SessionID: s.id, TurnID: turnID,
-			Payload: payload, Created: now, Deadline: now.Add(timeout),
-		},
-		answer: make(chan map[string]any, 1),
-		cancel: make(chan string, 1),
+	p, err := s.openRequest(Request{
+		ID: "srq-" + newID("")[:12], Kind: kind, SessionID: s.id, TurnID: turnID,
+		Payload: payload, Created: now, Deadline: now.Add(timeout),
+	})
+	if err != nil {
+		return nil, err
 	}
+	return s.await(ctx, p)
+}
+
+// openRequest registers q as open and publishes it (request.open). An adopted turn opens the
+// request its first holder had open again, with the same id and deadline (adopt.go).
+func (s *Session) openRequest(q Request) (*pendingRequest, error) {
+	p := &pendingRequest{req: q, answer: make(chan map[string]any, 1), cancel: make(chan string, 1)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrSessionClosed
 	}
-	if t := s.turns[turnID]; t != nil {
+	if t := s.turns[q.TurnID]; t != nil {
 		p.req.Origin = t.origin
 	}
 	s.requests[p.req.ID] = p
 	s.setStatusLocked(StatusWaiting)
 	s.mu.Unlock()
-	s.j.append(Event{Type: EvRequestOpen, TurnID: turnID, Data: p.req})
+	s.j.append(Event{Type: EvRequestOpen, TurnID: q.TurnID, Data: p.req})
+	return p, nil
+}
 
-	timer := time.NewTimer(timeout)
+// await waits for an open request's answer, its deadline, a withdraw, or ctx.
+func (s *Session) await(ctx context.Context, p *pendingRequest) (map[string]any, error) {
+	timer := time.NewTimer(time.Until(p.req.Deadline))
 	defer timer.Stop()
 	var reason string
 	select {
@@ -115,7 +125,7 @@ func (s *Session) ask(ctx context.Context, turnID, kind string, payload map[stri
 		reason = "interrupted"
 	}
 	if s.takeRequest(p.req.ID) != nil {
-		s.j.append(Event{Type: EvRequestCancel, TurnID: turnID, Data: RequestCancel{ID: p.req.ID, Kind: kind, Reason: reason}})
+		s.j.append(Event{Type: EvRequestCancel, TurnID: p.req.TurnID, Data: RequestCancel{ID: p.req.ID, Kind: p.req.Kind, Reason: reason}})
 	}
 	if reason == "timeout" {
 		return nil, ErrRequestTimeout

@@ -325,6 +325,10 @@ func (f *Follow) acceptRemote(ev Event) (Event, bool) {
 			f.end(io.EOF)
 		}
 		return ev, true
+	case ev.Type == EvTakeover && adoptedTurn(ev) == f.remote:
+		// Its process went away while it waited for an approval, and the new holder goes on
+		// with it (adopt.go): its events keep coming, from that holder.
+		return ev, true
 	case ev.Type == EvTakeover && (f.live || takenTurn(ev) == f.remote):
 		// The process that started the turn is gone. A takeover about an earlier turn (this
 		// engine took the session over and then started the prompt itself) is passed over.
@@ -378,6 +382,14 @@ func takenTurn(ev Event) string {
 		return tk.TurnID
 	}
 	return ev.TurnID
+}
+
+// adoptedTurn is the turn a takeover event says the new holder adopted ("" when none).
+func adoptedTurn(ev Event) string {
+	if tk, ok := ev.Data.(Takeover); ok && tk.Adopted {
+		return tk.TurnID
+	}
+	return ""
 }
 
 // finished handles the followed turn's message.complete: the end, or with FollowQueue after a

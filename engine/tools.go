@@ -26,8 +26,9 @@ func alwaysKey(pattern string) string { return "approval/always/" + pattern }
 // runTools runs a batch of tool calls and returns their results in call order. A batch made
 // only of read-only tools runs concurrently; any other batch runs in order, so approvals are
 // asked one at a time and side effects happen in the order the model asked for them.
-func (t *turnState) runTools(calls []model.ToolCall) []tool.Result {
-	results := make([]tool.Result, len(calls))
+// done receives each result in call order: after each call in an ordered batch, after the
+// whole batch in a concurrent one.
+func (t *turnState) runTools(calls []model.ToolCall, done func(i int, r tool.Result)) {
 	concurrent := len(calls) > 1
 	for _, c := range calls {
 		if !parallelSafe[c.Name] {
@@ -35,21 +36,25 @@ func (t *turnState) runTools(calls []model.ToolCall) []tool.Result {
 		}
 	}
 	if concurrent {
+		t.ckpt = nil // the calls run on goroutines of their own: no checkpoint
+		results := make([]tool.Result, len(calls))
 		var wg sync.WaitGroup
 		for i, c := range calls {
 			wg.Go(func() { results[i] = t.runTool(c) })
 		}
 		wg.Wait()
-		return results
+		for i, r := range results {
+			done(i, r)
+		}
+		return
 	}
 	for i, c := range calls {
 		if t.ctx.Err() != nil {
-			results[i] = tool.Result{Content: "Not run: the turn was interrupted.", IsError: true}
+			done(i, tool.Result{Content: "Not run: the turn was interrupted.", IsError: true})
 			continue
 		}
-		results[i] = t.runTool(c)
+		done(i, t.runTool(c))
 	}
-	return results
 }
 
 // runTool is one call: guard → policy → approval → run.
@@ -60,7 +65,9 @@ func (t *turnState) runTool(c model.ToolCall) tool.Result {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	s.j.append(Event{Type: EvToolStart, TurnID: t.id, Data: ToolStart{CallID: c.ID, Name: c.Name, Args: args}})
+	if !t.adoptedAt(c.ID) { // its first holder published its start
+		s.j.append(Event{Type: EvToolStart, TurnID: t.id, Data: ToolStart{CallID: c.ID, Name: c.Name, Args: args}})
+	}
 	start := time.Now()
 	ctx, span := t.toolSpan(c)
 	res, blocked := t.callTool(ctx, c, args)
@@ -110,6 +117,17 @@ func (t *turnState) callTool(ctx context.Context, c model.ToolCall, args json.Ra
 // (possibly rewritten) arguments and whether the call may run; when not, res says why.
 func (t *turnState) approve(ctx context.Context, c model.ToolCall, tl tool.Tool, args json.RawMessage, v tool.Verdict) (json.RawMessage, bool, tool.Result) {
 	s := t.s
+	if p := t.adoptedRequest(c.ID); p != nil {
+		// Adopted at this approval: the first holder's policy asked already, and the request
+		// it opened is open again here; the person's answer decides.
+		if a, ok := p.req.Payload["args"]; ok {
+			if b, err := json.Marshal(a); err == nil && json.Valid(b) && string(b) != "null" {
+				args = b
+			}
+		}
+		ans, err := s.requestHost().await(ctx, p)
+		return t.approval(args, v, ans, err)
+	}
 	approved := s.approvedPatterns()
 	// A sub-agent answers to its delegating session's client, whose mode governs it too.
 	mode := s.requestHost().ApprovalMode()
@@ -161,8 +179,19 @@ func (t *turnState) approve(ctx context.Context, c model.ToolCall, tl tool.Tool,
 		"tool": c.Name, "call_id": c.ID, "command": v.Command, "args": args,
 		"pattern_key": in.Pattern, "pattern_keys": v.Patterns, "description": desc, "allow_permanent": len(v.Patterns) > 0,
 	}
-	host := s.requestHost()
-	ans, err := host.ask(ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
+	// The call and the results before it are stored before a person is asked: the turn can be
+	// adopted at this point by another process should this one go away (adopt.go).
+	if err := t.checkpoint(); err != nil {
+		t.noteStoreErr(err)
+		return nil, false, tool.Result{Content: "BLOCKED: the call could not be recorded before asking for approval (" + err.Error() + "), so it was not run. Do NOT retry.", IsError: true}
+	}
+	ans, err := s.requestHost().ask(ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
+	return t.approval(args, v, ans, err)
+}
+
+// approval maps the answer to an approval request to approve's results.
+func (t *turnState) approval(args json.RawMessage, v tool.Verdict, ans map[string]any, err error) (json.RawMessage, bool, tool.Result) {
+	s := t.s
 	choice, _ := ans["choice"].(string)
 	switch {
 	case errors.Is(err, ErrRequestTimeout):

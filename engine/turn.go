@@ -20,6 +20,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/tool"
 )
 
 // Steer markers: delivered guidance is appended to the last tool result of a batch between
@@ -63,6 +64,12 @@ type turnState struct {
 	iteration   int
 	corrections []Correction // steers delivered in this turn
 	storeErr    error        // a write that failed mid-batch (an "always" approval); ends the turn
+
+	// ckpt is the turn's unstored rows while a batch runs in order (toolBatch); only the
+	// turn's goroutine reads or writes it.
+	ckpt *[]store.Row
+	// resume is what an adopted turn goes on from (adopt.go); nil for a turn started here.
+	resume *resumePoint
 }
 
 // reasonStore is the exit reason of a turn ended because a row or a setting could not be
@@ -88,7 +95,11 @@ func (t *turnState) interrupt(cause error) { t.cancel(cause) }
 // newTurnLocked claims a turn; parent is the span context of the request that asked for it
 // (the turn's span continues its trace), or the zero one.
 func (s *Session) newTurnLocked(text, origin string, parent trace.SpanContext) *turnState {
-	id := newID("turn_")
+	return s.newTurnWithIDLocked(newID("turn_"), text, origin, parent)
+}
+
+// newTurnWithIDLocked is newTurnLocked for a turn whose id is known (an adopted one).
+func (s *Session) newTurnWithIDLocked(id, text, origin string, parent trace.SpanContext) *turnState {
 	ctx, span := s.turnContext(parent, id, origin)
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.j.ownForTurn(context.Background()) // this process numbers the turn's events (eventlog.go)
@@ -142,8 +153,11 @@ func (s *Session) startTurn(t *turnState) {
 	s.e.turns.Add(1)
 	go func() {
 		defer s.e.turns.Done()
-		s.j.append(Event{Type: EvMessageStart, TurnID: t.id, Data: TurnStart{Prompt: t.prompt, Origin: t.origin, Model: s.Record().Model, RowID: t.userRowID}})
+		if t.resume == nil { // an adopted turn started in another process
+			s.j.append(Event{Type: EvMessageStart, TurnID: t.id, Data: TurnStart{Prompt: t.prompt, Origin: t.origin, Model: s.Record().Model, RowID: t.userRowID}})
+		}
 		out := t.run()
+		t.dropAdopted()
 		s.finish(t, out)
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		_ = s.j.flushWait(ctx) // the turn's events are stored before the turn counts as gone
@@ -280,7 +294,31 @@ func (t *turnState) run() Outcome {
 	}
 	var pending []store.Row
 	lastTool := -1 // index in msgs of the newest tool result of this turn
+	var calls []model.ToolCall
+	if t.resume != nil {
+		// An adopted turn goes on with the calls its first holder had not run, starting with
+		// the one parked at the approval (adopt.go).
+		calls = t.resume.calls
+		t.mu.Lock()
+		t.iteration = 1
+		t.mu.Unlock()
+	}
 	for {
+		if len(calls) > 0 {
+			msgs = t.toolBatch(calls, msgs, &pending)
+			calls = nil
+			lastTool = len(msgs) - 1
+			if serr := t.noticedStoreErr(); serr != nil {
+				if perr := s.persist(&pending, t); perr != nil {
+					serr = errors.Join(serr, perr)
+				}
+				return t.fail(out, reasonStore, serr)
+			}
+			if t.ctx.Err() != nil {
+				return t.interrupted(out, pending, false)
+			}
+			t.deliverSteer(msgs, pending, lastTool)
+		}
 		if t.ctx.Err() != nil {
 			return t.interrupted(out, pending, false)
 		}
@@ -340,24 +378,34 @@ func (t *turnState) run() Outcome {
 		t.uniqueCallIDs(msg.ToolCalls)
 		msgs = append(msgs, msg)
 		pending = append(pending, assistantRow(t.id, msg))
-		results := t.runTools(msg.ToolCalls)
-		for i, c := range msg.ToolCalls {
-			tm := model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: s.budgetToolOutput(c.Name, c.ID, results[i].Content)}
-			msgs = append(msgs, tm)
-			pending = append(pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: results[i].Content, Time: time.Now().UTC()})
-		}
-		lastTool = len(msgs) - 1
-		if serr := t.noticedStoreErr(); serr != nil {
-			if perr := s.persist(&pending, t); perr != nil {
-				serr = errors.Join(serr, perr)
-			}
-			return t.fail(out, reasonStore, serr)
-		}
-		if t.ctx.Err() != nil {
-			return t.interrupted(out, pending, false)
-		}
-		t.deliverSteer(msgs, pending, lastTool)
+		calls = msg.ToolCalls // run at the top of the next iteration
 	}
+}
+
+// toolBatch runs a batch of calls and appends their results to msgs (as the model sees them)
+// and to pending (as they are stored), in call order. While a batch runs in order, pending is
+// the turn's checkpoint: an approval stores it before it asks (tools.go), so the transcript
+// holds the call and every result before it while a person decides, and a process that takes
+// the session over can go on from there (adopt.go).
+func (t *turnState) toolBatch(calls []model.ToolCall, msgs []model.Message, pending *[]store.Row) []model.Message {
+	s := t.s
+	t.ckpt = pending
+	defer func() { t.ckpt = nil }()
+	t.runTools(calls, func(i int, res tool.Result) {
+		c := calls[i]
+		msgs = append(msgs, model.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: s.budgetToolOutput(c.Name, c.ID, res.Content)})
+		*pending = append(*pending, store.Row{Role: "tool", TurnID: t.id, ToolCallID: c.ID, ToolName: c.Name, Content: res.Content, Time: time.Now().UTC()})
+	})
+	return msgs
+}
+
+// checkpoint stores the rows of the batch running in order (the assistant's calls and the
+// results so far) before an approval is asked; there is nothing to store in a concurrent batch.
+func (t *turnState) checkpoint() error {
+	if t.ckpt == nil {
+		return nil
+	}
+	return t.s.persist(t.ckpt, t)
 }
 
 func assistantRow(turnID string, m model.Message) store.Row {

@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/memstore"
+	"github.com/hermes-go/hermes/engine/tool"
+)
+
+// callThenText asks for the mark tool until the turn has a tool result, then answers.
+type callThenText struct{}
+
+func (callThenText) Stream(_ context.Context, req model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == "tool" {
+			yield(model.Chunk{Text: "done: " + last.Content, FinishReason: "stop"}, nil)
+			return
+		}
+		yield(model.Chunk{ToolCalls: []model.ToolCallDelta{{Index: 0, ID: "call_mark", Name: "mark", Arguments: `{"n":1}`}}, FinishReason: "tool_calls"}, nil)
+	}
+}
+
+// markTool counts its runs: a side effect that must happen at most once per approved call.
+type markTool struct{ runs atomic.Int32 }
+
+func (*markTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: "mark", Description: "marks", Parameters: []byte(`{"type":"object"}`)}
+}
+
+func (m *markTool) Call(context.Context, tool.Call, *tool.Env) (tool.Result, error) {
+	m.runs.Add(1)
+	return tool.Result{Content: "marked"}, nil
+}
+
+type askEverything struct{}
+
+func (askEverything) Approve(context.Context, policy.ApprovalInput) (policy.ApprovalDecision, error) {
+	return policy.ApprovalDecision{Decision: policy.Ask, Reason: "ask"}, nil
+}
+
+// adopter agrees (or not) and hands over the adopted turn's Follow.
+type adopter struct {
+	agree   bool
+	mu      sync.Mutex
+	asked   []Takeover
+	follows chan *Follow
+}
+
+func (a *adopter) Adopt(_ context.Context, tk Takeover) bool {
+	a.mu.Lock()
+	a.asked = append(a.asked, tk)
+	a.mu.Unlock()
+	return a.agree
+}
+
+func (a *adopter) Adopted(_ *Session, f *Follow) { a.follows <- f }
+
+func adoptEngine(t *testing.T, st store.Store, mark *markTool, a *adopter) *Engine {
+	t.Helper()
+	e, err := New(Config{Store: st, Providers: map[string]model.Provider{"p": callThenText{}}, DefaultModel: "p:m", Cwd: t.TempDir(),
+		Tools: tool.NewRegistry(mark), Policy: policy.Set{Approver: askEverything{}}, ApprovalTimeout: time.Minute,
+		Leases: LeaseConfig{TTL: 300 * time.Millisecond}, Adopter: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// parkAndHang starts a turn on ea that parks at the mark tool's approval, then hangs ea's
+// holder (no more renewals, as a process stopped or cut off): it returns the session, the turn
+// and the open request.
+func parkAndHang(t *testing.T, ctx context.Context, ea *Engine, st store.Store) (*Session, string, Request) {
+	t.Helper()
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := sa.Submit(ctx, Prompt{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := waitEvent(t, sa, 0, func(ev Event) bool { return ev.Type == EvRequestOpen }).Data.(Request)
+	// The checkpoint: the call is stored before the person is asked.
+	if got := strings.Join(contents(t, st, sa.ID()), "|"); got != "user:go|assistant:" {
+		t.Fatalf("rows while waiting for the approval: %q", got)
+	}
+	ea.lmu.Lock()
+	ea.leases[sa.ID()].paused.Store(true)
+	ea.lmu.Unlock()
+	return sa, adm.TurnID, q
+}
+
+// TestAdoptParkedApproval: a turn waiting for an approval in a process that went away is
+// adopted by the process that takes the session over: the same request is open again, the
+// answer given there runs the tool exactly once and the turn completes; the old holder, back,
+// writes nothing.
+func TestAdoptParkedApproval(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	markA, markB := &markTool{}, &markTool{}
+	ea := adoptEngine(t, st, markA, nil)
+	ab := &adopter{agree: true, follows: make(chan *Follow, 1)}
+	eb := adoptEngine(t, st, markB, ab)
+	ctx := waitCtx(t)
+	sa, turnID, q := parkAndHang(t, ctx, ea, st)
+
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := sb.LastSeq()
+	for {
+		held, err := sb.Adopt(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var f *Follow
+	select {
+	case f = <-ab.follows:
+	case <-ctx.Done():
+		t.Fatal("the adopted turn was not handed over")
+	}
+	defer f.Close()
+	tk := waitEvent(t, sb, since, func(ev Event) bool { return ev.Type == EvTakeover }).Data.(Takeover)
+	if !tk.Adopted || tk.TurnID != turnID || tk.Outcome != "" || tk.Owner != eb.LeaseOwner() {
+		t.Fatalf("takeover %+v, want turn %s adopted", tk, turnID)
+	}
+	again := waitEvent(t, sb, since, func(ev Event) bool { return ev.Type == EvRequestOpen }).Data.(Request)
+	if again.ID != q.ID || !again.Deadline.Equal(q.Deadline) || again.Payload["call_id"] != "call_mark" {
+		t.Fatalf("request opened again %+v, want %+v", again, q)
+	}
+	if err := sb.Answer(q.ID, map[string]any{"choice": ChoiceOnce}); err != nil {
+		t.Fatal(err)
+	}
+	var out *Outcome
+	for {
+		ev, err := f.Next(ctx)
+		if err != nil {
+			t.Fatalf("following the adopted turn: %v", err)
+		}
+		if ev.Type == EvMessageStart {
+			t.Fatal("an adopted turn starts again")
+		}
+		if o, ok := ev.Data.(Outcome); ok && ev.Type == EvMessageComplete {
+			out = &o
+			break
+		}
+	}
+	if out.TurnID != turnID || out.Status != StatusCompleted || out.Text != "done: marked" {
+		t.Fatalf("adopted turn's outcome %+v", out)
+	}
+
+	// The old holder comes back: its renewal is refused, its turn stops, no tool ran there.
+	ea.lmu.Lock()
+	ea.leases[sa.ID()].paused.Store(false)
+	ea.lmu.Unlock()
+	outA, err := sa.Wait(ctx, turnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outA.ExitReason != reasonLease {
+		t.Fatalf("the old holder's turn: %+v, want %s", outA, reasonLease)
+	}
+	if markA.runs.Load() != 0 || markB.runs.Load() != 1 {
+		t.Fatalf("tool runs: old holder %d, adopter %d; want 0 and 1", markA.runs.Load(), markB.runs.Load())
+	}
+	want := "user:go|assistant:|tool:marked|assistant:done: marked"
+	if got := strings.Join(contents(t, st, sa.ID()), "|"); got != want {
+		t.Fatalf("transcript %q, want %q", got, want)
+	}
+}
+
+// TestAdoptRefused: without the Adopter's consent the parked turn is restart-unknown, as
+// before: its request stays closed and the tool never runs.
+func TestAdoptRefused(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	markA, markB := &markTool{}, &markTool{}
+	ea := adoptEngine(t, st, markA, nil)
+	ab := &adopter{agree: false, follows: make(chan *Follow, 1)}
+	eb := adoptEngine(t, st, markB, ab)
+	ctx := waitCtx(t)
+	sa, turnID, q := parkAndHang(t, ctx, ea, st)
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := sb.LastSeq()
+	for {
+		held, err := sb.Adopt(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tk := waitEvent(t, sb, since, func(ev Event) bool { return ev.Type == EvTakeover }).Data.(Takeover)
+	if tk.Adopted || tk.Outcome != OutcomeRestartUnknown || tk.TurnID != turnID {
+		t.Fatalf("takeover %+v, want restart-unknown", tk)
+	}
+	ab.mu.Lock()
+	n := len(ab.asked)
+	ab.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the adopter was asked %d times, want 1", n)
+	}
+	if err := sb.Answer(q.ID, map[string]any{"choice": ChoiceOnce}); !errors.Is(err, ErrUnknownRequest) {
+		t.Fatalf("answer to the request of a restart-unknown turn: %v", err)
+	}
+	if markA.runs.Load()+markB.runs.Load() != 0 {
+		t.Fatal("a tool ran without an approval")
+	}
+}
