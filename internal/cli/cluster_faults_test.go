@@ -487,6 +487,34 @@ func (c *cluster) about(keys ...string) string {
 	return b.String()
 }
 
+// stored is what the database holds about a run and its session: the run's record, the
+// session's lease and its event log (types, turns, generations, payloads clipped).
+func (c *cluster) stored(runID, sid string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := postgres.Open(ctx, c.url, postgres.Options{})
+	if err != nil {
+		return "store: " + err.Error()
+	}
+	defer st.Close()
+	var b strings.Builder
+	rec, err := st.GetKV(ctx, "httpapi/run/"+runID)
+	fmt.Fprintf(&b, "run record: %s %v\n", rec, err)
+	l, err := st.GetLease(ctx, sid)
+	fmt.Fprintf(&b, "lease: %+v %v\n", l, err)
+	evs, err := st.EventsSince(ctx, sid, 0, 0)
+	if err != nil {
+		fmt.Fprintf(&b, "events: %v\n", err)
+	}
+	for _, ev := range evs {
+		if ev.Type == "message.delta" {
+			continue
+		}
+		fmt.Fprintf(&b, "  #%d gen %d %s %s %s\n", ev.Seq, ev.Generation, ev.Type, ev.TurnID, tail(string(ev.Data), 240))
+	}
+	return b.String()
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]
@@ -655,11 +683,11 @@ func (c *cluster) answerParked(after string) {
 					break
 				}
 				if a.status != 503 && a.status != 0 && time.Now().After(deadline) {
-					t.Fatalf("after %s: approval of run %s (%v on the nodes) answered on %s: %d %s\n%s", after, id, got, c.nodes[j].name, a.status, a.body, c.about(id, parkedSession(id, c)))
+					t.Fatalf("after %s: approval of run %s (%v on the nodes) answered on %s: %d %s\n%s\n%s", after, id, got, c.nodes[j].name, a.status, a.body, c.about(id, parkedSession(id, c)), c.stored(id, parkedSession(id, c)))
 				}
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("after %s: run %s parked at an approval is %v on the nodes, not answered nor settled within %s\n%s\n%s", after, id, got, runSettle, c.about(id, parkedSession(id, c)), c.logs())
+				t.Fatalf("after %s: run %s parked at an approval is %v on the nodes, not answered nor settled within %s\n%s\n%s\n%s", after, id, got, runSettle, c.about(id, parkedSession(id, c)), c.stored(id, parkedSession(id, c)), c.logs())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
