@@ -33,6 +33,25 @@ type Adopter interface {
 	Adopted(s *Session, f *Follow)
 }
 
+type adopterBox struct{ a Adopter }
+
+// SetAdopter sets the Adopter after the engine was built (the runs ledger is opened on the
+// engine's store, so it comes later); nil goes back to Config.Adopter.
+func (e *Engine) SetAdopter(a Adopter) {
+	if a == nil {
+		e.adopter.Store(nil)
+		return
+	}
+	e.adopter.Store(&adopterBox{a})
+}
+
+func (e *Engine) currentAdopter() Adopter {
+	if b := e.adopter.Load(); b != nil {
+		return b.a
+	}
+	return e.cfg.Adopter
+}
+
 // resumePoint is where an adopted turn goes on.
 type resumePoint struct {
 	calls []model.ToolCall // the batch's calls without a result, the one asked about first
@@ -143,7 +162,7 @@ func (s *Session) checkpointOf(ctx context.Context, turnID string) (cp resumePoi
 // the takeover event says it was adopted, the request is open again, and the turn runs here
 // from the call it was parked at. It reports whether the turn runs here.
 func (h *heldLease) adopt(ctx context.Context, s *Session, tk Takeover) bool {
-	a := h.e.cfg.Adopter
+	a := h.e.currentAdopter()
 	if a == nil || tk.TurnID == "" {
 		return false
 	}

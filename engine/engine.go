@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"weak"
@@ -100,9 +101,10 @@ A message wrapped in [OUT-OF-BAND USER MESSAGE — a direct message from the use
 
 // Engine owns the store, providers, tools, policy and live sessions.
 type Engine struct {
-	cfg    Config
-	log    *slog.Logger
-	tracer trace.Tracer
+	cfg     Config
+	log     *slog.Logger
+	tracer  trace.Tracer
+	adopter atomic.Pointer[adopterBox] // SetAdopter; Config.Adopter until then
 
 	mu   sync.Mutex
 	live map[string]*Session

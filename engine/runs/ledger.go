@@ -72,6 +72,40 @@ type Ledger struct {
 	stop    context.CancelFunc
 	done    chan struct{}
 	closeMu sync.Once
+
+	adopt atomic.Pointer[func(context.Context, Record) bool] // SetAdopt
+}
+
+// SetAdopt gives the ledger a way to adopt a run whose lease is gone instead of lapsing it:
+// adopt takes the run's session over (through the engine, which adopts a turn parked at an
+// approval) and reports whether the run now runs under a live lease. nil removes it.
+func (l *Ledger) SetAdopt(adopt func(ctx context.Context, rec Record) bool) {
+	if adopt == nil {
+		l.adopt.Store(nil)
+		return
+	}
+	l.adopt.Store(&adopt)
+}
+
+// Adopt moves a running run to this process and to the lease generation gen that adopted its
+// turn (compare-and-set: the run still running, not lapsed, under generation prev and turn
+// turnID): this process settles it now, and any other that followed it reads the settlement.
+// It returns the record as written.
+func (l *Ledger) Adopt(ctx context.Context, sessionID, turnID string, prev, gen uint64) (Record, error) {
+	head, ok, err := l.Head(ctx, sessionID)
+	if err != nil {
+		return Record{}, err
+	}
+	if !ok || head.TurnID != turnID {
+		return Record{}, ErrNotOwner
+	}
+	return l.Update(ctx, head.RunID, func(cur *Record) error {
+		if cur.Status != Running || cur.Lapsed || cur.LeaseGeneration == 0 || cur.LeaseGeneration != prev || cur.TurnID != turnID {
+			return ErrNotOwner
+		}
+		cur.LeaseGeneration, cur.Process = gen, l.proc
+		return nil
+	})
 }
 
 // Open starts a ledger on st for this process (a fresh process id, its heartbeat written and
@@ -281,6 +315,17 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 			// renews the same generation once it reaches the store, or it lost the lease,
 			// stopped the turn and settles the run itself. Its silence is not a lapse.
 			return back.Add(BeatTTL)
+		}
+	}
+	if adopt := l.adopt.Load(); adopt != nil && rec.TurnID != "" {
+		// Its turn may be parked at an approval: the session is taken over (as any use of it
+		// would) and the turn adopted, the record moving to the new generation.
+		if (*adopt)(ctx, rec) {
+			l.forget(rec.RunID)
+			return now.Add(time.Second)
+		}
+		if free {
+			return now.Add(time.Second) // taken over, its turn restart-unknown: lapsed next time
 		}
 	}
 	if free {

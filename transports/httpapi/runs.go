@@ -55,6 +55,12 @@ func (h runsHost) StartTurn(ctx context.Context, sess *engine.Session, p engine.
 	return runTurn{s: s, tr: tr}, nil
 }
 
+// AdoptedTurn is a run's turn this process adopted from one that went away while it waited for
+// an approval; requests stay open for the run's clients to answer.
+func (h runsHost) AdoptedTurn(sess *engine.Session, f *engine.Follow, turnID string) runsapi.Turn {
+	return runTurn{s: h.s, tr: &turnRun{sess: sess, f: f, turnID: turnID, quiet: h.s.opts.KeepAlive, keep: true}}
+}
+
 // runTurn is a run's turn, followed by the server's one pump.
 type runTurn struct {
 	s  *Server

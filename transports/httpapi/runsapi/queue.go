@@ -357,7 +357,10 @@ func (rs *Runs) local(rec runRecord) (bool, <-chan struct{}) {
 	select {
 	case <-r.done:
 	default:
-		if sess, _ := r.started(); sess != nil {
+		r.mu.Lock()
+		adopting := r.adopting
+		r.mu.Unlock()
+		if sess, _ := r.started(); sess != nil || adopting {
 			return false, r.done
 		}
 		// Claimed by this process but never started here: its start failed with the store

@@ -22,6 +22,8 @@ func (rs *Runs) init() error {
 		return fmt.Errorf("httpapi: opening the runs ledger: %w", err)
 	}
 	rs.ledger = l
+	l.SetAdopt(rs.adoptRun)
+	rs.eng.SetAdopter(rs)
 	rs.lanes = runs.NewLanes(rs.ctx, l, rs.log, rs.laneFuncs())
 	if err := rs.lanes.Follow(); err != nil {
 		l.Close()

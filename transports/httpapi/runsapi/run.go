@@ -82,6 +82,7 @@ type run struct {
 	view                                 turnView
 	cursor                               uint64
 	here                                 bool               // this process executes the run: its worker writes the log
+	adopting                             bool               // taken over here from a process that went away (adopt.go)
 	deriving                             bool               // a goroutine derives the log from the store here
 	wake                                 context.CancelFunc // wakes the deriving goroutine
 	approval                             map[string]any     // the last approval.request taken
@@ -377,7 +378,8 @@ func (rs *Runs) Approval(c *fiber.Ctx) error {
 				break
 			}
 		}
-	} else {
+	}
+	if len(ids) == 0 {
 		// Run by another process: its approvals are answered through the session, which
 		// sends them to the process holding it.
 		sess, ids = rs.remoteApprovals(c.Context(), r, req.RequestID, bool(req.All))

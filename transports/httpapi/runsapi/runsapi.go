@@ -47,6 +47,8 @@ type Host interface {
 	// principal, which owns the turn's browser tool calls; sc is the admitting request's
 	// trace context.
 	StartTurn(ctx context.Context, sess *engine.Session, p engine.Prompt, owner string, sc trace.SpanContext) (Turn, error)
+	// AdoptedTurn is the turn turnID this process adopted (engine.Adopter), followed by f.
+	AdoptedTurn(sess *engine.Session, f *engine.Follow, turnID string) Turn
 	// Streaming counts an event stream until the returned function is called; Rejected is
 	// told of an admission refused by the concurrency cap.
 	Streaming() (done func())
@@ -110,6 +112,7 @@ func New(ctx context.Context, cfg Config) (*Runs, error) {
 // Close waits, once ctx ended, for the runs' event streams and lanes, then closes the ledger:
 // the runs this process left running are restart-unknown from then on.
 func (rs *Runs) Close() {
+	rs.eng.SetAdopter(nil)
 	rs.streams.Wait()
 	rs.lanes.Wait()
 	rs.ledger.Close()
