@@ -36,4 +36,10 @@ var (
 	// ErrStoreUnavailable: the store cannot be reached for now (its database restarting, its
 	// store process gone); the same call may succeed when retried.
 	ErrStoreUnavailable = store.ErrUnavailable
+	// ErrSessionMoved: this process lost the session's lease to another (a fenced write, a
+	// lease renewal refused) while serving a request; the other process holds the session
+	// now, and the same request sent again goes to it.
+	ErrSessionMoved = store.ErrFenced
+	// ErrSessionLeaseLost: as ErrSessionMoved, found when renewing the lease.
+	ErrSessionLeaseLost = store.ErrLeaseLost
 )

@@ -88,6 +88,8 @@ func toWire(method string, err error) error {
 		return rpcErr(codeInvalidArg, "%s", msg)
 	case errors.Is(err, engine.ErrStoreUnavailable):
 		return rpcErr(codeStore, "session store unavailable: %s", msg)
+	case errors.Is(err, engine.ErrSessionMoved), errors.Is(err, engine.ErrSessionLeaseLost):
+		return rpcErr(codeStore, "the session moved to another process while this call was served; retry: %s", msg)
 	}
 	switch method {
 	case "session.title":

@@ -496,7 +496,18 @@ func (rs *Runs) settle(r *run, status string, res map[string]any) {
 			// Another process runs it or settled it (a start that lost to another, a run
 			// resolved meanwhile): the record is the truth, not this process's status.
 			if cur, gerr := rs.ledger.Get(rs.storeCtx(), r.id); gerr == nil {
+				moved := !cur.Settled() && cur.Process != rs.ledger.Process()
+				if moved {
+					// Adopted by another process while this one was cut off (its lease
+					// lost): the run's log and status follow that process from here.
+					r.mu.Lock()
+					r.here, r.sess, r.turn = false, nil, nil
+					r.mu.Unlock()
+				}
 				rs.refresh(r, cur)
+				if moved {
+					rs.derive(r)
+				}
 				return
 			}
 		}

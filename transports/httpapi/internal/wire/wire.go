@@ -120,6 +120,11 @@ func Classify(err error) *Error {
 		return &Error{Status: fiber.StatusServiceUnavailable, Message: "server shutting down", Type: "server_error", Code: "unavailable"}
 	case errors.Is(err, engine.ErrStoreUnavailable):
 		return StoreUnavailable(err)
+	case errors.Is(err, engine.ErrSessionMoved), errors.Is(err, engine.ErrSessionLeaseLost):
+		// Another process took the session over while this one served the request: sent
+		// again, the request reaches it.
+		return &Error{Status: fiber.StatusServiceUnavailable, Message: "the session moved to another process while this request was served; retry: " + msg,
+			Type: "server_error", Code: "session_moved", RetryAfter: 1}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: fiber.StatusGatewayTimeout, Message: msg, Type: "server_error", Code: "timeout", NoRetry: true}
 	}

@@ -1,0 +1,25 @@
+package wire
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hermes-go/hermes/engine"
+)
+
+// A request whose session another process took over mid-way is a retryable 503, not a 500: sent
+// again, it reaches the process that holds the session now.
+func TestClassifySessionMoved(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("save transcript: %w", engine.ErrSessionMoved),
+		fmt.Errorf("renew: %w", engine.ErrSessionLeaseLost),
+	} {
+		e := Classify(err)
+		if e.Status != 503 || e.Code != "session_moved" || e.RetryAfter != 1 || e.NoRetry || e.Type != "server_error" {
+			t.Fatalf("%v classified %+v", err, e)
+		}
+	}
+	if e := Classify(fmt.Errorf("boom")); e.Status != 500 {
+		t.Fatalf("an unknown error classified %+v", e)
+	}
+}
