@@ -483,6 +483,21 @@ func (j *journal) flushWait(ctx context.Context) error {
 	}
 }
 
+// stored waits until the events up to seq are stored, and reports an error when they were not
+// (the store refused them, or ctx ended first). A journal with no stored log (an engine alone
+// without leases) has nothing to wait for.
+func (j *journal) stored(ctx context.Context, seq uint64) error {
+	if err := j.flushWait(ctx); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.log.st == nil || !j.log.aligned || j.log.durable >= seq {
+		return nil
+	}
+	return fmt.Errorf("event %d of session %s is not stored", seq, j.sid)
+}
+
 // drain waits, bounded, for the flusher to store the rest after the journal closed.
 func (j *journal) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)

@@ -106,7 +106,14 @@ func (s *Session) openRequest(q Request) (*pendingRequest, error) {
 	s.requests[p.req.ID] = p
 	s.setStatusLocked(StatusWaiting)
 	s.mu.Unlock()
-	s.j.append(Event{Type: EvRequestOpen, TurnID: q.TurnID, Data: p.req})
+	seq := s.j.append(Event{Type: EvRequestOpen, TurnID: q.TurnID, Data: p.req})
+	if q.Kind == KindApproval {
+		// Stored before it is waited on: a process that takes the session over finds the
+		// turn at its checkpoint (adopt.go). Failing that, the turn is restart-unknown there.
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = s.j.stored(ctx, seq)
+		cancel()
+	}
 	return p, nil
 }
 
@@ -179,8 +186,10 @@ func (s *Session) answer(id string, a map[string]any) error {
 	if s.takeRequest(id) == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownRequest, id)
 	}
-	p.answer <- a
+	// The answer is in the log before the waiting turn acts on it (approve makes sure it is
+	// stored before the call runs).
 	s.j.append(Event{Type: EvRequestResolved, TurnID: p.req.TurnID, Data: RequestResolved{ID: id, Kind: p.req.Kind, Answer: a}})
+	p.answer <- a
 	return nil
 }
 

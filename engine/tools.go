@@ -200,6 +200,17 @@ func (t *turnState) approval(args json.RawMessage, v tool.Verdict, ans map[strin
 		return nil, false, tool.Result{Content: "BLOCKED: the approval request was withdrawn (" + err.Error() + "). Do NOT retry.", IsError: true, Meta: map[string]any{"outcome": "withdrawn", "user_consent": false}}
 	case choice == ChoiceDeny:
 		return nil, false, tool.Result{Content: "BLOCKED: the user denied this command. Do NOT retry or rephrase it; ask the user what to do instead.", IsError: true, Meta: map[string]any{"outcome": "denied", "user_consent": false}}
+	}
+	// The answer is stored before the call runs: a process that takes the session over after
+	// this one went away must not find the call still waiting and ask again (adopt.go).
+	sctx, cancel := context.WithTimeout(t.ctx, storeTimeout)
+	err = s.requestHost().j.stored(sctx, s.requestHost().j.lastSeq())
+	cancel()
+	if err != nil {
+		t.noteStoreErr(fmt.Errorf("record the approval: %w", err))
+		return nil, false, tool.Result{Content: "BLOCKED: the approval could not be recorded (" + err.Error() + "), so the call was not run. Do NOT retry.", IsError: true}
+	}
+	switch {
 	case choice == ChoiceSession || choice == ChoiceAlways:
 		s.mu.Lock()
 		for _, p := range v.Patterns {

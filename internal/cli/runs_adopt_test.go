@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,29 @@ import (
 // same home: it reads waiting_for_approval there with the same request, the answer given
 // there runs the command exactly once, and the run completes — it is not restart-unknown.
 func TestRunAdoptedAfterKill(t *testing.T) {
+	adoptionScenario(t, func(t *testing.T, a *restartProc) { a.kill(t) }, nil)
+}
+
+// The same when the process is stopped past its lease (SIGSTOP, a zombie): another adopts the
+// run and completes it while the first is stopped; continued, the first writes nothing, and
+// every process reads the run completed.
+func TestRunAdoptedFromStoppedServe(t *testing.T) {
+	adoptionScenario(t, func(t *testing.T, a *restartProc) {
+		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+	}, func(t *testing.T, a *restartProc) {
+		if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// adoptionScenario parks a run at an approval in one serve, ends that serve with gone, answers
+// the approval through a second serve and checks the run completed there once; back (when
+// not nil) brings the first serve back before the last checks, which it then also answers.
+func adoptionScenario(t *testing.T, gone, back func(*testing.T, *restartProc)) {
 	t.Setenv(envStoreProcess, "on")
 	home, cwd := t.TempDir(), t.TempDir()
 	marker := filepath.Join(cwd, "marker")
@@ -31,15 +55,11 @@ func TestRunAdoptedAfterKill(t *testing.T) {
 		t.Fatalf("admission %d %v", code, adm)
 	}
 	id := adm["run_id"].(string)
-	status := func(p *restartProc) map[string]any {
-		_, got := p.call(t, "GET", "/v1/runs/"+id, "")
-		return got
-	}
-	waitFor := func(p *restartProc, want string) map[string]any {
+	waitFor := func(p *restartProc, want string, within time.Duration) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(within)
 		for {
-			got := status(p)
+			_, got := p.call(t, "GET", "/v1/runs/"+id, "")
 			if got["status"] == want {
 				return got
 			}
@@ -49,27 +69,39 @@ func TestRunAdoptedAfterKill(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	first := waitFor(a, "waiting_for_approval")
+	first := waitFor(a, "waiting_for_approval", 60*time.Second)
 	approval, _ := first["approval"].(map[string]any)
 	if approval == nil || approval["request_id"] == nil {
 		t.Fatalf("waiting run without its approval: %v", first)
 	}
-	a.kill(t)
+	gone(t, a)
 
-	// B takes the session over and adopts the run: the same request waits there.
-	again := waitFor(b, "waiting_for_approval")
-	if ap, _ := again["approval"].(map[string]any); ap == nil || ap["request_id"] != approval["request_id"] {
-		t.Fatalf("adopted run's approval %v, want request %v", again["approval"], approval["request_id"])
+	// B takes the session over and adopts the run (at once for a process of this host that
+	// exited; after the lease's TTL for one that stopped): the same request waits there, and
+	// the answer given there runs the command.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, res := b.call(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"once"}`)
+		if code == 200 && res["resolved"] == float64(1) {
+			break
+		}
+		if (code != 503 && code != 409) || time.Now().After(deadline) {
+			t.Fatalf("approval through B: %d %v\nB: %s", code, res, b.logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Fatalf("the command ran before it was approved: %v", err)
-	}
-	if code, res := b.call(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"once"}`); code != 200 || res["resolved"] != float64(1) {
-		t.Fatalf("approval through B: %d %v\nB: %s", code, res, b.logs.String())
-	}
-	done := waitFor(b, "completed")
+	done := waitFor(b, "completed", 60*time.Second)
 	if done["output"] != "done" || done["restart_unknown"] != nil {
 		t.Fatalf("adopted run ended %v", done)
+	}
+	if !strings.Contains(b.logs.String(), "adopted a run waiting for an approval") {
+		t.Fatalf("B did not adopt the run:\n%s", b.logs.String())
+	}
+	if back != nil {
+		back(t, a)
+		if again := waitFor(a, "completed", 30*time.Second); again["output"] != "done" {
+			t.Fatalf("the first serve, back, reads %v", again)
+		}
 	}
 	got, err := os.ReadFile(marker)
 	if err != nil || strings.Count(string(got), "ran") != 1 {
