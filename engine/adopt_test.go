@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"strings"
 	"sync"
@@ -228,5 +229,41 @@ func TestAdoptRefused(t *testing.T) {
 	}
 	if markA.runs.Load()+markB.runs.Load() != 0 {
 		t.Fatal("a tool ran without an approval")
+	}
+}
+
+// TestFollowReadsOnAfterWindowRestart: a Follow of a turn another process runs reads on when
+// the journal restarts its window (this process took the session's lease over and forgot the
+// events it had numbered past the stored log), instead of ending with ErrLagged.
+func TestFollowReadsOnAfterWindowRestart(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	e := leaseEngine(t, st, newGated(), nil)
+	ctx := waitCtx(t)
+	s, err := e.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Follow{s: s, sub: s.Subscribe(s.LastSeq()), remote: "turn_elsewhere"}
+	defer f.Close()
+	s.j.mu.Lock()
+	s.j.log.epoch++ // what own does when it takes over a log that moved on without this journal
+	s.j.wakeLocked()
+	s.j.mu.Unlock()
+	s.j.append(Event{Type: EvMessageDelta, TurnID: "turn_elsewhere", Text: "hi"})
+	s.j.append(Event{Type: EvMessageComplete, TurnID: "turn_elsewhere", Data: Outcome{TurnID: "turn_elsewhere", Status: StatusCompleted}})
+	var got []EventType
+	for {
+		ev, err := f.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got = append(got, ev.Type)
+	}
+	if len(got) != 2 || got[0] != EvMessageDelta || got[1] != EvMessageComplete {
+		t.Fatalf("events %v", got)
 	}
 }

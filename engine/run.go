@@ -88,7 +88,12 @@ type Follow struct {
 	i      int
 	out    *Outcome // the last outcome read
 	err    error    // once set, what Next returns (io.EOF after the outcome)
+	relags int      // times the subscription was taken again after the journal's window restarted
 }
+
+// maxRelags bounds how often a Follow reads on after its journal's window restarted (each time
+// this process takes the session's lease over); past it the Follow ends with ErrLagged.
+const maxRelags = 8
 
 // Next returns the next event, waiting for it. It returns io.EOF after the outcome,
 // ErrQueueDropped, ErrSessionClosed, or ctx's error (the Follow can be read again after a
@@ -253,6 +258,17 @@ func (f *Follow) failed(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return err
+	case errors.Is(err, ErrLagged) && f.t == nil && f.relags < maxRelags:
+		// Not yet at a turn of this process (a turn another process runs, a prompt waiting for
+		// its turn): the journal restarted its window on the stored log, this process having
+		// taken the session's lease over. What the Follow waits for is in that log: it reads
+		// on from where it was, or from the log's end when that is before (the events it had
+		// past there were numbered here and never stored).
+		f.relags++
+		since := min(f.sub.Cursor(), f.s.LastSeq())
+		f.sub.Close()
+		f.sub = f.s.Subscribe(since)
+		return nil
 	case errors.Is(err, ErrLagged) && f.t != nil:
 		// The events in between are gone; the outcome is not.
 		select {
