@@ -664,6 +664,7 @@ func (c *cluster) answerParked(after string) {
 				c.mu.Lock()
 				c.cutParked++
 				c.mu.Unlock()
+				t.Logf("after %s: run %s parked at an approval (admitted on node%d) ended %v before it was answered", after, id, admitted, got)
 				break
 			}
 			// The node running it reports it waiting; the others read it running. When none
