@@ -324,8 +324,16 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 			l.forget(rec.RunID)
 			return now.Add(time.Second)
 		}
-		if free {
-			return now.Add(time.Second) // taken over, its turn restart-unknown: lapsed next time
+		// Not adopted: the session may have been taken over meanwhile (its turn then
+		// restart-unknown there), which fences the holder already.
+		lease, err := l.st.GetLease(ctx, rec.SessionID)
+		free = errors.Is(err, store.ErrNotFound)
+		switch {
+		case err != nil && !free:
+			l.noteOutage(err)
+			return now.Add(time.Second)
+		case err == nil && lease.Generation == rec.LeaseGeneration:
+			return now.Add(time.Second) // its holder is back: look again
 		}
 	}
 	if free {
