@@ -407,21 +407,26 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	return len(j.log.pending) > 0, false
 }
 
-// retryUnavailable runs an idempotent store write, retrying while the store is unreachable.
+// retryUnavailable runs an idempotent store write, retrying while the store is unreachable or
+// its answer does not come in time, for up to storeTimeout.
 func retryUnavailable(write func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
+	deadline := time.Now().Add(storeTimeout)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := write(ctx)
-		if !errors.Is(err, store.ErrUnavailable) {
+		cancel()
+		if !outcomeUnknown(err) || time.Now().After(deadline) {
 			return err
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return err
-		}
+		time.Sleep(wait)
 	}
+}
+
+// outcomeUnknown reports whether a store write's error leaves open whether it was applied: the
+// store was unreachable, or its answer did not come in time (a slow store, or this process
+// stopped for a while with the write in flight).
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // visibleLocked is the last seq subscribers may see. A lease holder publishes the seqs its
@@ -437,24 +442,29 @@ func (j *journal) visibleLocked() uint64 {
 	return min(j.last, j.log.durable)
 }
 
-// write appends evs, retrying while the store is unreachable: an append whose answer was lost
-// may have landed, which the stored last seq tells.
+// write appends evs, retrying while the store is unreachable or slow to answer: an append
+// whose answer was lost may have landed, which the stored last seq tells before it is sent
+// again (sent again, it would be refused as a seq already taken). Each attempt has its own
+// deadline, so a process that was stopped with an append in flight looks again once it runs.
 func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) error {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
+	deadline := time.Now().Add(storeTimeout)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
-		if !errors.Is(err, store.ErrUnavailable) {
+		cancel()
+		if !outcomeUnknown(err) {
 			return err
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return err
-		}
-		if last, lerr := st.LastEventSeq(ctx, j.sid); lerr == nil && last >= evs[len(evs)-1].Seq {
+		ctx, cancel = context.WithTimeout(context.Background(), storeTimeout)
+		last, lerr := st.LastEventSeq(ctx, j.sid)
+		cancel()
+		if lerr == nil && last >= evs[len(evs)-1].Seq {
 			return nil
 		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
 	}
 }
 

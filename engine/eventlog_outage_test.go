@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,4 +89,56 @@ func TestEventLogReplayWaitsOutAnOutage(t *testing.T) {
 		t.Fatalf("replayed %d events, the turn alone has %d", len(r.evs), len(owner))
 	}
 	sameEvents(t, "after the outage", r.evs[len(r.evs)-len(owner):], owner)
+}
+
+// lateStore applies an append but answers the first one late, as a store that was slow, or a
+// process stopped (SIGSTOP) with the append in flight and continued past its deadline, sees it.
+type lateStore struct {
+	store.Store
+	late atomic.Bool
+}
+
+func (l *lateStore) AppendEvents(ctx context.Context, sid string, f store.Fence, evs []store.StoredEvent) error {
+	err := l.Store.AppendEvents(ctx, sid, f, evs)
+	if err == nil && l.late.CompareAndSwap(true, false) {
+		return fmt.Errorf("timeout: %w", context.DeadlineExceeded)
+	}
+	return err
+}
+
+// An append whose answer came too late but which landed is not taken for a refusal: the
+// journal goes on writing the session's log, and every event of the turns after it is
+// stored (before, it forgot its events and stopped writing the log, so nobody else saw them).
+func TestEventLogAppendAnsweredLate(t *testing.T) {
+	shared := memstore.New()
+	t.Cleanup(func() { shared.Close() })
+	st := &lateStore{Store: shared}
+	h := onStore(t, st)
+	s := h.Create()
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	st.late.Store(true)
+	h.Server.Enqueue(openaitest.Text("first"), openaitest.Text("second"))
+	h.Run(s, "one")
+	h.Run(s, "two")
+	first := turnEvents(t, sub)
+	second := turnEvents(t, sub)
+	if st.late.Load() {
+		t.Fatal("no append was answered late")
+	}
+	last := second[len(second)-1].Seq
+	storedUpTo(t, shared, s.ID(), last)
+	stored, err := shared.EventsSince(enginetest.Context(t), s.ID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[uint64]string{}
+	for _, ev := range stored {
+		seqs[ev.Seq] = ev.Type
+	}
+	for _, ev := range append(first, second...) {
+		if seqs[ev.Seq] != string(ev.Type) {
+			t.Fatalf("event %d (%s) published but stored as %q", ev.Seq, ev.Type, seqs[ev.Seq])
+		}
+	}
 }
