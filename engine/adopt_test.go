@@ -267,3 +267,41 @@ func TestFollowReadsOnAfterWindowRestart(t *testing.T) {
 		t.Fatalf("events %v", got)
 	}
 }
+
+// TestClaimCarriesTheFence: a prompt's Claim gets the lease generation its turn runs under in
+// its context, so a run records it even when the stored lease has just expired (a process
+// stopped for a while) and is being renewed.
+func TestClaimCarriesTheFence(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	e := leaseEngine(t, st, newGated(), nil)
+	ctx := waitCtx(t)
+	s, err := e.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got store.SessionFence
+	adm, err := s.Submit(ctx, Prompt{Text: "go", Claim: func(ctx context.Context, turnID string) error {
+		got, _ = store.FenceOf(ctx)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Wait(ctx, adm.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	l, err := st.ListLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gen uint64
+	for _, x := range l {
+		if x.SessionID == s.ID() {
+			gen = x.Generation
+		}
+	}
+	if got.SessionID != s.ID() || got.Generation == 0 || (gen != 0 && got.Generation != gen) {
+		t.Fatalf("claim saw fence %+v, lease generation %d", got, gen)
+	}
+}

@@ -421,7 +421,15 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 		t = s.newTurnLocked(text, p.Origin, trace.SpanContextFromContext(ctx))
 		s.mu.Unlock()
 	}
-	if err := p.claim(ctx, t.id); err != nil {
+	cctx := ctx
+	if h != nil {
+		// The claim records the lease generation the turn runs under: this holder's, also
+		// when the stored lease has just expired and is being renewed.
+		h.mu.Lock()
+		cctx = store.WithFence(ctx, s.id, h.lease.Generation)
+		h.mu.Unlock()
+	}
+	if err := p.claim(cctx, t.id); err != nil {
 		s.giveBackTurn(t, err)
 		return Admission{}, ticket{}, err
 	}

@@ -429,8 +429,10 @@ func (rs *Runs) startRun(r *run) (*engine.Session, Turn, error) {
 	r.mu.Lock()
 	prompt, owner, sc := r.rec.Prompt, r.rec.Owner, r.trace
 	r.mu.Unlock()
-	claim := func(_ context.Context, turnID string) error {
-		rec, err := rs.ledger.ClaimTurn(rs.storeCtx(), r.id, turnID)
+	claim := func(ctx context.Context, turnID string) error {
+		// Not cancelled with the request, but with the fence the engine put in ctx: the lease
+		// generation the turn runs under.
+		rec, err := rs.ledger.ClaimTurn(context.WithoutCancel(ctx), r.id, turnID)
 		if err != nil {
 			return err
 		}
