@@ -161,6 +161,10 @@ func TestClusterFaults(t *testing.T) {
 			}
 		}
 	}
+	adopted := 0 // runs waiting for an approval that a node took over from a killed or stopped one
+	for _, n := range c.nodes {
+		adopted += strings.Count(n.allLogs(), "adopted a run waiting for an approval")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rows := 0
@@ -170,11 +174,11 @@ func TestClusterFaults(t *testing.T) {
 	t.Logf("cluster faults: %d rounds (%d kill -9 and restart, %d SIGSTOP/SIGCONT, %d PostgreSQL immediate restarts); "+
 		"acknowledged and checked on 3 nodes: %d sessions, %d prompts (%d rows), %d chained responses, %d runs; "+
 		"runs settled alike on every node: %d (%d restart-unknown, their node killed mid-run); "+
-		"runs parked at an approval answered from another node: %d (%d settled by a fault first); "+
+		"runs parked at an approval answered from another node: %d (%d settled by a fault first, %d adopted by another node after a fault); "+
 		"503 with Retry-After: %d probes during the outages, %d workload requests; not acknowledged: %v; first other 5xx: %v; "+
 		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation",
 		3*rounds, counts["kill"], counts["stop"], counts["postgres"], len(c.sessions), rows/2, rows,
-		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
+		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, adopted, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
 }
 
 // echoResponder answers with the last user message and how many user messages the request
