@@ -10,9 +10,39 @@ import (
 // rowCache is the session's active transcript as this engine last read it, so that a turn
 // reads from the store only the rows stored since (over the home's store process the whole
 // transcript is otherwise sent and decoded again every turn).
+//
+// rows moves only forward, from the slice a read started with to its successor (keep), so the
+// elements a slice handed out holds are never written again: a read that finds the cache
+// unchanged appends the new rows past its end, in place when the array has room, and a read
+// that lost a race to another one neither appends in place nor caches what it read.
 type rowCache struct {
 	mu   sync.Mutex
-	rows []store.Row // the active rows in id order, as of one read; never modified in place
+	rows []store.Row // the active rows in id order, as of one read
+}
+
+// same reports whether a and b are the same slice of the same array.
+func same(a, b []store.Row) bool {
+	return len(a) == len(b) && cap(a) == cap(b) && (cap(a) == 0 || &a[:1][0] == &b[:1][0])
+}
+
+// extend returns known followed by more, and caches it when known is still the cached slice.
+func (c *rowCache) extend(known, more []store.Row) []store.Row {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !same(c.rows, known) {
+		return append(known[:len(known):len(known)], more...) // a new array
+	}
+	c.rows = append(known, more...)
+	return c.rows
+}
+
+// keep caches rows (a new array: a whole read) when known is still the cached slice.
+func (c *rowCache) keep(known, rows []store.Row) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if same(c.rows, known) {
+		c.rows = rows
+	}
 }
 
 // activeRows returns the session's active transcript rows, in id order, as the store has them
@@ -39,29 +69,23 @@ func (s *Session) activeRows(ctx context.Context) ([]store.Row, error) {
 			return nil, err
 		}
 		if len(fresh) > 0 && fresh[0].ID == last {
-			rows := known
-			if len(fresh) > 1 {
-				rows = append(known[:n:n], fresh[1:]...) // a new array: readers of known keep theirs
+			if len(fresh) == 1 {
+				return known, nil
 			}
-			s.keepRows(rows)
-			return rows, nil
+			return s.rows.extend(known, fresh[1:]), nil
 		}
 	}
 	rows, err := st.Rows(ctx, s.id, store.RowQuery{})
 	if err != nil {
 		return nil, err
 	}
-	s.keepRows(rows)
+	s.rows.keep(known, rows)
 	return rows, nil
 }
 
-// keepRows caches rows, the whole active transcript as of one read. Two reads racing may
-// leave the older one cached: it is checked like any other before it is used.
-func (s *Session) keepRows(rows []store.Row) {
+// forgetRows drops the cached transcript (a released session keeps no copy of it in memory).
+func (s *Session) forgetRows() {
 	s.rows.mu.Lock()
-	s.rows.rows = rows
+	s.rows.rows = nil
 	s.rows.mu.Unlock()
 }
-
-// forgetRows drops the cached transcript (a released session keeps no copy of it in memory).
-func (s *Session) forgetRows() { s.keepRows(nil) }

@@ -6,8 +6,10 @@ import (
 	"iter"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hermes-go/hermes/engine/model"
@@ -288,4 +290,64 @@ func TestWarmTurnReadsOnlyNewRows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestActiveRowsConcurrentReads: reads of a session's transcript racing each other and the
+// appends of another writer each get the transcript as it was at some point: every row
+// appended before the read started, in order, and nothing else. (With -race it also checks
+// that a read extending the cached rows never writes what another read was handed.)
+func TestActiveRowsConcurrentReads(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	e := leaseEngine(t, st, nil, func(c *Config) { c.Providers = map[string]model.Provider{"p": &transcriptProvider{}} })
+	ctx := waitCtx(t)
+	s, err := e.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runText(t, s, "0", nil)
+	base := len(contents(t, st, s.ID()))
+	const appends, readers = 200, 4
+	var appended atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range appends {
+			if _, err := st.AppendRows(ctx, s.ID(), store.Fence{}, []store.Row{{Role: "user", Content: strconv.Itoa(i)}}); err != nil {
+				t.Error(err)
+				return
+			}
+			appended.Store(int64(i + 1))
+		}
+	}()
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				before := int(appended.Load())
+				rows, err := s.activeRows(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got := rows[base:]
+				if len(got) < before || len(got) > appends {
+					t.Errorf("a read after %d appends got %d of them", before, len(got))
+					return
+				}
+				for i, r := range got {
+					if r.Content != strconv.Itoa(i) || (i > 0 && r.ID <= got[i-1].ID) {
+						t.Errorf("row %d of the appended ones is %+v", i, r)
+						return
+					}
+				}
+				if before == appends {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
