@@ -98,6 +98,7 @@ func (e *Engine) release(s *Session, cutoff int64) bool {
 	// What the transcript gives back is dropped with the journal: a held handle keeps its
 	// record and its finished turns' outcomes until it is used again.
 	s.toolState, s.restored = tool.State{}, nil
+	s.forgetRows()
 	delete(e.live, s.id)
 	e.dormant[s.id] = weak.Make(s)
 	return true

@@ -67,6 +67,7 @@ type Session struct {
 	attached  attachments               // what a surface lent this session (attach.go)
 	meter     contextMeter              // context accounting (context.go), guarded by mu
 	held      atomic.Pointer[heldLease] // the session's lease while this engine holds it (lease.go)
+	rows      rowCache                  // the active transcript as last read (rowcache.go)
 }
 
 type queuedPrompt struct {

@@ -643,7 +643,7 @@ func (s *Session) persist(pending *[]store.Row, t *turnState) error {
 
 // loadMessages builds the model transcript: system prompt, then the active rows.
 func (s *Session) loadMessages(ctx context.Context) ([]model.Message, error) {
-	rows, err := s.e.cfg.Store.Rows(ctx, s.id, store.RowQuery{})
+	rows, err := s.activeRows(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load transcript: %w", err)
 	}

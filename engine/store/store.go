@@ -209,7 +209,10 @@ type Store interface {
 	ListSessions(ctx context.Context, o ListOptions) ([]Session, error)
 
 	// AppendRows appends rows (IDs assigned, in order) and bumps the session's RowCount and
-	// UpdatedAt. It returns the rows as stored.
+	// UpdatedAt. It returns the rows as stored. A session's rows get ids in the order their
+	// writes commit: every row appended is above every row of the session stored before it, so
+	// a reader that knows the rows up to some id finds whatever was appended since with AfterID
+	// (the engine reads a warm session's transcript so).
 	AppendRows(ctx context.Context, sessionID string, f Fence, rows []Row) ([]Row, error)
 	// AppendRowsUsage is AppendRows that also adds usage to the session's Usage, in the same
 	// atomic write: both are durable on return, or neither is written. A turn stores its last
@@ -220,6 +223,9 @@ type Store interface {
 	// Rewind archives every active row with ID >= beforeRowID (0 = archive all), re-inserts the
 	// remaining active rows with fresh ids, and appends extra rows after them — one transaction.
 	// beforeRowID that is not an active row of the session gives ErrStaleRow and writes nothing.
+	// No row active before a rewind is active after it (the survivors' old ids are gone from
+	// the active transcript), and an archived row never becomes active again: a reader that
+	// finds the last row it knew still active knows no row before it changed.
 	Rewind(ctx context.Context, sessionID string, f Fence, beforeRowID uint64, extra []Row) (RewindResult, error)
 	// CopyRows copies the active rows of src with ID <= uptoRowID (0 = all) into dst (a branch)
 	// under fresh ids and sets dst.ForkRowID to the last row copied. A non-zero uptoRowID that is
