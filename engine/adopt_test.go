@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"strings"
@@ -303,5 +304,62 @@ func TestClaimCarriesTheFence(t *testing.T) {
 	}
 	if got.SessionID != s.ID() || got.Generation == 0 || (gen != 0 && got.Generation != gen) {
 		t.Fatalf("claim saw fence %+v, lease generation %d", got, gen)
+	}
+}
+
+// flakyRows fails the next append of rows with the store unreachable, having applied it or not.
+type flakyRows struct {
+	store.Store
+	calls   atomic.Int32
+	failAt  int32 // the append that fails (1-based)
+	applied bool
+}
+
+func (f *flakyRows) AppendRows(ctx context.Context, id string, fence store.Fence, rows []store.Row) ([]store.Row, error) {
+	if f.calls.Add(1) == f.failAt {
+		if f.applied {
+			if _, err := f.Store.AppendRows(ctx, id, fence, rows); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("%w: connection reset", store.ErrUnavailable)
+	}
+	return f.Store.AppendRows(ctx, id, fence, rows)
+}
+
+// TestCheckpointThroughAnOutage: the checkpoint before an approval survives a moment of the
+// store being unreachable: the call is still asked about, and the transcript has its rows once,
+// whether the failed attempt landed or not.
+func TestCheckpointThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	for _, applied := range []bool{false, true} {
+		st := &flakyRows{Store: memstore.New(), applied: applied, failAt: 2} // the user row, then the checkpoint
+		mark := &markTool{}
+		e := adoptEngine(t, st, mark, nil)
+		ctx := waitCtx(t)
+		s, err := e.Create(ctx, CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		since := s.LastSeq()
+		adm, err := s.Submit(ctx, Prompt{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := waitEvent(t, s, since, func(ev Event) bool { return ev.Type == EvRequestOpen }).Data.(Request)
+		if n := st.calls.Load(); !applied && n < 3 || applied && n != 2 {
+			t.Fatalf("applied=%v: %d appends before the request", applied, n)
+		}
+		if err := s.Answer(q.ID, map[string]any{"choice": ChoiceOnce}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Wait(ctx, adm.TurnID)
+		if err != nil || out.Status != StatusCompleted || mark.runs.Load() != 1 {
+			t.Fatalf("applied=%v: turn %+v %v, tool runs %d", applied, out, err, mark.runs.Load())
+		}
+		want := "user:go|assistant:|tool:marked|assistant:done: marked"
+		if got := strings.Join(contents(t, st, s.ID()), "|"); got != want {
+			t.Fatalf("applied=%v: transcript %q, want %q", applied, got, want)
+		}
 	}
 }

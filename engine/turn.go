@@ -401,11 +401,67 @@ func (t *turnState) toolBatch(calls []model.ToolCall, msgs []model.Message, pend
 
 // checkpoint stores the rows of the batch running in order (the assistant's calls and the
 // results so far) before an approval is asked; there is nothing to store in a concurrent batch.
+//
+// A store that cannot be reached for a moment (a database restarting) does not fail the call:
+// the write is tried again for up to storeTimeout, and an attempt whose answer was lost is
+// found in the transcript before it is sent again.
 func (t *turnState) checkpoint() error {
-	if t.ckpt == nil {
+	if t.ckpt == nil || len(*t.ckpt) == 0 {
 		return nil
 	}
-	return t.s.persist(t.ckpt, t)
+	s, rows := t.s, *t.ckpt
+	deadline := time.Now().Add(storeTimeout)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_, err := s.wst().AppendRows(ctx, s.id, store.Fence{}, rows)
+		cancel()
+		if err == nil || outcomeUnknown(err) && s.rowsLanded(rows) {
+			*t.ckpt = (*t.ckpt)[:0]
+			return nil
+		}
+		if !outcomeUnknown(err) || time.Now().After(deadline) {
+			return fmt.Errorf("save transcript: %w", err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// sameCallIDs compares two rows' tool calls by their ids (a store may re-encode the JSON).
+func sameCallIDs(a, b json.RawMessage) bool {
+	var ca, cb []struct{ ID string }
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	if json.Unmarshal(a, &ca) != nil || json.Unmarshal(b, &cb) != nil || len(ca) != len(cb) {
+		return false
+	}
+	for i := range ca {
+		if ca[i].ID != cb[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// rowsLanded reports whether an append of rows whose answer was lost is in the transcript: its
+// last row is the session's last (same turn, role, call and content). Only the turn's own
+// goroutine appends the turn's rows, so nothing else can have written that row.
+func (s *Session) rowsLanded(rows []store.Row) bool {
+	want := rows[len(rows)-1]
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		got, err := s.e.cfg.Store.Rows(ctx, s.id, store.RowQuery{Tail: true, Limit: 1})
+		cancel()
+		if err == nil {
+			return len(got) == 1 && got[0].TurnID == want.TurnID && got[0].Role == want.Role &&
+				got[0].ToolCallID == want.ToolCallID && got[0].Content == want.Content && sameCallIDs(got[0].ToolCalls, want.ToolCalls)
+		}
+		if !outcomeUnknown(err) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return false
 }
 
 func assistantRow(turnID string, m model.Message) store.Row {
