@@ -124,7 +124,12 @@ func (s *Session) await(ctx context.Context, p *pendingRequest) (map[string]any,
 	var reason string
 	select {
 	case a := <-p.answer:
-		return a, nil
+		if ctx.Err() == nil {
+			return a, nil
+		}
+		// The turn was interrupted as the answer came (a client that cancels also answers
+		// what it had open): the interrupt wins, and nothing runs on that answer.
+		reason = "interrupted"
 	case reason = <-p.cancel:
 	case <-timer.C:
 		reason = "timeout"
