@@ -167,18 +167,21 @@ func (h *heldLease) adopt(ctx context.Context, s *Session, tk Takeover) bool {
 		return false
 	}
 	cp, prompt, userRow, ok := s.checkpointOf(ctx, tk.TurnID)
-	if !ok || !a.Adopt(ctx, tk) {
+	if !ok {
 		return false
 	}
 	s.mu.Lock()
-	if s.closed || s.turn != nil {
-		s.mu.Unlock()
+	busy := s.closed || s.turn != nil // neither happens to a session whose lease was just taken
+	s.mu.Unlock()
+	if busy || !a.Adopt(ctx, tk) {
 		return false
 	}
+	// From here the run is this process's: the turn starts whatever else happens.
+	sub := s.Subscribe(s.LastSeq())
+	s.mu.Lock()
 	t := s.newTurnWithIDLocked(tk.TurnID, prompt, "", trace.SpanContext{})
 	t.userRowID = userRow
 	t.resume = &cp
-	sub := s.Subscribe(s.LastSeq())
 	s.mu.Unlock()
 	tk.Outcome, tk.Adopted = "", true
 	h.e.log.WarnContext(ctx, "took a session over from a holder that did not release it; its turn was waiting for an approval and goes on here",
