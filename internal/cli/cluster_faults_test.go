@@ -669,6 +669,9 @@ func (c *cluster) answerParked(after string) {
 				c.cutParked++
 				c.mu.Unlock()
 				t.Logf("after %s: run %s parked at an approval (admitted on node%d) ended %v before it was answered", after, id, admitted, got)
+				if slices.Contains(got, "unknown") {
+					t.Logf("%s", c.stored(id, parkedSession(id, c)))
+				}
 				break
 			}
 			// The node running it reports it waiting; the others read it running. When none
