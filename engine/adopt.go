@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hermes-go/hermes/engine/model"
+	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/store"
 )
 
@@ -63,7 +64,7 @@ type resumePoint struct {
 // adoptedRequest returns the request an adopted turn opened again for call id, once.
 func (t *turnState) adoptedRequest(callID string) *pendingRequest {
 	r := t.resume
-	if r == nil || r.used || len(r.calls) == 0 || r.calls[0].ID != callID {
+	if r == nil || r.used || r.p == nil || len(r.calls) == 0 || r.calls[0].ID != callID {
 		return nil
 	}
 	r.used = true
@@ -79,7 +80,7 @@ func (t *turnState) adoptedAt(callID string) bool {
 // reached it (interrupted first).
 func (t *turnState) dropAdopted() {
 	r := t.resume
-	if r == nil || r.used {
+	if r == nil || r.used || r.p == nil {
 		return
 	}
 	r.used = true
@@ -132,8 +133,13 @@ func (s *Session) checkpointOf(ctx context.Context, turnID string) (cp resumePoi
 	}
 	next := calls[len(done)].ID
 	var open *Request
+	asked := false // the approval policy said ask for the call: a request was (being) opened
 	for _, ev := range evs {
 		switch d := ev.Data.(type) {
+		case PolicyDecision:
+			if ev.TurnID == turnID && d.Hook == "approval" && d.CallID == next && d.Decision == policy.Ask {
+				asked = true
+			}
 		case Request:
 			if ev.Type == EvRequestOpen && d.TurnID == turnID && d.Kind == KindApproval && d.Payload["call_id"] == next {
 				open = &d
@@ -152,10 +158,16 @@ func (s *Session) checkpointOf(ctx context.Context, turnID string) (cp resumePoi
 			}
 		}
 	}
-	if open == nil {
-		return cp, "", 0, false
+	switch {
+	case open != nil:
+		return resumePoint{calls: calls[len(done):], req: *open}, prompt, userRow, true
+	case asked:
+		// The request's open event did not reach the store before its process went away
+		// (its answer would have: approve stores it before the call runs), so nothing was
+		// answered and the call did not run: the call is asked about again, afresh.
+		return resumePoint{calls: calls[len(done):]}, prompt, userRow, true
 	}
-	return resumePoint{calls: calls[len(done):], req: *open}, prompt, userRow, true
+	return cp, "", 0, false
 }
 
 // adopt goes on with a turn its previous holder left at a checkpoint, once the Adopter agreed:
@@ -185,16 +197,17 @@ func (h *heldLease) adopt(ctx context.Context, s *Session, tk Takeover) bool {
 	s.mu.Unlock()
 	tk.Outcome, tk.Adopted = "", true
 	h.e.log.WarnContext(ctx, "took a session over from a holder that did not release it; its turn was waiting for an approval and goes on here",
-		"session_id", h.sid, "turn_id", tk.TurnID, "request_id", cp.req.ID, "previous_owner", tk.PreviousOwner, "generation", tk.Generation)
+		"session_id", h.sid, "turn_id", tk.TurnID, "request_id", cp.req.ID, "call_id", cp.calls[0].ID, "previous_owner", tk.PreviousOwner, "generation", tk.Generation)
 	s.j.append(Event{Type: EvTakeover, TurnID: tk.TurnID, Data: tk})
-	q := cp.req
-	q.Origin = ""
-	p, err := s.openRequest(q)
-	if err != nil {
-		p = &pendingRequest{req: q, answer: make(chan map[string]any, 1), cancel: make(chan string, 1)}
-		p.cancel <- err.Error()
+	if q := cp.req; q.ID != "" {
+		q.Origin = ""
+		p, err := s.openRequest(q)
+		if err != nil {
+			p = &pendingRequest{req: q, answer: make(chan map[string]any, 1), cancel: make(chan string, 1)}
+			p.cancel <- err.Error()
+		}
+		cp.p = p
 	}
-	cp.p = p
 	f := &Follow{s: s, sub: sub, t: t, live: true}
 	s.startTurn(t)
 	a.Adopted(s, f)

@@ -185,7 +185,14 @@ func (t *turnState) approve(ctx context.Context, c model.ToolCall, tl tool.Tool,
 		t.noteStoreErr(err)
 		return nil, false, tool.Result{Content: "BLOCKED: the call could not be recorded before asking for approval (" + err.Error() + "), so it was not run. Do NOT retry.", IsError: true}
 	}
-	ans, err := s.requestHost().ask(ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
+	// The policy's "ask" is stored before the request is published: a process that takes the
+	// session over finds the call at its checkpoint whenever a client could have seen the
+	// request. (Failing that, the turn is restart-unknown there.)
+	host := s.requestHost()
+	sctx, cancel := context.WithTimeout(t.ctx, storeTimeout)
+	_ = host.j.stored(sctx, host.j.lastSeq())
+	cancel()
+	ans, err := host.ask(ctx, t.id, KindApproval, payload, s.e.cfg.ApprovalTimeout)
 	return t.approval(args, v, ans, err)
 }
 

@@ -81,25 +81,26 @@ type cluster struct {
 	nodes  []*clusterNode
 	client *http.Client
 
-	mu        sync.Mutex
-	sessions  map[string][]string // acknowledged session → its acknowledged prompts, in order
-	responses map[string]string   // acknowledged response id → the answer it carried
-	runs      map[string]string   // acknowledged run id → its session
-	runNode   map[string]int      // acknowledged run id → the node that admitted it
-	cut       map[string]bool     // runs admitted by a node later killed
-	unknown   int                 // runs settled as restart-unknown (their node killed mid-run)
-	parked    map[string]int      // runs parked at an approval, not answered yet → the node that admitted them
-	approved  int                 // approvals answered on another node than the one running the run
-	cutParked int                 // runs parked at an approval that the fault settled first (their node killed or stopped)
-	events    int                 // stored events of the acknowledged sessions, last check
-	fenced    int                 // of them written under a lease generation
-	gens      int                 // sessions whose events carry more than one generation
-	acks      atomic.Int64        // acknowledgements so far
-	perNode   []atomic.Int64      // acknowledgements by node
-	refused   map[string]int      // answers that were not acknowledgements, by kind
-	outage503 int                 // 503s with Retry-After seen while the database was down
-	load503   int                 // 503s with Retry-After the workload got (outages, reconnections)
-	samples   map[string]string   // the first body of each kind of other 5xx answer
+	mu          sync.Mutex
+	sessions    map[string][]string // acknowledged session → its acknowledged prompts, in order
+	responses   map[string]string   // acknowledged response id → the answer it carried
+	runs        map[string]string   // acknowledged run id → its session
+	runNode     map[string]int      // acknowledged run id → the node that admitted it
+	cut         map[string]bool     // runs admitted by a node later killed
+	unknown     int                 // runs settled as restart-unknown (their node killed mid-run)
+	parked      map[string]int      // runs parked at an approval, not answered yet → the node that admitted them
+	approved    int                 // approvals answered on another node than the one running the run
+	cutParked   int                 // runs parked at an approval that the fault settled first (their node killed or stopped)
+	adoptedPins int                 // runs parked on a killed or stopped node, adopted by another and completed
+	events      int                 // stored events of the acknowledged sessions, last check
+	fenced      int                 // of them written under a lease generation
+	gens        int                 // sessions whose events carry more than one generation
+	acks        atomic.Int64        // acknowledgements so far
+	perNode     []atomic.Int64      // acknowledgements by node
+	refused     map[string]int      // answers that were not acknowledgements, by kind
+	outage503   int                 // 503s with Retry-After seen while the database was down
+	load503     int                 // 503s with Retry-After the workload got (outages, reconnections)
+	samples     map[string]string   // the first body of each kind of other 5xx answer
 }
 
 func TestClusterFaults(t *testing.T) {
@@ -174,11 +175,11 @@ func TestClusterFaults(t *testing.T) {
 	t.Logf("cluster faults: %d rounds (%d kill -9 and restart, %d SIGSTOP/SIGCONT, %d PostgreSQL immediate restarts); "+
 		"acknowledged and checked on 3 nodes: %d sessions, %d prompts (%d rows), %d chained responses, %d runs; "+
 		"runs settled alike on every node: %d (%d restart-unknown, their node killed mid-run); "+
-		"runs parked at an approval answered from another node: %d (%d settled by a fault first, %d adopted by another node after a fault); "+
+		"runs parked at an approval answered from another node: %d (%d settled by a fault first; %d parked on the victim of a kill or stop, adopted and completed; %d adoptions logged); "+
 		"503 with Retry-After: %d probes during the outages, %d workload requests; not acknowledged: %v; first other 5xx: %v; "+
 		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation",
 		3*rounds, counts["kill"], counts["stop"], counts["postgres"], len(c.sessions), rows/2, rows,
-		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, adopted, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
+		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, c.adoptedPins, adopted, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
 }
 
 // echoResponder answers with the last user message and how many user messages the request
@@ -557,6 +558,10 @@ func (c *cluster) round(fault string, victim *clusterNode) {
 	c.waitFor("traffic before the fault", 120*time.Second, func() bool { return c.acks.Load() >= mid })
 
 	vi := slices.Index(c.nodes, victim)
+	pinned := ""
+	if fault != "postgres" {
+		pinned = c.parkOn(vi)
+	}
 	switch fault {
 	case "kill":
 		p := victim.current()
@@ -627,7 +632,58 @@ func (c *cluster) round(fault string, victim *clusterNode) {
 	close(stop)
 	wg.Wait()
 	c.answerParked(fault)
+	if pinned != "" {
+		c.checkAdopted(fault, pinned)
+	}
 	c.verify(fault)
+}
+
+// parkOn admits a run on node vi that parks at an approval there, and waits until it does: the
+// fault then takes its process away while it waits, and another node must adopt it.
+func (c *cluster) parkOn(vi int) string {
+	t := c.t
+	t.Helper()
+	input := fmt.Sprintf("appr-pin-%d", c.acks.Load())
+	var id string
+	c.waitFor("a run parked on "+c.nodes[vi].name, 60*time.Second, func() bool {
+		if id == "" {
+			a := c.do(c.nodes[vi].current(), "POST", "/v1/runs", `{"input":"`+input+`","session_id":"`+input+`"}`)
+			if id, _ = a.json()["run_id"].(string); a.status != 202 || id == "" {
+				id = ""
+				return false
+			}
+			c.mu.Lock()
+			c.runs[id], c.runNode[id], c.parked[id] = input, vi, vi
+			c.mu.Unlock()
+		}
+		a := c.do(c.nodes[vi].current(), "GET", "/v1/runs/"+id, "")
+		return a.json()["status"] == "waiting_for_approval"
+	})
+	return id
+}
+
+// checkAdopted: the run parked on the fault's victim was adopted, not lost: answered (denied)
+// through another node, it completed, the same on every node.
+func (c *cluster) checkAdopted(after, id string) {
+	t := c.t
+	t.Helper()
+	var got []string
+	c.waitFor("the run parked on the victim settled", runSettle, func() bool {
+		got = got[:0]
+		for _, n := range c.nodes {
+			st, _ := c.retry(n.current(), "GET", "/v1/runs/"+id, "").json()["status"].(string)
+			got = append(got, st)
+		}
+		return !slices.ContainsFunc(got, func(s string) bool { return s == "running" || s == "waiting_for_approval" || s == "queued" })
+	})
+	for _, st := range got {
+		if st != "completed" {
+			t.Fatalf("after %s: the run %s parked at an approval on the victim reads %v on the nodes, not adopted and completed\n%s", after, id, got, c.stored(id, parkedSession(id, c)))
+		}
+	}
+	c.mu.Lock()
+	c.adoptedPins++
+	c.mu.Unlock()
 }
 
 // parkedSession is the session of an acknowledged run.
