@@ -104,6 +104,21 @@ func parkAndHang(t *testing.T, ctx context.Context, ea *Engine, st store.Store) 
 	return sa, adm.TurnID, q
 }
 
+// takeOver has s's engine take the session's lease as soon as the hung holder's expires.
+func takeOver(t *testing.T, ctx context.Context, s *Session) {
+	t.Helper()
+	for {
+		held, err := s.Adopt(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polls the lease's expiry
+	}
+}
+
 // TestAdoptParkedApproval: a turn waiting for an approval in a process that went away is
 // adopted by the process that takes the session over: the same request is open again, the
 // answer given there runs the tool exactly once and the turn completes; the old holder, back,
@@ -123,16 +138,7 @@ func TestAdoptParkedApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := sb.LastSeq()
-	for {
-		held, err := sb.Adopt(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if held {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	takeOver(t, ctx, sb)
 	var f *Follow
 	select {
 	case f = <-ab.follows:
@@ -205,16 +211,7 @@ func TestAdoptRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := sb.LastSeq()
-	for {
-		held, err := sb.Adopt(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if held {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	takeOver(t, ctx, sb)
 	tk := waitEvent(t, sb, since, func(ev Event) bool { return ev.Type == EvTakeover }).Data.(Takeover)
 	if tk.Adopted || tk.Outcome != OutcomeRestartUnknown || tk.TurnID != turnID {
 		t.Fatalf("takeover %+v, want restart-unknown", tk)
