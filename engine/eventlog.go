@@ -408,18 +408,44 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 }
 
 // retryUnavailable runs an idempotent store write, retrying while the store is unreachable or
-// its answer does not come in time, for up to storeTimeout.
+// its answer does not come in time (see writeRetry).
 func retryUnavailable(write func(context.Context) error) error {
-	deadline := time.Now().Add(storeTimeout)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	for r := newWriteRetry(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := write(ctx)
 		cancel()
-		if !outcomeUnknown(err) || time.Now().After(deadline) {
+		if !outcomeUnknown(err) || !r.again() {
 			return err
 		}
-		time.Sleep(wait)
 	}
+}
+
+// writeRetry is the budget of a store write tried again while its outcome is unknown:
+// storeTimeout of wall time and at least minStoreAttempts attempts. The count is what lets a
+// process that was stopped (SIGSTOP, a paused machine) with a write in flight try again once it
+// runs: its wall-clock budget was spent while it was stopped, not on the store.
+type writeRetry struct {
+	deadline time.Time
+	tries    int
+	wait     time.Duration
+}
+
+const minStoreAttempts = 4
+
+func newWriteRetry() *writeRetry {
+	return &writeRetry{deadline: time.Now().Add(storeTimeout), wait: 50 * time.Millisecond}
+}
+
+// again counts the attempt just made and reports whether to make another; it waits first
+// (50 ms, doubling up to 1 s).
+func (r *writeRetry) again() bool {
+	r.tries++
+	if r.tries >= minStoreAttempts && time.Now().After(r.deadline) {
+		return false
+	}
+	time.Sleep(r.wait)
+	r.wait = min(2*r.wait, time.Second)
+	return true
 }
 
 // outcomeUnknown reports whether a store write's error leaves open whether it was applied: the
@@ -445,10 +471,10 @@ func (j *journal) visibleLocked() uint64 {
 // write appends evs, retrying while the store is unreachable or slow to answer: an append
 // whose answer was lost may have landed, which the stored last seq tells before it is sent
 // again (sent again, it would be refused as a seq already taken). Each attempt has its own
-// deadline, so a process that was stopped with an append in flight looks again once it runs.
+// deadline and the budget counts attempts (writeRetry), so a process that was stopped with an
+// append in flight looks again once it runs.
 func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) error {
-	deadline := time.Now().Add(storeTimeout)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	for r := newWriteRetry(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
 		cancel()
@@ -461,10 +487,9 @@ func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) e
 		if lerr == nil && last >= evs[len(evs)-1].Seq {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if !r.again() {
 			return err
 		}
-		time.Sleep(wait)
 	}
 }
 

@@ -403,15 +403,14 @@ func (t *turnState) toolBatch(calls []model.ToolCall, msgs []model.Message, pend
 // results so far) before an approval is asked; there is nothing to store in a concurrent batch.
 //
 // A store that cannot be reached for a moment (a database restarting) does not fail the call:
-// the write is tried again for up to storeTimeout, and an attempt whose answer was lost is
+// the write is tried again (writeRetry), and an attempt whose answer was lost is
 // found in the transcript before it is sent again.
 func (t *turnState) checkpoint() error {
 	if t.ckpt == nil || len(*t.ckpt) == 0 {
 		return nil
 	}
 	s, rows := t.s, *t.ckpt
-	deadline := time.Now().Add(storeTimeout)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	for r := newWriteRetry(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		_, err := s.wst().AppendRows(ctx, s.id, store.Fence{}, rows)
 		cancel()
@@ -419,10 +418,9 @@ func (t *turnState) checkpoint() error {
 			*t.ckpt = (*t.ckpt)[:0]
 			return nil
 		}
-		if !outcomeUnknown(err) || time.Now().After(deadline) {
+		if !outcomeUnknown(err) || !r.again() {
 			return fmt.Errorf("save transcript: %w", err)
 		}
-		time.Sleep(wait)
 	}
 }
 

@@ -725,8 +725,8 @@ func (c *cluster) answerParked(after string) {
 				c.cutParked++
 				c.mu.Unlock()
 				t.Logf("after %s: run %s parked at an approval (admitted on node%d) ended %v before it was answered", after, id, admitted, got)
-				if slices.Contains(got, "unknown") {
-					t.Logf("%s", c.stored(id, parkedSession(id, c)))
+				if slices.Contains(got, "unknown") || slices.Contains(got, "failed") {
+					t.Logf("%s%s", c.stored(id, parkedSession(id, c)), c.about(id, parkedSession(id, c)))
 				}
 				break
 			}
