@@ -119,6 +119,8 @@ type Engine struct {
 	leases       map[string]*heldLease // session leases held (or being acquired) by this engine
 	leasesClosed bool
 	leaseWG      sync.WaitGroup // every lease's goroutines
+
+	alwaysC alwaysCache // the "always" approvals (always.go)
 }
 
 // New validates cfg and returns an engine.
@@ -606,5 +608,6 @@ func (e *Engine) Close() error {
 		s.shutdown("shutdown")
 	}
 	e.closeLeases()
+	e.alwaysC.close()
 	return nil
 }

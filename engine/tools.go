@@ -20,9 +20,6 @@ import (
 // parallelSafe tools may run concurrently within one batch: they only read.
 var parallelSafe = map[string]bool{"read_file": true, "search_files": true}
 
-// alwaysKey is the KV key of a pattern the user approved "always".
-func alwaysKey(pattern string) string { return "approval/always/" + pattern }
-
 // runTools runs a batch of tool calls and returns their results in call order. A batch made
 // only of read-only tools runs concurrently; any other batch runs in order, so approvals are
 // asked one at a time and side effects happen in the order the model asked for them.
@@ -245,11 +242,7 @@ func (s *Session) approvedPatterns() []string {
 		out = append(out, p)
 	}
 	s.mu.Unlock()
-	if kv, err := s.e.cfg.Store.ListKV(context.Background(), "approval/always/"); err == nil {
-		for k := range kv {
-			out = append(out, strings.TrimPrefix(k, "approval/always/"))
-		}
-	}
+	out = append(out, s.e.always(context.Background())...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
