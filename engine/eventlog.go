@@ -152,8 +152,13 @@ func (j *journal) bornStored(sl *seqLease) {
 // lease), the seqs reserved in the store so far, and how to reserve more.
 type seqLease struct {
 	floor, reserved uint64
-	reserve         func(ctx context.Context, upto uint64) error
-	drop            func(ctx context.Context) error // a birth reservation's delete
+	// stored is the log's last seq as the lease's holder read it on acquiring (known: it was
+	// read); own starts from it instead of reading it again when nothing this journal wrote
+	// can have moved the log since.
+	stored      uint64
+	storedKnown bool
+	reserve     func(ctx context.Context, upto uint64) error
+	drop        func(ctx context.Context) error // a birth reservation's delete
 }
 
 // own makes this process the writer of the session's stored log, fenced with generation gen
@@ -163,12 +168,25 @@ type seqLease struct {
 // numbered that the log does not have are forgotten and its subscribers lag). Calling it again
 // while owning changes the fence.
 func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLease) error {
+	preread := sl != nil && sl.storedKnown
 	for {
-		last, err := st.LastEventSeq(ctx, j.sid)
-		if err != nil {
-			return fmt.Errorf("event log of %s: %w", j.sid, err)
+		var last uint64
+		if preread {
+			last = sl.stored
+		} else {
+			var err error
+			if last, err = st.LastEventSeq(ctx, j.sid); err != nil {
+				return fmt.Errorf("event log of %s: %w", j.sid, err)
+			}
 		}
 		j.mu.Lock()
+		if preread && (last < j.log.durable || j.log.inflight > 0) {
+			// Read before a flush of this journal stored more, or while one may: read again.
+			preread = false
+			j.mu.Unlock()
+			continue
+		}
+		preread = false
 		if j.closed {
 			j.mu.Unlock()
 			return ErrJournalClosed

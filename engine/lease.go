@@ -307,7 +307,7 @@ func (h *heldLease) acquire(ctx context.Context, s *Session) error {
 	view := store.Fenced(st, h.sid, l.Generation)
 	// The event seqs this holder numbers from and reserves: past the stored log, and past what
 	// a holder that left its marker behind may have published without storing it.
-	sl := &seqLease{floor: max(last, prev.Reserved)}
+	sl := &seqLease{floor: max(last, prev.Reserved), stored: last, storedKnown: true}
 	born := prev.Owner != "" && prev.Generation == 0 // a birth reservation: no lease was taken, nothing ran
 	if born && prev.Owner == l.Owner {
 		sl.floor = last // this engine's own: its journal numbered those seqs and goes on numbering
