@@ -99,6 +99,8 @@ type cluster struct {
 	perNode     []atomic.Int64      // acknowledgements by node
 	refused     map[string]int      // answers that were not acknowledgements, by kind
 	outage503   int                 // 503s with Retry-After seen while the database was down
+	slow503     time.Duration       // the longest of them to answer
+	outages     []time.Duration     // how long each database outage lasted (kill to started)
 	load503     int                 // 503s with Retry-After the workload got (outages, reconnections)
 	samples     map[string]string   // the first body of each kind of other 5xx answer
 }
@@ -176,10 +178,10 @@ func TestClusterFaults(t *testing.T) {
 		"acknowledged and checked on 3 nodes: %d sessions, %d prompts (%d rows), %d chained responses, %d runs; "+
 		"runs settled alike on every node: %d (%d restart-unknown, their node killed mid-run); "+
 		"runs parked at an approval answered from another node: %d (%d settled by a fault first; %d parked on the victim of a kill or stop, adopted and completed; %d adoptions logged); "+
-		"503 with Retry-After: %d probes during the outages, %d workload requests; not acknowledged: %v; first other 5xx: %v; "+
+		"503 with Retry-After: %d probes during the outages (the slowest answered in %v), %d workload requests; database outages %v; not acknowledged: %v; first other 5xx: %v; "+
 		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation",
 		3*rounds, counts["kill"], counts["stop"], counts["postgres"], len(c.sessions), rows/2, rows,
-		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, c.adoptedPins, adopted, c.outage503, c.load503, c.refused, c.samples, c.events, c.fenced, c.gens)
+		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, c.adoptedPins, adopted, c.outage503, c.slow503.Round(time.Millisecond), c.load503, c.outages, c.refused, c.samples, c.events, c.fenced, c.gens)
 }
 
 // echoResponder answers with the last user message and how many user messages the request
@@ -608,6 +610,7 @@ func (c *cluster) round(fault string, victim *clusterNode) {
 		}
 		p.stopped.Store(false)
 	case "postgres":
+		down := time.Now()
 		if err := c.pg.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -615,6 +618,9 @@ func (c *cluster) round(fault string, victim *clusterNode) {
 		if err := c.pg.Start(); err != nil {
 			t.Fatal(err)
 		}
+		c.mu.Lock()
+		c.outages = append(c.outages, time.Since(down).Round(100*time.Millisecond))
+		c.mu.Unlock()
 	}
 	// Every node serves again, by itself: each acknowledges work after the fault.
 	after := make([]int64, 3)
@@ -772,13 +778,16 @@ func (c *cluster) checkOutage() {
 	c.mu.Unlock()
 	for _, n := range c.nodes {
 		for _, path := range []string{"/api/sessions/" + sid + "/messages", "/api/sessions"} {
+			start := time.Now()
 			a := c.do(n.current(), "GET", path, "")
+			took := time.Since(start)
 			e, _ := a.json()["error"].(map[string]any)
 			if a.status != 503 || a.header.Get("Retry-After") == "" || e == nil || e["type"] != "server_error" || e["message"] == nil {
 				t.Fatalf("%s GET %s with the database down: %d Retry-After %q %s", n.name, path, a.status, a.header.Get("Retry-After"), a.body)
 			}
 			c.mu.Lock()
 			c.outage503++
+			c.slow503 = max(c.slow503, took)
 			c.mu.Unlock()
 		}
 	}
