@@ -539,6 +539,14 @@ func (j *journal) flushWait(ctx context.Context) error {
 // stored waits until the events up to seq are stored, and reports an error when they were not
 // (the store refused them, or ctx ended first). A journal with no stored log (an engine alone
 // without leases) has nothing to wait for.
+// writesLog reports whether what this journal publishes goes to the stored log: it is the
+// log's writer, or the session has no stored log.
+func (j *journal) writesLog() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.log.st == nil || !j.log.aligned || j.log.owner
+}
+
 func (j *journal) stored(ctx context.Context, seq uint64) error {
 	if err := j.flushWait(ctx); err != nil {
 		return err

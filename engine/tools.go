@@ -207,9 +207,15 @@ func (t *turnState) approval(args json.RawMessage, v tool.Verdict, ans map[strin
 	}
 	// The answer is stored before the call runs: a process that takes the session over after
 	// this one went away must not find the call still waiting and ask again (adopt.go).
+	host := s.requestHost()
 	sctx, cancel := context.WithTimeout(t.ctx, storeTimeout)
-	err = s.requestHost().j.stored(sctx, s.requestHost().j.lastSeq())
+	err = host.j.stored(sctx, host.j.lastSeq())
 	cancel()
+	if err == nil && !host.j.writesLog() {
+		// The log refused a write since (fenced, or the store failed): the answer's event
+		// stayed in this process.
+		err = fmt.Errorf("the event log of session %s is no longer written by this process", host.id)
+	}
 	if err != nil {
 		t.noteStoreErr(fmt.Errorf("record the approval: %w", err))
 		return nil, false, tool.Result{Content: "BLOCKED: the approval could not be recorded (" + err.Error() + "), so the call was not run. Do NOT retry.", IsError: true}
