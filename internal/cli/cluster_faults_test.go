@@ -100,7 +100,7 @@ type cluster struct {
 	refused     map[string]int      // answers that were not acknowledgements, by kind
 	outage503   int                 // 503s with Retry-After seen while the database was down
 	slow503     time.Duration       // the longest of them to answer
-	outages     []time.Duration     // how long each database outage lasted (kill to started)
+	outages     []string            // how long each database outage lasted (kill to started), and its parts
 	load503     int                 // 503s with Retry-After the workload got (outages, reconnections)
 	samples     map[string]string   // the first body of each kind of other 5xx answer
 }
@@ -614,12 +614,15 @@ func (c *cluster) round(fault string, victim *clusterNode) {
 		if err := c.pg.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		killed := time.Now()
 		c.checkOutage()
+		probed := time.Now()
 		if err := c.pg.Start(); err != nil {
 			t.Fatal(err)
 		}
 		c.mu.Lock()
-		c.outages = append(c.outages, time.Since(down).Round(100*time.Millisecond))
+		c.outages = append(c.outages, fmt.Sprintf("%v (stop %v, probes %v, start and recovery %v)", time.Since(down).Round(100*time.Millisecond),
+			killed.Sub(down).Round(100*time.Millisecond), probed.Sub(killed).Round(100*time.Millisecond), time.Since(probed).Round(100*time.Millisecond)))
 		c.mu.Unlock()
 	}
 	// Every node serves again, by itself: each acknowledges work after the fault.
