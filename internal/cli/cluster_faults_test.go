@@ -300,6 +300,12 @@ func (c *cluster) do(p *nodeProc, method, path, body string) answer {
 // stopped). A 5xx must be a 503 in the OpenAI error form that says when to retry: a turn the
 // database's outage cut is a 503 too, never a 502 or a 500.
 func (c *cluster) refuse(kind string, a answer) {
+	// A client honours Retry-After (up to 2 s here), holding nothing meanwhile.
+	defer func() {
+		if s, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil && a.status == 503 {
+			time.Sleep(min(time.Duration(s)*time.Second, 2*time.Second))
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := kind + ":" + strconv.Itoa(a.status)
@@ -320,12 +326,6 @@ func (c *cluster) refuse(kind string, a answer) {
 			c.samples[key] = string(a.body)
 		}
 	}
-	defer func() {
-		// A client honours Retry-After (up to 2 s here).
-		if s, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil && a.status == 503 {
-			time.Sleep(min(time.Duration(s)*time.Second, 2*time.Second))
-		}
-	}()
 	if a.status >= 500 {
 		e, _ := a.json()["error"].(map[string]any)
 		if e == nil || e["message"] == nil || e["type"] == nil {
