@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hermes-go/hermes/engine"
@@ -105,5 +106,48 @@ func TestApprovalAnswerNotStored(t *testing.T) {
 	rows := mustRows(t, s)
 	if last := rows[len(rows)-1]; last.Role != "tool" || !strings.Contains(last.Content, "the approval could not be recorded") {
 		t.Fatalf("last row %+v, want the blocked call's result", last)
+	}
+}
+
+// heldRows holds the next history read, once armed, until its context ends.
+type heldRows struct {
+	store.Store
+	armed   atomic.Bool
+	entered chan struct{}
+}
+
+func (h *heldRows) Rows(ctx context.Context, sid string, q store.RowQuery) ([]store.Row, error) {
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.Store.Rows(ctx, sid, q)
+}
+
+// A turn interrupted while it reads its history ends cancelled, as any interrupted turn: not
+// failed with a store error (over HTTP, a 502) because the read was cut.
+func TestInterruptDuringHistoryRead(t *testing.T) {
+	t.Parallel()
+	var hr *heldRows
+	h := newHarness(t, func(c *engine.Config) {
+		hr = &heldRows{Store: c.Store, entered: make(chan struct{})}
+		c.Store = hr
+	})
+	s := h.create()
+	h.srv.Enqueue(openaitest.Text("never asked"))
+	hr.armed.Store(true)
+	adm, err := s.Submit(ctxT(t), engine.Prompt{Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hr.entered
+	s.Interrupt("user")
+	out, err := s.Wait(ctxT(t), adm.TurnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != engine.StatusCancelled || out.ExitReason == "store_error" || !out.Interrupted {
+		t.Fatalf("outcome %+v, want cancelled by the interrupt", out)
 	}
 }

@@ -290,6 +290,11 @@ func (t *turnState) run() Outcome {
 	out.Model = name
 	msgs, err := s.loadMessages(t.ctx)
 	if err != nil {
+		if t.ctx.Err() != nil {
+			// Interrupted (or its lease lost) while the history was read: that, not the read,
+			// is what ended it.
+			return t.interrupted(out, nil, false)
+		}
 		return t.fail(out, reasonStore, err)
 	}
 	var pending []store.Row
