@@ -37,22 +37,31 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 	defer done()
 	l := store.Lease{SessionID: sessionID}
 	var gen int64
-	err = s.pool.QueryRow(ctx, `INSERT INTO leases AS l (session_id, owner, generation, expires_at)
-		VALUES ($1, $2, 1, `+leaseExpiry+`)
-		ON CONFLICT (session_id) DO UPDATE SET
-			generation = CASE WHEN l.owner = excluded.owner THEN l.generation ELSE l.generation + 1 END,
-			owner = excluded.owner, expires_at = excluded.expires_at
-		WHERE l.owner = excluded.owner OR l.owner = '' OR l.expires_at <= clock_timestamp()
-		RETURNING owner, generation, expires_at`, sessionID, owner, micros(ttl)).Scan(&l.Owner, &gen, &l.Expires)
-	if errors.Is(err, pgx.ErrNoRows) {
+	for try := 0; ; try++ {
+		err = s.pool.QueryRow(ctx, `INSERT INTO leases AS l (session_id, owner, generation, expires_at)
+			VALUES ($1, $2, 1, `+leaseExpiry+`)
+			ON CONFLICT (session_id) DO UPDATE SET
+				generation = CASE WHEN l.owner = excluded.owner THEN l.generation ELSE l.generation + 1 END,
+				owner = excluded.owner, expires_at = excluded.expires_at
+			WHERE l.owner = excluded.owner OR l.owner = '' OR l.expires_at <= clock_timestamp()
+			RETURNING owner, generation, expires_at`, sessionID, owner, micros(ttl)).Scan(&l.Owner, &gen, &l.Expires)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
 		// Held by someone else (or the session is missing, which the insert reports instead).
 		var holder string
-		var until time.Time
+		var until *time.Time // NULL once released
 		if err := s.pool.QueryRow(ctx, "SELECT owner, expires_at FROM leases WHERE session_id = $1", sessionID).Scan(&holder, &until); err != nil {
 			return store.Lease{}, mapErr(err)
 		}
-		return store.Lease{}, fmt.Errorf("session %q held by %q until %s: %w",
-			sessionID, holder, until.UTC().Format(time.RFC3339Nano), store.ErrLeaseHeld)
+		if holder != "" && until != nil || try == 2 {
+			var at string
+			if until != nil {
+				at = until.UTC().Format(time.RFC3339Nano)
+			}
+			return store.Lease{}, fmt.Errorf("session %q held by %q until %s: %w", sessionID, holder, at, store.ErrLeaseHeld)
+		}
+		// Released (or expired) between the two statements: try again.
 	}
 	if err != nil {
 		return store.Lease{}, mapErr(err)

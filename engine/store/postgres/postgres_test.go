@@ -423,3 +423,48 @@ func TestGroupedAppends(t *testing.T) {
 		}
 	}
 }
+
+// A lease released while another owner's acquire finds it held is acquired, or reported held,
+// never an error of its own: the acquire read the released row (no expiry) and failed with a
+// scan error, which a request answered as a 503.
+func TestAcquireRacesRelease(t *testing.T) {
+	s := openSchema(t, pgtest.DB(t), "hermes")
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // holder a takes the lease and gives it back as fast as it can
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if l, err := s.AcquireLease(ctx, "s", "a", time.Minute); err == nil {
+				_ = s.ReleaseLease(ctx, l)
+			}
+		}
+	})
+	got, held := 0, 0
+	for range 400 {
+		l, err := s.AcquireLease(ctx, "s", "b", time.Minute)
+		switch {
+		case err == nil:
+			got++
+			if err := s.ReleaseLease(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		case errors.Is(err, store.ErrLeaseHeld):
+			held++
+		default:
+			close(stop)
+			wg.Wait()
+			t.Fatalf("acquire racing a release: %v", err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("acquired %d, found held %d", got, held)
+}
