@@ -87,7 +87,9 @@ func toWire(method string, err error) error {
 	case errors.Is(err, engine.ErrUnknownRequest):
 		return rpcErr(codeInvalidArg, "%s", msg)
 	case errors.Is(err, engine.ErrStoreUnavailable):
-		return rpcErr(codeStore, "session store unavailable: %s", msg)
+		// Not the store's own error: it names the database's address and user (the operator
+		// reads those in the log and `hermes doctor`).
+		return rpcErr(codeStore, "session store unavailable, retry: the session store cannot be reached for now")
 	case errors.Is(err, engine.ErrSessionMoved), errors.Is(err, engine.ErrSessionLeaseLost):
 		return rpcErr(codeStore, "the session moved to another process while this call was served; retry: %s", msg)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
@@ -49,6 +50,9 @@ func TestStoreUnavailableIs503(t *testing.T) {
 		}
 		if err := json.Unmarshal(body, &env); err != nil {
 			t.Fatalf("%s: %s: %v", path, body, err)
+		}
+		if strings.Contains(env.Error.Message, "127.0.0.1") || !strings.Contains(env.Error.Message, "store unavailable") {
+			t.Fatalf("%s: the message %q names the store's address, or not its outage", path, env.Error.Message)
 		}
 		if res.StatusCode != 503 || res.Header.Get("Retry-After") != "2" || res.Header.Get("x-should-retry") != "" ||
 			env.Error.Type != "server_error" || env.Error.Code != "session_db_unavailable" || env.Error.Param != nil {

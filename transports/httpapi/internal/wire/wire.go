@@ -137,9 +137,11 @@ func Classify(err error) *Error {
 const storeRetryAfter = 2
 
 // StoreUnavailable is the 503 of a request the store could not serve for now; the client may
-// send it again after Retry-After.
-func StoreUnavailable(err error) *Error {
-	return &Error{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable: " + err.Error(),
+// send it again after Retry-After. The message names no more than that: the store's own error
+// (the database's address, its user and database names, a socket path) is for the operator
+// (`/health/detailed` with the API key, `hermes doctor`, the node's log), not for every client.
+func StoreUnavailable(error) *Error {
+	return &Error{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable, retry: the session store cannot be reached for now",
 		Type: "server_error", Code: "session_db_unavailable", RetryAfter: storeRetryAfter}
 }
 
