@@ -74,11 +74,25 @@ func adoptionScenario(t *testing.T, gone, back func(*testing.T, *restartProc)) {
 	if approval == nil || approval["request_id"] == nil {
 		t.Fatalf("waiting run without its approval: %v", first)
 	}
+	// Every process reports the same: B, which does not run it, reads it waiting too.
+	if other, _ := waitFor(b, "waiting_for_approval", 30*time.Second)["approval"].(map[string]any); other == nil || other["request_id"] != approval["request_id"] {
+		t.Fatalf("B reads the waiting run's approval as %v, A as %v", other, approval)
+	}
 	gone(t, a)
 
 	// B takes the session over and adopts the run (at once for a process of this host that
 	// exited; after the lease's TTL for one that stopped): the same request waits there, and
 	// the answer given there runs the command.
+	// Once B adopted it, B reports it waiting for the same approval (not running).
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(b.logs.String(), "adopted a run waiting for an approval"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("B did not adopt the run:\n%s", b.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if again, _ := waitFor(b, "waiting_for_approval", 30*time.Second)["approval"].(map[string]any); again == nil || again["request_id"] != approval["request_id"] {
+		t.Fatalf("B, having adopted the run, reads its approval as %v, A read %v", again, approval)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		code, res := b.call(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"once"}`)

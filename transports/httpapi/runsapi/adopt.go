@@ -61,9 +61,7 @@ func (rs *Runs) Adopted(sess *engine.Session, f *engine.Follow) {
 	if r.view.turn == "" {
 		r.view.turn = r.rec.TurnID
 	}
-	if !terminal(r.status) {
-		r.status = runRunning
-	}
+	r.adoptedLocked()
 	if r.wake != nil {
 		r.wake() // the goroutine deriving the log leaves it to the follower
 	}
@@ -82,6 +80,17 @@ func (rs *Runs) Adopted(sess *engine.Session, f *engine.Follow) {
 		}
 		rs.follow(r, sess, tr)
 	}()
+}
+
+// adoptedLocked marks a run this process executes from now on, its turn adopted: running,
+// unless its log already shows it waiting. This process may have been deriving the run's log
+// until now, and have taken the turn's request, opened again by the adoption, before the
+// follower started: the follower skips events already taken, so only that status says it
+// waits. Called with r.mu held.
+func (r *run) adoptedLocked() {
+	if !terminal(r.status) && r.status != runWaiting {
+		r.status = runRunning
+	}
 }
 
 // adoptRun is the ledger's way to adopt a run whose lease is gone: it takes the run's session

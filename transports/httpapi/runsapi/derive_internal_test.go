@@ -158,3 +158,39 @@ func TestTurnViewFindsTurnAndEndsAtTakeover(t *testing.T) {
 		t.Fatalf("a takeover did not end the turn: %+v", v)
 	}
 }
+
+// A run adopted by the process that was deriving its log, which already took the adopted
+// turn's request (opened again with the same id) from the session's events, reads waiting with
+// that approval, not running: the follower that takes over skips events already taken.
+func TestAdoptedRunKeepsItsWaitingStatus(t *testing.T) {
+	rs := &Runs{host: labelHost{}}
+	rec := runRecord{RunID: "run_a", SessionID: "s", Status: recRunning, Generation: 1, TurnID: "turn_run", EventFloor: 9}
+	r := newRun(rec, runRunning)
+	r.mu.Lock()
+	r.view.turn = "turn_run"
+	r.mu.Unlock()
+	for _, ev := range turnEvents()[:7] { // up to the approval's request (seq 16)
+		rs.take(r, nil, ev)
+	}
+	reopened := engine.Event{Seq: 4100, Type: engine.EvRequestOpen, SessionID: "s", TurnID: "turn_run",
+		Data: engine.Request{ID: "req_1", TurnID: "turn_run", Kind: engine.KindApproval, Payload: map[string]any{"command": "rm -rf x"}}}
+	rs.take(r, nil, engine.Event{Seq: 4098, Type: engine.EvTakeover, SessionID: "s", TurnID: "turn_run", Data: engine.Takeover{SessionID: "s", TurnID: "turn_run", Adopted: true}})
+	rs.take(r, nil, reopened)
+	r.mu.Lock()
+	r.adoptedLocked()
+	r.mu.Unlock()
+	rs.take(r, nil, reopened) // the follower, from its own subscription: already taken
+	if st := r.getStatus(); st != runWaiting {
+		t.Fatalf("adopted run reads %q, want %q", st, runWaiting)
+	}
+	if a, _ := r.statusObject()["approval"].(map[string]any); a["request_id"] != "req_1" {
+		t.Fatalf("adopted run's approval %v", r.statusObject())
+	}
+	unknown := newRun(rec, runUnknown)
+	unknown.mu.Lock()
+	unknown.adoptedLocked()
+	unknown.mu.Unlock()
+	if st := unknown.getStatus(); st != runRunning {
+		t.Fatalf("an adopted run read unknown before reads %q, want running", st)
+	}
+}
