@@ -405,8 +405,14 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	if err != nil {
 		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
 		// events are not in the log, and this journal no longer writes it.
-		if j.warn != nil {
-			j.warn("session event log: the store refused events; this process follows the log from now on", "session_id", j.sid,
+		logf := j.warn
+		if fence == 0 && errors.Is(err, store.ErrEventSeq) {
+			// Numbered between leases, as the log's last writer, while another process took
+			// the log on: the designed hand-over, not a loss worth a warning.
+			logf = j.debug
+		}
+		if logf != nil {
+			logf("session event log: the store refused events; this process follows the log from now on", "session_id", j.sid,
 				"first_seq", batch[0].Seq, "events", len(batch), "fence", fence, "err", err)
 		}
 		j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil

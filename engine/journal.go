@@ -39,8 +39,9 @@ type journal struct {
 	closed bool
 	window int
 	gen    string // identifies this journal: seq restarts at 1 in a new one (guarded by mu)
-	// warn logs what the journal gives up on (events the store refused); nil: nothing.
-	warn func(msg string, args ...any)
+	// warn logs what the journal gives up on (events the store refused); nil: nothing. debug
+	// logs the refusals that are the log's ordinary hand-over (see flushOnce).
+	warn, debug func(msg string, args ...any)
 	// active is when the session was last used (monoNow): opened, prompted, a turn ended, a
 	// subscriber came or went. Engine.ReleaseIdle compares it with its cutoff.
 	active atomic.Int64

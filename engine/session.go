@@ -88,7 +88,7 @@ func newSession(e *Engine, rec store.Session) *Session {
 		e: e, id: rec.ID, j: newStoredJournal(rec.ID, e.cfg.OnEvent, e.cfg.Store), rec: rec, status: StatusIdle, stored: true,
 		turns: map[string]*turnState{}, requests: map[string]*pendingRequest{}, approved: map[string]bool{},
 	}
-	s.j.warn = e.log.Warn
+	s.j.warn, s.j.debug = e.log.Warn, e.log.Debug
 	// Background processes stream their output to the session's clients as it is written.
 	s.procs.OnOutput = func(id, chunk string) {
 		s.j.append(Event{Type: EvTerminalOutput, Data: TerminalOutput{ProcessID: id, Chunk: chunk}})
