@@ -206,6 +206,9 @@ func mapErr(err error) error {
 			return err
 		}
 	}
+	if se := (pgx.ScanArgError{}); errors.As(err, &se) {
+		return err // the server answered; this process could not read the answer (a defect, not an outage)
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		// Not an answer from the server: the connection failed (refused, reset, timed out).
