@@ -251,8 +251,16 @@ func (s *Session) EventsSince(since uint64) ([]Event, bool) { return s.j.eventsS
 // generation must refetch instead of replaying.
 func (s *Session) Generation() string { return s.j.generation() }
 
-// LastSeq is the seq of the newest event.
-func (s *Session) LastSeq() uint64 { return s.j.lastSeq() }
+// LastSeq is the seq of the newest event. It is read under the session's lock, so events the
+// engine appends together under it (a turn's message.complete, the idle status and the
+// session.info that follow) are seen all or none: a surface that waits for its clients to
+// have every event up to LastSeq before answering a request (the gateway) never answers
+// between them.
+func (s *Session) LastSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.j.lastSeq()
+}
 
 // Emit appends a surface-originated event (e.g. a gateway notice) to the journal; its payload is
 // a [SurfaceEvent].
