@@ -400,8 +400,8 @@ func (s *Server) outcomeOf(run *turnRun) engine.Outcome {
 }
 
 // failedTurn reports whether o is a turn that failed (not one that was interrupted, nor one a
-// store outage ended: that is a 503 to retry): the turn answered 409 turn_failed and replayed
-// for replayWindow.
+// store outage or a takeover ended: those are 503s to retry): the turn answered 409
+// turn_failed and replayed for replayWindow.
 func failedTurn(o engine.Outcome) bool {
-	return o.Status == engine.StatusFailed && !o.Interrupted && !wire.StoreOutage(o)
+	return o.Status == engine.StatusFailed && !o.Interrupted && !wire.StoreOutage(o) && !wire.LeaseLost(o)
 }

@@ -152,6 +152,13 @@ func StoreOutage(o engine.Outcome) bool {
 	return o.Status == engine.StatusFailed && o.ExitReason == exitStore && strings.Contains(o.Error, engine.ErrStoreUnavailable.Error())
 }
 
+// LeaseLost reports whether a turn failed because its process lost the session to another:
+// like a store outage, a 503 to send again (it reaches the new holder), never a failed turn to
+// replay.
+func LeaseLost(o engine.Outcome) bool {
+	return o.Status == engine.StatusFailed && o.ExitReason == exitLease
+}
+
 // exitStore is the engine's exit reason of a turn a store write ended; exitLease, of one its
 // process stopped because another took the session's lease.
 const (
@@ -175,7 +182,7 @@ func OutcomeError(o engine.Outcome) *Error {
 	if StoreOutage(o) {
 		return StoreUnavailable(errors.New(msg))
 	}
-	if o.Status == engine.StatusFailed && o.ExitReason == exitLease {
+	if LeaseLost(o) {
 		// Another process took the session over mid-turn: sent again, the request reaches it.
 		return Classify(fmt.Errorf("%w: %s", engine.ErrSessionLeaseLost, msg))
 	}
