@@ -454,7 +454,7 @@ type writeRetry struct {
 	wait     time.Duration
 }
 
-const minStoreAttempts = 2
+const minStoreAttempts = 4
 
 func newWriteRetry() *writeRetry {
 	return &writeRetry{deadline: time.Now().Add(storeTimeout), wait: 50 * time.Millisecond}

@@ -30,10 +30,6 @@ func TestStoreUnavailableIs503(t *testing.T) {
 	if failedTurn(outage) {
 		t.Fatal("a turn a store outage ended is remembered as failed (replayed instead of run again)")
 	}
-	lost := engine.Outcome{Status: engine.StatusFailed, ExitReason: "lease_lost", Error: "another process took this session over; the turn stopped"}
-	if e := turnError(lost); e.Status != 503 || e.Code != "session_moved" || failedTurn(lost) {
-		t.Fatalf("a turn a takeover ended: %+v (remembered as failed: %v)", e, failedTurn(lost))
-	}
 	other := engine.Outcome{Status: engine.StatusFailed, ExitReason: "store_error", Error: "append rows: invalid record"}
 	if e := turnError(other); e.Status != 409 || !failedTurn(other) {
 		t.Fatalf("a turn another store error ended: %d %+v", e.Status, e)

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"reflect"
 	"strconv"
@@ -152,19 +151,8 @@ func StoreOutage(o engine.Outcome) bool {
 	return o.Status == engine.StatusFailed && o.ExitReason == exitStore && strings.Contains(o.Error, engine.ErrStoreUnavailable.Error())
 }
 
-// LeaseLost reports whether a turn failed because its process lost the session to another:
-// like a store outage, a 503 to send again (it reaches the new holder), never a failed turn to
-// replay.
-func LeaseLost(o engine.Outcome) bool {
-	return o.Status == engine.StatusFailed && o.ExitReason == exitLease
-}
-
-// exitStore is the engine's exit reason of a turn a store write ended; exitLease, of one its
-// process stopped because another took the session's lease.
-const (
-	exitStore = "store_error"
-	exitLease = "lease_lost"
-)
+// exitStore is the engine's exit reason of a turn a store write ended.
+const exitStore = "store_error"
 
 // OutcomeError is the error object of a turn that did not complete.
 func OutcomeError(o engine.Outcome) *Error {
@@ -181,10 +169,6 @@ func OutcomeError(o engine.Outcome) *Error {
 	}
 	if StoreOutage(o) {
 		return StoreUnavailable(errors.New(msg))
-	}
-	if LeaseLost(o) {
-		// Another process took the session over mid-turn: sent again, the request reaches it.
-		return Classify(fmt.Errorf("%w: %s", engine.ErrSessionLeaseLost, msg))
 	}
 	return &Error{Status: 502, Message: msg, Type: "server_error", Code: code, NoRetry: true}
 }
