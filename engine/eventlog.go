@@ -406,7 +406,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
 		// events are not in the log, and this journal no longer writes it.
 		logf := j.warn
-		if fence == 0 && j.log.leased && errors.Is(err, store.ErrEventSeq) {
+		if fence == 0 && errors.Is(err, store.ErrEventSeq) {
 			// Numbered between leases, as the log's last writer, while another process took
 			// the log on: the designed hand-over, not a loss worth a warning.
 			logf = j.debug
@@ -498,20 +498,13 @@ func (j *journal) visibleLocked() uint64 {
 // deadline and the budget counts attempts (writeRetry), so a process that was stopped with an
 // append in flight looks again once it runs.
 func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) error {
-	unknown := false // an earlier attempt's outcome is not known
 	for r := newWriteRetry(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
 		cancel()
-		if unknown && errors.Is(err, store.ErrEventSeq) {
-			// Refused as seqs already taken: by that earlier attempt, if the log now holds
-			// them (looked up below), not by another writer.
-			err = fmt.Errorf("%w (after an attempt whose answer was lost)", store.ErrUnavailable)
-		}
 		if !outcomeUnknown(err) {
 			return err
 		}
-		unknown = true
 		ctx, cancel = context.WithTimeout(context.Background(), storeTimeout)
 		last, lerr := st.LastEventSeq(ctx, j.sid)
 		cancel()
@@ -549,6 +542,9 @@ func (j *journal) flushWait(ctx context.Context) error {
 	}
 }
 
+// stored waits until the events up to seq are stored, and reports an error when they were not
+// (the store refused them, or ctx ended first). A journal with no stored log (an engine alone
+// without leases) has nothing to wait for.
 // writesLog reports whether what this journal publishes goes to the stored log: it is the
 // log's writer, or the session has no stored log.
 func (j *journal) writesLog() bool {
@@ -557,9 +553,6 @@ func (j *journal) writesLog() bool {
 	return j.log.st == nil || !j.log.aligned || j.log.owner
 }
 
-// stored waits until the events up to seq are stored, and reports an error when they were not
-// (the store refused them, or ctx ended first). A journal with no stored log (an engine alone
-// without leases) has nothing to wait for.
 func (j *journal) stored(ctx context.Context, seq uint64) error {
 	if err := j.flushWait(ctx); err != nil {
 		return err

@@ -401,8 +401,7 @@ func (s *Server) outcomeOf(run *turnRun) engine.Outcome {
 
 // failedTurn reports whether o is a turn that failed (not one that was interrupted, nor one a
 // store outage ended: that is a 503 to retry): the turn answered 409 turn_failed and replayed
-// for replayWindow. A turn a takeover ended is one: its prompt is stored and its tools may
-// have run, so it is not sent again on its own.
+// for replayWindow.
 func failedTurn(o engine.Outcome) bool {
 	return o.Status == engine.StatusFailed && !o.Interrupted && !wire.StoreOutage(o)
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"strconv"
@@ -151,8 +152,12 @@ func StoreOutage(o engine.Outcome) bool {
 	return o.Status == engine.StatusFailed && o.ExitReason == exitStore && strings.Contains(o.Error, engine.ErrStoreUnavailable.Error())
 }
 
-// exitStore is the engine's exit reason of a turn a store write ended.
-const exitStore = "store_error"
+// exitStore is the engine's exit reason of a turn a store write ended; exitLease, of one its
+// process stopped because another took the session's lease.
+const (
+	exitStore = "store_error"
+	exitLease = "lease_lost"
+)
 
 // OutcomeError is the error object of a turn that did not complete.
 func OutcomeError(o engine.Outcome) *Error {
@@ -169,6 +174,10 @@ func OutcomeError(o engine.Outcome) *Error {
 	}
 	if StoreOutage(o) {
 		return StoreUnavailable(errors.New(msg))
+	}
+	if o.Status == engine.StatusFailed && o.ExitReason == exitLease {
+		// Another process took the session over mid-turn: sent again, the request reaches it.
+		return Classify(fmt.Errorf("%w: %s", engine.ErrSessionLeaseLost, msg))
 	}
 	return &Error{Status: 502, Message: msg, Type: "server_error", Code: code, NoRetry: true}
 }

@@ -23,3 +23,16 @@ func TestClassifySessionMoved(t *testing.T) {
 		t.Fatalf("an unknown error classified %+v", e)
 	}
 }
+
+// A turn its process stopped because another took the session over is answered like a request
+// cut the same way (a retryable 503 session_moved); any other failed turn stays a 502.
+func TestOutcomeErrorLeaseLost(t *testing.T) {
+	lost := engine.Outcome{Status: engine.StatusFailed, ExitReason: "lease_lost", Error: "another process took this session over; the turn stopped"}
+	if e := OutcomeError(lost); e.Status != 503 || e.Code != "session_moved" || e.RetryAfter != 1 || e.NoRetry {
+		t.Fatalf("lease lost: %+v", e)
+	}
+	failed := engine.Outcome{Status: engine.StatusFailed, ExitReason: "agent_error", Error: "model refused"}
+	if e := OutcomeError(failed); e.Status != 502 || e.Code != "agent_error" {
+		t.Fatalf("failed turn: %+v", e)
+	}
+}
