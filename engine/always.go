@@ -25,14 +25,18 @@ func alwaysKey(pattern string) string { return alwaysPrefix + pattern }
 // which is then asked about again. Without the cache a tool call read the prefix from the
 // store.
 type alwaysCache struct {
-	mu     sync.Mutex
-	sub    *store.Subscription // nil until first used, and after it ended
-	list   []string
-	valid  bool
-	closed bool
+	mu       sync.Mutex
+	sub      *store.Subscription // nil until first used, and after it ended
+	ver      uint64              // bumped by every hint taken and every change of the watch
+	list     []string
+	valid    bool
+	closed   bool
+	watching bool // a Watch call is under way (made without mu)
 }
 
-// always returns the patterns approved "always", from the cache when it is current.
+// always returns the patterns approved "always", from the cache when it is current. A listing
+// is kept only when no hint was taken and the watch did not change while it was read (ver): a
+// slower listing never replaces a newer one.
 func (e *Engine) always(ctx context.Context) []string {
 	c := &e.alwaysC
 	c.mu.Lock()
@@ -42,11 +46,30 @@ func (e *Engine) always(ctx context.Context) []string {
 		c.mu.Unlock()
 		return out
 	}
-	if c.sub == nil && !c.closed {
-		if sub, err := e.cfg.Store.Watch(context.Background(), store.Interest{KeyPrefixes: []string{alwaysPrefix}}); err == nil {
-			c.sub = sub // when the store cannot watch now, the cache stays off until it can
-		}
+	start := c.sub == nil && !c.closed && !c.watching
+	if start {
+		c.watching = true
 	}
+	c.mu.Unlock()
+	if start {
+		// Made without the lock: a store slow to answer a Watch delays this call only, and the
+		// others (and Engine.Close) go on meanwhile, reading the approvals from the store.
+		sub, err := e.cfg.Store.Watch(context.Background(), store.Interest{KeyPrefixes: []string{alwaysPrefix}})
+		c.mu.Lock()
+		c.watching = false
+		if err == nil {
+			if c.closed || c.sub != nil {
+				sub.Close()
+			} else {
+				c.sub = sub
+				c.ver++
+			}
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.pollLocked()
+	ver, watched := c.ver, c.sub != nil
 	c.mu.Unlock()
 	kv, err := e.cfg.Store.ListKV(ctx, alwaysPrefix)
 	if err != nil {
@@ -58,7 +81,8 @@ func (e *Engine) always(ctx context.Context) []string {
 	}
 	slices.Sort(out)
 	c.mu.Lock()
-	if c.sub != nil && !c.pollLocked() {
+	c.pollLocked()
+	if watched && c.sub != nil && c.ver == ver {
 		c.list, c.valid = out, true
 	}
 	c.mu.Unlock()
@@ -66,7 +90,8 @@ func (e *Engine) always(ctx context.Context) []string {
 }
 
 // pollLocked takes the watch's pending hints, if any, and reports whether there were (the
-// cache is then emptied); a watch that ended is dropped, to be started again on next use.
+// cache is then emptied and ver bumped); a watch that ended is dropped, to be started again
+// on next use.
 func (c *alwaysCache) pollLocked() (changed bool) {
 	if c.sub == nil {
 		return true
@@ -79,6 +104,7 @@ func (c *alwaysCache) pollLocked() (changed bool) {
 			c.sub.Take()
 		}
 		c.valid = false
+		c.ver++
 		return true
 	default:
 		return false
