@@ -406,7 +406,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 		// Refused (fenced, or the log moved on without us) or unreachable for too long: these
 		// events are not in the log, and this journal no longer writes it.
 		logf := j.warn
-		if fence == 0 && errors.Is(err, store.ErrEventSeq) {
+		if fence == 0 && j.log.leased && errors.Is(err, store.ErrEventSeq) {
 			// Numbered between leases, as the log's last writer, while another process took
 			// the log on: the designed hand-over, not a loss worth a warning.
 			logf = j.debug

@@ -137,6 +137,11 @@ func (j *journal) generation() string {
 
 func (j *journal) lastSeq() uint64 {
 	j.sync(context.Background())
+	return j.lastSeqNoSync()
+}
+
+// lastSeqNoSync is lastSeq without catching up with the stored log first.
+func (j *journal) lastSeqNoSync() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.visibleLocked()

@@ -257,9 +257,10 @@ func (s *Session) Generation() string { return s.j.generation() }
 // have every event up to LastSeq before answering a request (the gateway) never answers
 // between them.
 func (s *Session) LastSeq() uint64 {
+	s.j.sync(context.Background()) // its store read, if any, is not made under the lock
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.j.lastSeq()
+	return s.j.lastSeqNoSync()
 }
 
 // Emit appends a surface-originated event (e.g. a gateway notice) to the journal; its payload is
