@@ -60,7 +60,7 @@ func (c *client) Handle(ctx context.Context, _ *jsonrpc.Conn, r *jsonrpc.Request
 	if asyncMethods[r.Method] {
 		res, err := h(ctx, c, r.Method, r.Params)
 		if err != nil {
-			return nil, toWire(r.Method, err)
+			return nil, c.wireErr(r.Method, err)
 		}
 		return res, nil
 	}
@@ -74,11 +74,20 @@ func (c *client) Handle(ctx context.Context, _ *jsonrpc.Conn, r *jsonrpc.Request
 	}()
 	res, err := h(ctx, c, r.Method, r.Params)
 	if err != nil {
-		return nil, toWire(r.Method, err)
+		return nil, c.wireErr(r.Method, err)
 	}
 	// The response must be written while the pumps are held; hand the release to the writer.
 	handed = true
 	return deferredRelease{res, release}, nil
+}
+
+// wireErr maps a method's error to the wire (toWire). A store outage's cause (the database's
+// address and user) is not sent to the client; it is logged here, for the operator.
+func (c *client) wireErr(method string, err error) error {
+	if errors.Is(err, engine.ErrStoreUnavailable) {
+		c.g.log.Warn("session store unavailable", "method", method, "err", err)
+	}
+	return toWire(method, err)
 }
 
 // deferredRelease releases the pumps once the connection has written the response.

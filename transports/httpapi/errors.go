@@ -24,8 +24,16 @@ func writeError(c *fiber.Ctx, err error) error {
 
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	e := wire.Classify(err)
-	if e.Status == fiber.StatusInternalServerError {
+	switch {
+	case e.Status == fiber.StatusInternalServerError:
 		s.log.Error("handler failed", "path", c.Path(), "err", err)
+	case e.Code == "session_db_unavailable":
+		// The client is told only that the store cannot be reached; the cause is the operator's.
+		cause := err
+		if e.Cause != nil {
+			cause = e.Cause
+		}
+		s.log.Warn("session store unavailable", "path", c.Path(), "err", cause)
 	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) && fe.Code == fiber.StatusNotFound {

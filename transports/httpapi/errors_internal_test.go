@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -58,6 +60,31 @@ func TestStoreUnavailableIs503(t *testing.T) {
 			env.Error.Type != "server_error" || env.Error.Code != "session_db_unavailable" || env.Error.Param != nil {
 			t.Fatalf("%s: %d Retry-After %q x-should-retry %q %s", path, res.StatusCode, res.Header.Get("Retry-After"),
 				res.Header.Get("x-should-retry"), body)
+		}
+	}
+}
+
+// What the client is not told of an outage, the operator reads in the node's log: the cause
+// is kept on the 503 a handler returns, and the error handler logs it.
+func TestStoreUnavailableCauseLogged(t *testing.T) {
+	var buf bytes.Buffer
+	s := &Server{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	app := fiber.New(fiber.Config{ErrorHandler: s.errorHandler})
+	down := fmt.Errorf("%w: dial tcp 127.0.0.1:5432: connect: connection refused", engine.ErrStoreUnavailable)
+	app.Get("/handler", func(*fiber.Ctx) error { return storeErr(down, "s1") })
+	app.Get("/engine", func(*fiber.Ctx) error { return fmt.Errorf("append rows: %w", down) })
+	for _, path := range []string{"/handler", "/engine"} {
+		buf.Reset()
+		res, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 503 || strings.Contains(string(body), "127.0.0.1") {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+		if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "127.0.0.1:5432") || !strings.Contains(out, path) {
+			t.Fatalf("%s: the outage's cause is not logged: %q", path, out)
 		}
 	}
 }

@@ -42,6 +42,9 @@ type Error struct {
 	// ResponseID names the stored response a failed /v1/responses turn left (a GET reads it);
 	// sent as the error object's "response_id", a field OpenAI's clients ignore.
 	ResponseID string
+	// Cause is what the client is not told (a store outage's own error): the error handler
+	// logs it for the operator. Never sent.
+	Cause error
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -140,8 +143,8 @@ const storeRetryAfter = 2
 // send it again after Retry-After. The message names no more than that: the store's own error
 // (the database's address, its user and database names, a socket path) is for the operator
 // (`/health/detailed` with the API key, `hermes doctor`, the node's log), not for every client.
-func StoreUnavailable(error) *Error {
-	return &Error{Status: fiber.StatusServiceUnavailable, Message: "session store unavailable, retry: the session store cannot be reached for now",
+func StoreUnavailable(cause error) *Error {
+	return &Error{Cause: cause, Status: fiber.StatusServiceUnavailable, Message: "session store unavailable, retry: the session store cannot be reached for now",
 		Type: "server_error", Code: "session_db_unavailable", RetryAfter: storeRetryAfter}
 }
 
