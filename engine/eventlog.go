@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,21 +64,24 @@ const (
 
 // logState is a journal's side of the durable log; guarded by journal.mu.
 type logState struct {
-	st        store.Store // nil: memory only
-	needSync  bool        // opened from the store: mirror its log at first use
-	aligned   bool        // the journal's seqs are the stored log's
-	owner     bool
-	fence     uint64  // the owner's lease generation (0: unfenced)
-	leased    bool    // the log is written under leases: publish only reserved or stored seqs
-	reserved  uint64  // the owner reserved the seqs up to here (reserve != nil)
-	dropped   bool    // since own, events numbered here were forgotten unstored
-	durable   uint64  // seqs up to here are stored
-	pending   []Event // appended by the owner, not yet handed to the store
-	inflight  int     // events being written now
-	flushing  bool    // the flusher goroutine runs (whenever something is pending)
-	resets    uint64  // bumped whenever pending is replaced under a flush in flight
-	epoch     uint64  // bumped when numbered events were forgotten: older subscriptions lag
-	following bool    // the follower goroutine runs
+	st       store.Store // nil: memory only
+	needSync bool        // opened from the store: mirror its log at first use
+	aligned  bool        // the journal's seqs are the stored log's
+	owner    bool
+	fence    uint64  // the owner's lease generation (0: unfenced)
+	leased   bool    // the log is written under leases: publish only reserved or stored seqs
+	reserved uint64  // the owner reserved the seqs up to here (reserve != nil)
+	dropped  bool    // since own, events numbered here were forgotten unstored
+	durable  uint64  // seqs up to here are stored
+	pending  []Event // appended by the owner, not yet handed to the store
+	inflight int     // events being written now
+	// failures counts this journal's writes that failed: one may have landed all the same,
+	// so a last seq read before it ended is not trusted (own).
+	failures  uint64
+	flushing  bool   // the flusher goroutine runs (whenever something is pending)
+	resets    uint64 // bumped whenever pending is replaced under a flush in flight
+	epoch     uint64 // bumped when numbered events were forgotten: older subscriptions lag
+	following bool   // the follower goroutine runs
 	stop      context.CancelFunc
 	urge      chan struct{} // flush now: a batch is full, a turn ended, the journal closes
 	flushed   chan struct{} // closed (and replaced) whenever a flush settled
@@ -171,6 +175,9 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLe
 	preread := sl != nil && sl.storedKnown
 	for {
 		var last uint64
+		j.mu.Lock()
+		failures := j.log.failures
+		j.mu.Unlock()
 		if preread {
 			last = sl.stored
 		} else {
@@ -180,8 +187,9 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLe
 			}
 		}
 		j.mu.Lock()
-		if preread && (last < j.log.durable || j.log.inflight > 0) {
-			// Read before a flush of this journal stored more, or while one may: read again.
+		if preread && (last < j.log.durable || j.log.inflight > 0 || failures > 0) || j.log.failures != failures {
+			// Read before a flush of this journal stored more, or while one may, or before one
+			// failed (it may have landed all the same): read again.
 			preread = false
 			j.mu.Unlock()
 			continue
@@ -416,6 +424,7 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 				"first_seq", batch[0].Seq, "events", len(batch), "fence", fence, "err", err)
 		}
 		j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil
+		j.log.failures++
 		j.forgetLocked()
 		j.log.flushing = false
 		j.settledLocked()
@@ -492,29 +501,72 @@ func (j *journal) visibleLocked() uint64 {
 	return min(j.last, j.log.durable)
 }
 
-// write appends evs, retrying while the store is unreachable or slow to answer: an append
-// whose answer was lost may have landed, which the stored last seq tells before it is sent
-// again (sent again, it would be refused as a seq already taken). Each attempt has its own
-// deadline and the budget counts attempts (writeRetry), so a process that was stopped with an
-// append in flight looks again once it runs.
+// write appends evs, retrying while the store is unreachable or slow to answer. An append
+// whose answer was lost may have landed: sent again, it is refused as seqs already taken. So
+// after such an attempt the stored events at evs' seqs are looked up (landed), and the append
+// counts as stored only when they are these events, written under this fence: the stored last
+// seq alone does not tell, since a new lease holder numbers its events past ours. Each attempt
+// has its own deadline and the budget counts attempts (writeRetry), so a process that was
+// stopped with an append in flight looks again once it runs.
 func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) error {
+	unknown := false // an earlier attempt's outcome is not known
 	for r := newWriteRetry(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
 		cancel()
+		if unknown && errors.Is(err, store.ErrEventSeq) {
+			// The seqs are taken: by that earlier attempt, or by another writer.
+			ok, lerr := landed(st, j.sid, fence, evs)
+			if lerr == nil {
+				if ok {
+					return nil
+				}
+				return err
+			}
+			err = lerr
+		}
 		if !outcomeUnknown(err) {
 			return err
 		}
-		ctx, cancel = context.WithTimeout(context.Background(), storeTimeout)
-		last, lerr := st.LastEventSeq(ctx, j.sid)
-		cancel()
-		if lerr == nil && last >= evs[len(evs)-1].Seq {
+		unknown = true
+		if ok, lerr := landed(st, j.sid, fence, evs); lerr == nil && ok {
 			return nil
 		}
 		if !r.again() {
 			return err
 		}
 	}
+}
+
+// landed reports whether the session's stored events at evs' seqs are evs as an append under
+// fence wrote them.
+func landed(st store.Store, sid string, fence uint64, evs []store.StoredEvent) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	got, err := st.EventsSince(ctx, sid, evs[0].Seq-1, len(evs))
+	if err != nil {
+		return false, err
+	}
+	if len(got) != len(evs) {
+		return false, nil
+	}
+	for i, e := range evs {
+		g := got[i]
+		if g.Seq != e.Seq || g.Generation != fence || g.Type != e.Type || g.TurnID != e.TurnID || g.Text != e.Text || !sameJSON(g.Data, e.Data) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameJSON compares two payloads byte for byte once compacted (a store may compact what it
+// keeps).
+func sameJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 func (j *journal) settledLocked() {

@@ -1,8 +1,15 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hermes-go/hermes/engine/store"
+	"github.com/hermes-go/hermes/engine/store/memstore"
 )
 
 // A write whose wall-clock budget was spent before it could try again (its process was
@@ -24,4 +31,157 @@ func TestWriteRetryCountsAttempts(t *testing.T) {
 			t.Fatalf("gave up after %d attempts within its budget", i+1)
 		}
 	}
+}
+
+// lossyStore loses the answers of event appends and lookups on purpose: the first lose
+// appends report the store unreachable, whether or not they were applied (apply; lost runs
+// meanwhile), and the first blind lookups fail likewise.
+type lossyStore struct {
+	store.Store
+	lose, blind int
+	apply       bool
+	lost        func()
+}
+
+func (s *lossyStore) AppendEvents(ctx context.Context, sid string, f store.Fence, evs []store.StoredEvent) error {
+	if s.lose > 0 {
+		s.lose--
+		if s.apply {
+			if err := s.Store.AppendEvents(ctx, sid, f, evs); err != nil {
+				return err
+			}
+		}
+		if s.lost != nil {
+			s.lost()
+		}
+		return fmt.Errorf("%w: the answer was lost", store.ErrUnavailable)
+	}
+	return s.Store.AppendEvents(ctx, sid, f, evs)
+}
+
+func (s *lossyStore) EventsSince(ctx context.Context, sid string, after uint64, limit int) ([]store.StoredEvent, error) {
+	if s.blind > 0 {
+		s.blind--
+		return nil, fmt.Errorf("%w: the lookup failed", store.ErrUnavailable)
+	}
+	return s.Store.EventsSince(ctx, sid, after, limit)
+}
+
+func (s *lossyStore) LastEventSeq(ctx context.Context, sid string) (uint64, error) {
+	if s.blind > 0 {
+		s.blind--
+		return 0, fmt.Errorf("%w: the lookup failed", store.ErrUnavailable)
+	}
+	return s.Store.LastEventSeq(ctx, sid)
+}
+
+// An append whose answer was lost is stored when the log holds these very events at its seqs
+// (it landed: sent again, it is refused as seqs taken), and refused when another writer took
+// the seqs meanwhile: the stored last seq alone would call that stored.
+func TestWriteAfterLostAnswer(t *testing.T) {
+	ctx := context.Background()
+	evs := func(turn string) []store.StoredEvent {
+		return []store.StoredEvent{
+			{Seq: 1, Type: "turn.started", Time: time.Now(), TurnID: turn, Data: json.RawMessage(`{"turn_id":"` + turn + `"}`)},
+			{Seq: 2, Type: "message.delta", Time: time.Now(), TurnID: turn, Text: "hi"},
+		}
+	}
+	setup := func(t *testing.T) (*memstore.Store, *journal) {
+		mem := memstore.New()
+		if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
+			t.Fatal(err)
+		}
+		return mem, &journal{sid: "s1"}
+	}
+
+	t.Run("landed, its lookup lost too", func(t *testing.T) {
+		mem, j := setup(t)
+		st := &lossyStore{Store: mem, lose: 1, apply: true, blind: 1}
+		if err := j.write(st, 0, evs("t1")); err != nil {
+			t.Fatalf("an append that landed is reported failed: %v", err)
+		}
+		got, _ := mem.EventsSince(ctx, "s1", 0, 0)
+		if len(got) != 2 || got[0].TurnID != "t1" {
+			t.Fatalf("stored %+v", got)
+		}
+	})
+
+	t.Run("another writer took the seqs", func(t *testing.T) {
+		mem, j := setup(t)
+		st := &lossyStore{Store: mem, lose: 1, lost: func() {
+			if err := mem.AppendEvents(ctx, "s1", store.Fence{}, evs("other")); err != nil {
+				t.Error(err)
+			}
+		}}
+		err := j.write(st, 0, evs("t1"))
+		if !errors.Is(err, store.ErrEventSeq) {
+			t.Fatalf("an append whose seqs another writer took: %v, want ErrEventSeq", err)
+		}
+		got, _ := mem.EventsSince(ctx, "s1", 0, 0)
+		if len(got) != 2 || got[0].TurnID != "other" {
+			t.Fatalf("stored %+v", got)
+		}
+	})
+}
+
+// landsRefused applies its first event append and answers it with a refusal, as a retried
+// append whose first attempt landed unseen is answered.
+type landsRefused struct {
+	store.Store
+	done bool
+}
+
+func (s *landsRefused) AppendEvents(ctx context.Context, sid string, f store.Fence, evs []store.StoredEvent) error {
+	if s.done {
+		return s.Store.AppendEvents(ctx, sid, f, evs)
+	}
+	s.done = true
+	if err := s.Store.AppendEvents(ctx, sid, f, evs); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: refused, though it landed", store.ErrEventSeq)
+}
+
+// A journal whose write failed does not trust a last seq its lease read before the failure:
+// the write may have landed, and numbering from the older seq would have the turn's first
+// event refused as a seq taken (and the turn's events, an approval request among them, kept
+// in this process only).
+func TestOwnAfterFailedWrite(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	st := &landsRefused{Store: mem}
+	j := newStoredJournal("s1", nil, st)
+	j.born()
+	j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: "s1"}})
+	j.bornStored(nil)
+	if err := j.flushWait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The lease was acquired, and the stored last seq read, before the write ended.
+	l, err := mem.AcquireLease(ctx, "s1", "me", time.Minute)
+	if err != nil || l.Generation != 1 {
+		t.Fatal(l, err)
+	}
+	sl := &seqLease{stored: 0, storedKnown: true, reserved: seqBlock, reserve: func(context.Context, uint64) error { return nil }}
+	if err := j.own(ctx, st, 1, sl); err != nil {
+		t.Fatal(err)
+	}
+	j.append(Event{Type: EvStatus, Data: StatusInfo{Status: StatusWorking}})
+	if err := j.flushWait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := mem.EventsSince(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Seq != 2 || got[1].Generation != 1 {
+		t.Fatalf("stored %+v, want the session's info then the turn's status under the lease", got)
+	}
+	if !j.writesLog() {
+		t.Fatal("the lease holder's journal no longer writes the log")
+	}
+	j.close()
 }
