@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,6 +173,27 @@ func TestRacingStarters(t *testing.T) {
 			t.Fatalf("log after racing starts:\n%s", log)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A connection that never says who it is (a starter checking that the store process answers)
+// is not one of its clients.
+func TestProbeIsNoClient(t *testing.T) {
+	home := shortHome(t)
+	stopServer(t, home)
+	c := dialStart(t, home, starter(t, home))
+	probe, err := net.Dial("unix", homestore.SocketPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	// The probe is accepted some time after its dial returned: look for a while.
+	for range 50 {
+		st := status(t, c)
+		if len(st.Clients) != 1 || st.Clients[0].Command != t.Name() {
+			t.Fatalf("clients %+v, want this test's only", st.Clients)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -329,6 +329,12 @@ func (s *server) status(ctx context.Context) (*Status, error) {
 	s.mu.Lock()
 	for c := range s.conns {
 		c.mu.Lock()
+		if !c.hello {
+			// A connection that has not said who it is: a starter checking that this process
+			// answers (it closes at once), or a client whose hello is still on its way.
+			c.mu.Unlock()
+			continue
+		}
 		cs := c.state
 		cs.Watches = len(c.watches)
 		c.mu.Unlock()
@@ -353,6 +359,7 @@ type conn struct {
 	calls   map[uint64]context.CancelFunc // running requests, for cancel
 	watches map[uint64]*serverWatch
 	state   ClientState
+	hello   bool // the client introduced itself: a hermes process, not a liveness probe
 	calls64 atomic.Int64
 	work    sync.WaitGroup
 }
@@ -398,11 +405,12 @@ func (c *conn) serve(ctx context.Context) {
 			c.mu.Unlock()
 			continue
 		case opHello:
+			c.mu.Lock()
+			c.hello = true
 			if req.Client != nil {
-				c.mu.Lock()
 				c.state.Command = req.Client.Command
-				c.mu.Unlock()
 			}
+			c.mu.Unlock()
 		}
 		cctx, ccancel := context.WithCancel(ctx)
 		if req.Fence != nil {
