@@ -73,13 +73,17 @@ type Ledger struct {
 	done    chan struct{}
 	closeMu sync.Once
 
-	adopt atomic.Pointer[func(context.Context, Record) bool] // SetAdopt
+	adopt atomic.Pointer[AdoptFunc] // SetAdopt
 }
 
-// SetAdopt gives the ledger a way to adopt a run whose lease is gone instead of lapsing it:
-// adopt takes the run's session over (through the engine, which adopts a turn parked at an
-// approval) and reports whether the run now runs under a live lease. nil removes it.
-func (l *Ledger) SetAdopt(adopt func(ctx context.Context, rec Record) bool) {
+// AdoptFunc takes a run's session over (through the engine, which adopts a turn parked at an
+// approval). adopted: the run now runs under a live lease. elsewhere: another process holds
+// the session's lease (it took the session over first, and adopts the turn or not there).
+type AdoptFunc func(ctx context.Context, rec Record) (adopted, elsewhere bool)
+
+// SetAdopt gives the ledger a way to adopt a run whose lease is gone instead of lapsing it.
+// nil removes it.
+func (l *Ledger) SetAdopt(adopt AdoptFunc) {
 	if adopt == nil {
 		l.adopt.Store(nil)
 		return
@@ -261,10 +265,11 @@ func (l *Ledger) lapseScan(ctx context.Context) {
 	}
 }
 
-// sighting is a run whose lease a process saw gone: at, while the record was at version.
+// sighting is a run whose lease a process saw gone: at, while the record was at version and
+// the session's lease was held by generation holder (0: by nobody).
 type sighting struct {
-	version uint64
-	at      time.Time
+	version, holder uint64
+	at              time.Time
 }
 
 // errUnchanged aborts an Update that has nothing to write.
@@ -306,7 +311,11 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 		l.noteOutage(err)
 		return now.Add(time.Second)
 	default:
-		if at := l.sighted(rec, now); now.Before(at) {
+		holder := uint64(0)
+		if err == nil {
+			holder = lease.Generation
+		}
+		if at := l.sighted(rec, holder, now); now.Before(at) {
 			return at
 		}
 		if back := l.outageEnd(); free && now.Before(back.Add(BeatTTL)) && l.Alive(ctx, rec.Process) {
@@ -320,7 +329,8 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 	if adopt := l.adopt.Load(); adopt != nil && rec.TurnID != "" {
 		// Its turn may be parked at an approval: the session is taken over (as any use of it
 		// would) and the turn adopted, the record moving to the new generation.
-		if (*adopt)(ctx, rec) {
+		adopted, elsewhere := (*adopt)(ctx, rec)
+		if adopted {
 			l.forget(rec.RunID)
 			return now.Add(time.Second)
 		}
@@ -334,6 +344,13 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 			return now.Add(time.Second)
 		case err == nil && lease.Generation == rec.LeaseGeneration:
 			return now.Add(time.Second) // its holder is back: look again
+		case err == nil && elsewhere:
+			// Another process took the session over while this one tried: it adopts the turn
+			// (the record then moves to it) or leaves it restart-unknown. A lapse written now
+			// would refuse its adoption, so it gets the grace first.
+			if at := l.sighted(rec, lease.Generation, now); now.Before(at) {
+				return at
+			}
 		}
 	}
 	if free {
@@ -357,14 +374,14 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 	return time.Time{}
 }
 
-// sighted records when this process first saw rec's lease gone (again when the record changed
-// since) and returns when the grace ends.
-func (l *Ledger) sighted(rec Record, now time.Time) time.Time {
+// sighted records when this process first saw rec's lease gone (again when the record, or the
+// generation holding the session's lease, changed since) and returns when the grace ends.
+func (l *Ledger) sighted(rec Record, holder uint64, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, ok := l.gone[rec.RunID]
-	if !ok || s.version != rec.Version {
-		s = sighting{version: rec.Version, at: now}
+	if !ok || s.version != rec.Version || s.holder != holder {
+		s = sighting{version: rec.Version, holder: holder, at: now}
 		l.gone[rec.RunID] = s
 	}
 	return s.at.Add(l.grace)

@@ -231,3 +231,57 @@ func TestLapseScan(t *testing.T) {
 		}
 	})
 }
+
+// A process that tries to adopt a run whose lease is gone, and finds another process took the
+// session over meanwhile (two processes saw the holder go at once), leaves the run to that one
+// for the grace instead of lapsing it there and then: the lapse would refuse the other's
+// adoption, and a run parked at an approval would end restart-unknown instead of adopted.
+func TestCheckLeavesARacingTakeoverItsAdoption(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		a, b, c := open(t, st), open(t, st), open(t, st)
+		sid := "s_race"
+		if _, err := st.CreateSession(ctx, store.Session{ID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := st.AcquireLease(ctx, sid, "node-a", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Admit(ctx, newRec("run_race", sid)); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := a.ClaimTurn(ctx, "run_race", "turn_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ReleaseLease(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		// b saw the lease gone a grace ago; as it tries to adopt the run, c takes the
+		// session over (and is about to adopt the turn itself).
+		b.grace = time.Hour
+		b.mu.Lock()
+		b.gone[rec.RunID] = sighting{version: rec.Version, at: time.Now().Add(-2 * time.Hour)}
+		b.mu.Unlock()
+		var taken store.Lease
+		b.SetAdopt(func(ctx context.Context, rec Record) (bool, bool) {
+			if taken, err = st.AcquireLease(ctx, sid, "node-c", time.Hour); err != nil {
+				t.Error(err)
+			}
+			return false, true
+		})
+		if at := b.Check(ctx, rec); at.IsZero() {
+			t.Fatal("Check lapsed the run while another process was taking its session over")
+		}
+		if got := get(t, b, rec.RunID); got.Lapsed {
+			t.Fatalf("lapsed: %+v", got)
+		}
+		if _, err := c.Adopt(ctx, sid, "turn_1", lease.Generation, taken.Generation); err != nil {
+			t.Fatalf("the process that took the session over could not adopt the run: %v", err)
+		}
+		if got := get(t, b, rec.RunID); got.Lapsed || got.LeaseGeneration != taken.Generation || got.Process != c.Process() {
+			t.Fatalf("adopted run: %+v", got)
+		}
+	})
+}

@@ -93,17 +93,19 @@ func (r *run) adoptedLocked() {
 	}
 }
 
-// adoptRun is the ledger's way to adopt a run whose lease is gone: it takes the run's session
-// over through the engine, which adopts the turn when it is parked at an approval (Adopt
-// above). It reports whether the run runs under a live lease again.
-func (rs *Runs) adoptRun(ctx context.Context, rec runRecord) bool {
+// adoptRun is the ledger's way to adopt a run whose lease is gone (runs.AdoptFunc): it takes
+// the run's session over through the engine, which adopts the turn when it is parked at an
+// approval (Adopt above). It reports whether the run runs under a live lease again, and
+// whether another process holds the session instead.
+func (rs *Runs) adoptRun(ctx context.Context, rec runRecord) (adopted, elsewhere bool) {
 	sess, err := rs.eng.Open(ctx, rec.SessionID)
 	if err != nil {
-		return false
+		return false, false
 	}
-	if held, err := sess.Adopt(ctx); err != nil || !held {
-		return false
+	held, err := sess.Adopt(ctx)
+	if err != nil || !held {
+		return false, err == nil
 	}
 	cur, err := rs.ledger.Get(ctx, rec.RunID)
-	return err == nil && cur.Status == recRunning && !cur.Lapsed && cur.LeaseGeneration != rec.LeaseGeneration
+	return err == nil && cur.Status == recRunning && !cur.Lapsed && cur.LeaseGeneration != rec.LeaseGeneration, false
 }
