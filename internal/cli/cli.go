@@ -179,7 +179,12 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	return 0
 }
 
-func openStore(cfg *config.Config) (store.Store, error) {
+func openStore(cfg *config.Config) (store.Store, error) { return openStoreLog(cfg, nil) }
+
+// openStoreLog is openStore for a command with a logger of its own (serve, gateway): what the
+// store reports (a lost listening connection) goes there, in the command's format. nil: the
+// default logger.
+func openStoreLog(cfg *config.Config, logger *slog.Logger) (store.Store, error) {
 	if u := cfg.Store.URL; u != "" {
 		// A shared store (store.url in config.yaml, or HERMES_STORE).
 		if !postgres.IsURL(u) {
@@ -188,7 +193,7 @@ func openStore(cfg *config.Config) (store.Store, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		st, err := postgres.Open(ctx, u, postgres.Options{})
+		st, err := postgres.Open(ctx, u, postgres.Options{Logger: logger})
 		if err != nil {
 			return nil, err
 		}

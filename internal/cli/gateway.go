@@ -37,7 +37,7 @@ func assemble(cfg *config.Config, logger *slog.Logger) (*assembled, error) {
 
 // assembleWith is assemble with more runtime options (serve's metrics).
 func assembleWith(cfg *config.Config, o runtimeOpts) (*assembled, error) {
-	st, err := openStore(cfg)
+	st, err := openStoreLog(cfg, o.logger)
 	if err != nil {
 		return nil, err
 	}

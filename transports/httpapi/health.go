@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/redact"
+	"github.com/hermes-go/hermes/transports/httpapi/internal/wire"
 )
 
 // platform is the name health and capabilities report.
@@ -42,6 +44,7 @@ func (s *Server) healthDetailed(c *fiber.Ctx) error {
 		// A store error may quote its DSN (postgres://user:password@…).
 		st = fiber.Map{"status": "error", "error": redact.String(err.Error())}
 		status, code = "degraded", fiber.StatusServiceUnavailable
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(wire.StoreRetryAfter))
 	}
 	live := s.eng.LiveSessions()
 	busy := 0

@@ -364,7 +364,7 @@ func TestSessionsStoreUnavailable(t *testing.T) {
 		envelope(t, tg.do(t, "GET", path, "", nil), 503, "session_db_unavailable")
 	}
 	r := tg.do(t, "GET", "/health/detailed", "", nil)
-	if r.status != 503 || !strings.Contains(string(r.body), `"degraded"`) {
-		t.Fatalf("health with a closed store: %d %s", r.status, r.body)
+	if r.status != 503 || !strings.Contains(string(r.body), `"degraded"`) || r.header.Get("Retry-After") != "2" {
+		t.Fatalf("health with a closed store: %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
 }

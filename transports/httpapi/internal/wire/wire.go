@@ -135,9 +135,9 @@ func Classify(err error) *Error {
 	return &Error{Status: fiber.StatusInternalServerError, Message: "internal error", Type: "server_error", NoRetry: true}
 }
 
-// storeRetryAfter is the Retry-After (seconds) of a 503 for a store that cannot be reached: a
+// StoreRetryAfter is the Retry-After (seconds) of a 503 for a store that cannot be reached: a
 // database restart or a store process's restart takes about that long.
-const storeRetryAfter = 2
+const StoreRetryAfter = 2
 
 // StoreUnavailable is the 503 of a request the store could not serve for now; the client may
 // send it again after Retry-After. The message names no more than that: the store's own error
@@ -145,7 +145,7 @@ const storeRetryAfter = 2
 // (`/health/detailed` with the API key, `hermes doctor`, the node's log), not for every client.
 func StoreUnavailable(cause error) *Error {
 	return &Error{Cause: cause, Status: fiber.StatusServiceUnavailable, Message: "session store unavailable, retry: the session store cannot be reached for now",
-		Type: "server_error", Code: "session_db_unavailable", RetryAfter: storeRetryAfter}
+		Type: "server_error", Code: "session_db_unavailable", RetryAfter: StoreRetryAfter}
 }
 
 // StoreOutage reports whether a turn failed because the store could not be reached (its
