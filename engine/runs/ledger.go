@@ -265,11 +265,15 @@ func (l *Ledger) lapseScan(ctx context.Context) {
 	}
 }
 
-// sighting is a run whose lease a process saw gone: at, while the record was at version and
-// the session's lease was held by generation holder (0: by nobody).
+// sighting is a run whose lease a process saw gone: at, while the record was at version.
+// deferred is when this process, failing to adopt the run, found another process had taken
+// its session over (deferredTo, that generation) and left the run to it for a grace: once per
+// record version, so a session others keep using does not put the lapse off for ever.
 type sighting struct {
-	version, holder uint64
-	at              time.Time
+	version    uint64
+	at         time.Time
+	deferredTo uint64
+	deferred   time.Time
 }
 
 // errUnchanged aborts an Update that has nothing to write.
@@ -311,11 +315,7 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 		l.noteOutage(err)
 		return now.Add(time.Second)
 	default:
-		holder := uint64(0)
-		if err == nil {
-			holder = lease.Generation
-		}
-		if at := l.sighted(rec, holder, now); now.Before(at) {
+		if at := l.sighted(rec, now); now.Before(at) {
 			return at
 		}
 		if back := l.outageEnd(); free && now.Before(back.Add(BeatTTL)) && l.Alive(ctx, rec.Process) {
@@ -348,7 +348,7 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 			// Another process took the session over while this one tried: it adopts the turn
 			// (the record then moves to it) or leaves it restart-unknown. A lapse written now
 			// would refuse its adoption, so it gets the grace first.
-			if at := l.sighted(rec, lease.Generation, now); now.Before(at) {
+			if at := l.deferTo(rec, lease.Generation, now); now.Before(at) {
 				return at
 			}
 		}
@@ -374,17 +374,34 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 	return time.Time{}
 }
 
-// sighted records when this process first saw rec's lease gone (again when the record, or the
-// generation holding the session's lease, changed since) and returns when the grace ends.
-func (l *Ledger) sighted(rec Record, holder uint64, now time.Time) time.Time {
+// sighted records when this process first saw rec's lease gone (again when the record changed
+// since) and returns when the grace ends.
+func (l *Ledger) sighted(rec Record, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, ok := l.gone[rec.RunID]
-	if !ok || s.version != rec.Version || s.holder != holder {
-		s = sighting{version: rec.Version, holder: holder, at: now}
+	if !ok || s.version != rec.Version {
+		s = sighting{version: rec.Version, at: now}
 		l.gone[rec.RunID] = s
 	}
 	return s.at.Add(l.grace)
+}
+
+// deferTo records that the run was left to lease generation gen, which took its session over
+// as this process tried to adopt the run, and returns when that grace ends. The grace is
+// given once per version of the record (see sighting).
+func (l *Ledger) deferTo(rec Record, gen uint64, now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.gone[rec.RunID]
+	if !ok || s.version != rec.Version {
+		s = sighting{version: rec.Version, at: now}
+	}
+	if s.deferredTo == 0 {
+		s.deferredTo, s.deferred = gen, now
+	}
+	l.gone[rec.RunID] = s
+	return s.deferred.Add(l.grace)
 }
 
 func (l *Ledger) forget(runID string) {

@@ -285,3 +285,44 @@ func TestCheckLeavesARacingTakeoverItsAdoption(t *testing.T) {
 		}
 	})
 }
+
+// A session that other processes keep taking and giving back (each use a new generation) does
+// not put off the lapse of a run whose lease is gone for ever: the grace left to a process
+// that took the session over is given once.
+func TestCheckLapsesWhileOthersUseTheSession(t *testing.T) {
+	stores(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		a, b := open(t, st), open(t, st)
+		rec, lease := leased(t, st, a, "run_busy", "s_busy", "node-a", time.Hour)
+		if err := st.ReleaseLease(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		b.grace = 10 * time.Millisecond
+		var other *store.Lease
+		b.SetAdopt(func(ctx context.Context, rec Record) (bool, bool) { return false, other != nil })
+		for i := range 50 {
+			// Another process uses the session between the checks, or has just given it back.
+			if other == nil {
+				l, err := st.AcquireLease(ctx, "s_busy", "node-x", time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				other = &l
+			} else {
+				if err := st.ReleaseLease(ctx, *other); err != nil {
+					t.Fatal(err)
+				}
+				other = nil
+			}
+			if at := b.Check(ctx, rec); at.IsZero() {
+				if got := get(t, b, rec.RunID); !got.Lapsed {
+					t.Fatalf("Check gave up without lapsing: %+v", got)
+				}
+				t.Logf("lapsed at check %d", i+1)
+				return
+			}
+			time.Sleep(2 * b.grace)
+		}
+		t.Fatal("the run is still not lapsed after 50 checks while others used its session")
+	})
+}
