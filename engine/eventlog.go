@@ -200,7 +200,9 @@ func (j *journal) own(ctx context.Context, st store.Store, gen uint64, sl *seqLe
 			return ErrJournalClosed
 		}
 		if j.log.owner && (j.log.inflight > 0 || last > j.log.durable && len(j.log.pending) > 0) {
-			// A flush of ours may be what moved the log: let it settle and look again.
+			// A flush of ours may be what moved the log: let it settle and look again (with a
+			// flusher running: waiting on none would spin here).
+			j.startFlushLocked()
 			j.mu.Unlock()
 			if err := j.flushWait(ctx); err != nil {
 				return err
@@ -746,6 +748,17 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 			continue // our own flush (or a reset) moved the cursor: look again from there
 		}
 		if j.log.owner {
+			// Another process wrote the log while this one owned it: a holder that took the
+			// session over, or the last writer between leases. Events numbered here and not
+			// stored are forgotten (what a client saw of them is past the seqs it resumes at).
+			logf, lost := j.debug, j.last-j.log.durable
+			if lost > 0 && j.log.fence != 0 {
+				logf = j.warn // a lease holder's events, not a between-leases hand-over
+			}
+			if logf != nil {
+				logf("session event log: another process wrote the log; this process follows it from now on", "session_id", j.sid,
+					"stored_seq", after, "their_first_seq", evs[0].Seq, "their_generation", evs[0].Generation, "fence", j.log.fence, "forgotten", lost)
+			}
 			j.log.owner, j.log.fence, j.log.reserve, j.log.unbirth = false, 0, nil, nil
 			if j.last > j.log.durable {
 				j.forgetLocked()
