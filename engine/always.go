@@ -69,7 +69,7 @@ func (e *Engine) always(ctx context.Context) []string {
 	}
 	c.mu.Lock()
 	c.pollLocked()
-	ver, watched := c.ver, c.sub != nil
+	ver := c.ver
 	c.mu.Unlock()
 	kv, err := e.cfg.Store.ListKV(ctx, alwaysPrefix)
 	if err != nil {
@@ -82,19 +82,18 @@ func (e *Engine) always(ctx context.Context) []string {
 	slices.Sort(out)
 	c.mu.Lock()
 	c.pollLocked()
-	if watched && c.sub != nil && c.ver == ver {
+	if c.sub != nil && c.ver == ver { // a watch set up or dropped meanwhile bumped ver
 		c.list, c.valid = out, true
 	}
 	c.mu.Unlock()
 	return out
 }
 
-// pollLocked takes the watch's pending hints, if any, and reports whether there were (the
-// cache is then emptied and ver bumped); a watch that ended is dropped, to be started again
-// on next use.
-func (c *alwaysCache) pollLocked() (changed bool) {
+// pollLocked takes the watch's pending hints, if any: the cache is then emptied and ver
+// bumped. A watch that ended is dropped (ver bumped too), to be started again on next use.
+func (c *alwaysCache) pollLocked() {
 	if c.sub == nil {
-		return true
+		return
 	}
 	select {
 	case _, ok := <-c.sub.C():
@@ -105,9 +104,7 @@ func (c *alwaysCache) pollLocked() (changed bool) {
 		}
 		c.valid = false
 		c.ver++
-		return true
 	default:
-		return false
 	}
 }
 

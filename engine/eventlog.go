@@ -516,23 +516,21 @@ func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) e
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
 		cancel()
-		if unknown && errors.Is(err, store.ErrEventSeq) {
-			// The seqs are taken: by that earlier attempt, or by another writer.
-			ok, lerr := landed(st, j.sid, fence, evs)
-			if lerr == nil {
-				if ok {
-					return nil
-				}
-				return err
-			}
-			err = lerr
-		}
-		if !outcomeUnknown(err) {
+		// Seqs taken after an attempt whose outcome is not known: by that attempt, or by
+		// another writer. The stored events tell which.
+		taken := unknown && errors.Is(err, store.ErrEventSeq)
+		if !taken && !outcomeUnknown(err) {
 			return err
 		}
 		unknown = true
-		if ok, lerr := landed(st, j.sid, fence, evs); lerr == nil && ok {
+		ok, lerr := landed(st, j.sid, fence, evs)
+		switch {
+		case lerr == nil && ok:
 			return nil
+		case lerr == nil && taken:
+			return err // another writer's
+		case taken:
+			err = lerr // not known yet
 		}
 		if !r.again() {
 			return err

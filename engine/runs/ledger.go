@@ -267,13 +267,12 @@ func (l *Ledger) lapseScan(ctx context.Context) {
 
 // sighting is a run whose lease a process saw gone: at, while the record was at version.
 // deferred is when this process, failing to adopt the run, found another process had taken
-// its session over (deferredTo, that generation) and left the run to it for a grace: once per
-// record version, so a session others keep using does not put the lapse off for ever.
+// its session over and left the run to it for a grace: once per record version, so a session
+// others keep using does not put the lapse off for ever.
 type sighting struct {
-	version    uint64
-	at         time.Time
-	deferredTo uint64
-	deferred   time.Time
+	version  uint64
+	at       time.Time
+	deferred time.Time
 }
 
 // errUnchanged aborts an Update that has nothing to write.
@@ -348,7 +347,7 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 			// Another process took the session over while this one tried: it adopts the turn
 			// (the record then moves to it) or leaves it restart-unknown. A lapse written now
 			// would refuse its adoption, so it gets the grace first.
-			if at := l.deferTo(rec, lease.Generation, now); now.Before(at) {
+			if at := l.deferTo(rec, now); now.Before(at) {
 				return at
 			}
 		}
@@ -387,18 +386,18 @@ func (l *Ledger) sighted(rec Record, now time.Time) time.Time {
 	return s.at.Add(l.grace)
 }
 
-// deferTo records that the run was left to lease generation gen, which took its session over
-// as this process tried to adopt the run, and returns when that grace ends. The grace is
-// given once per version of the record (see sighting).
-func (l *Ledger) deferTo(rec Record, gen uint64, now time.Time) time.Time {
+// deferTo records that the run was left to the process that took its session over as this
+// one tried to adopt the run, and returns when that grace ends. The grace is given once per
+// version of the record (see sighting).
+func (l *Ledger) deferTo(rec Record, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s, ok := l.gone[rec.RunID]
 	if !ok || s.version != rec.Version {
 		s = sighting{version: rec.Version, at: now}
 	}
-	if s.deferredTo == 0 {
-		s.deferredTo, s.deferred = gen, now
+	if s.deferred.IsZero() {
+		s.deferred = now
 	}
 	l.gone[rec.RunID] = s
 	return s.deferred.Add(l.grace)

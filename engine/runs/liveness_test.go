@@ -15,7 +15,7 @@ import (
 )
 
 // leased creates session sid in st, leased to owner, and admits and claims run id on l under
-// that lease.
+// that lease, as session turn "turn_"+id.
 func leased(t *testing.T, st store.Store, l *Ledger, id, sid, owner string, ttl time.Duration) (Record, store.Lease) {
 	t.Helper()
 	ctx := context.Background()
@@ -29,7 +29,7 @@ func leased(t *testing.T, st store.Store, l *Ledger, id, sid, owner string, ttl 
 	if _, err := l.Admit(ctx, newRec(id, sid)); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := l.Claim(ctx, id)
+	rec, err := l.ClaimTurn(ctx, id, "turn_"+id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,20 +241,7 @@ func TestCheckLeavesARacingTakeoverItsAdoption(t *testing.T) {
 		ctx := context.Background()
 		a, b, c := open(t, st), open(t, st), open(t, st)
 		sid := "s_race"
-		if _, err := st.CreateSession(ctx, store.Session{ID: sid}); err != nil {
-			t.Fatal(err)
-		}
-		lease, err := st.AcquireLease(ctx, sid, "node-a", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Admit(ctx, newRec("run_race", sid)); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := a.ClaimTurn(ctx, "run_race", "turn_1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		rec, lease := leased(t, st, a, "run_race", sid, "node-a", time.Hour)
 		if err := st.ReleaseLease(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
@@ -266,6 +253,7 @@ func TestCheckLeavesARacingTakeoverItsAdoption(t *testing.T) {
 		b.mu.Unlock()
 		var taken store.Lease
 		b.SetAdopt(func(ctx context.Context, rec Record) (bool, bool) {
+			var err error
 			if taken, err = st.AcquireLease(ctx, sid, "node-c", time.Hour); err != nil {
 				t.Error(err)
 			}
@@ -277,7 +265,7 @@ func TestCheckLeavesARacingTakeoverItsAdoption(t *testing.T) {
 		if got := get(t, b, rec.RunID); got.Lapsed {
 			t.Fatalf("lapsed: %+v", got)
 		}
-		if _, err := c.Adopt(ctx, sid, "turn_1", lease.Generation, taken.Generation); err != nil {
+		if _, err := c.Adopt(ctx, sid, rec.TurnID, lease.Generation, taken.Generation); err != nil {
 			t.Fatalf("the process that took the session over could not adopt the run: %v", err)
 		}
 		if got := get(t, b, rec.RunID); got.Lapsed || got.LeaseGeneration != taken.Generation || got.Process != c.Process() {
@@ -286,9 +274,9 @@ func TestCheckLeavesARacingTakeoverItsAdoption(t *testing.T) {
 	})
 }
 
-// A session that other processes keep taking and giving back (each use a new generation) does
-// not put off the lapse of a run whose lease is gone for ever: the grace left to a process
-// that took the session over is given once.
+// A session that other processes keep taking over (each time a new generation) does not put
+// off the lapse of a run whose lease is gone for ever: neither the first sighting nor the
+// grace left to a process that took the session over starts again with each new holder.
 func TestCheckLapsesWhileOthersUseTheSession(t *testing.T) {
 	stores(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
@@ -297,23 +285,23 @@ func TestCheckLapsesWhileOthersUseTheSession(t *testing.T) {
 		if err := st.ReleaseLease(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
-		b.grace = 10 * time.Millisecond
-		var other *store.Lease
-		b.SetAdopt(func(ctx context.Context, rec Record) (bool, bool) { return false, other != nil })
-		for i := range 50 {
-			// Another process uses the session between the checks, or has just given it back.
-			if other == nil {
-				l, err := st.AcquireLease(ctx, "s_busy", "node-x", time.Hour)
-				if err != nil {
-					t.Fatal(err)
-				}
-				other = &l
-			} else {
-				if err := st.ReleaseLease(ctx, *other); err != nil {
-					t.Fatal(err)
-				}
-				other = nil
+		other := lease
+		// Another process gives the session back and takes it again, under a new generation.
+		retake := func() {
+			if err := st.ReleaseLease(ctx, other); err != nil && other != lease {
+				t.Fatal(err)
 			}
+			l, err := st.AcquireLease(ctx, "s_busy", "node-x", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other = l
+		}
+		b.grace = 10 * time.Millisecond
+		// Each try of b to adopt finds it taken over again.
+		b.SetAdopt(func(context.Context, Record) (bool, bool) { retake(); return false, true })
+		for i := range 50 {
+			retake()
 			if at := b.Check(ctx, rec); at.IsZero() {
 				if got := get(t, b, rec.RunID); !got.Lapsed {
 					t.Fatalf("Check gave up without lapsing: %+v", got)
@@ -323,6 +311,6 @@ func TestCheckLapsesWhileOthersUseTheSession(t *testing.T) {
 			}
 			time.Sleep(2 * b.grace)
 		}
-		t.Fatal("the run is still not lapsed after 50 checks while others used its session")
+		t.Fatal("the run is still not lapsed after 50 checks while others kept taking its session over")
 	})
 }
