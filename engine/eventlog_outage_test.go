@@ -142,3 +142,57 @@ func TestEventLogAppendAnsweredLate(t *testing.T) {
 		}
 	}
 }
+
+// StoredEvents reads another engine's session log from the store itself, the turn's events
+// under their seqs, however far this engine's journal has followed it; while the store is out
+// it says so (an error), not an empty or short log; past the end it reads nothing.
+func TestStoredEventsReadTheStore(t *testing.T) {
+	shared := memstore.New()
+	t.Cleanup(func() { shared.Close() })
+	out := &outageStore{blindStore: blindStore{Store: shared}}
+	a, b := onStore(t, shared), onStore(t, out)
+	ctx := enginetest.Context(t)
+	s := a.Create()
+	subA := s.Subscribe(0)
+	defer subA.Close()
+	bs, err := b.Engine.Open(ctx, s.ID()) // opened before the turn: its journal is behind
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Server.Enqueue(openaitest.Text("stored ", "for ", "all"))
+	a.Run(s, "hi")
+	owner := turnEvents(t, subA)
+	last := owner[len(owner)-1].Seq
+	storedUpTo(t, shared, s.ID(), last)
+
+	out.down.Store(true)
+	if evs, err := bs.StoredEvents(ctx, 0); err == nil {
+		t.Fatalf("with the store out: %d events and no error", len(evs))
+	}
+	out.down.Store(false)
+	var all []engine.Event
+	for cur := uint64(0); ; {
+		evs, err := bs.StoredEvents(ctx, cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		all = append(all, evs...)
+		cur = evs[len(evs)-1].Seq
+	}
+	if len(all) < len(owner) || all[len(all)-1].Seq < last {
+		t.Fatalf("read %d events up to seq %d; the turn has %d up to %d", len(all), all[len(all)-1].Seq, len(owner), last)
+	}
+	var turn []engine.Event
+	for _, ev := range all {
+		if ev.Seq >= owner[0].Seq && ev.Seq <= last {
+			turn = append(turn, ev)
+		}
+	}
+	sameEvents(t, "read from the store", turn, owner)
+	if evs, err := bs.StoredEvents(ctx, all[len(all)-1].Seq); err != nil || len(evs) != 0 {
+		t.Fatalf("past the end: %d events, %v", len(evs), err)
+	}
+}

@@ -246,6 +246,15 @@ func (s *Session) Events(ctx context.Context, since uint64) iter.Seq2[Event, err
 // is older than the journal window.
 func (s *Session) EventsSince(since uint64) ([]Event, bool) { return s.j.eventsSince(since) }
 
+// StoredEvents reads the session's event log after since from the store itself, a window's
+// worth at most per call (none: the stored log ends at since): what every process sharing the
+// store reads alike, whatever this process's journal holds or is still catching up with. An
+// error says the store could not be read; for a session whose events are not stored (a store
+// without a durable log) it reads the journal, and the error says since is older than it keeps.
+func (s *Session) StoredEvents(ctx context.Context, since uint64) ([]Event, error) {
+	return s.j.storedSince(ctx, since)
+}
+
 // Generation identifies the session's journal. A session made live again (after a close or a
 // restart) starts a new journal whose seq restarts at 1: a client holding a cursor from another
 // generation must refetch instead of replaying.
