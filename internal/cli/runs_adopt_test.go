@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,6 +118,27 @@ func adoptionScenario(t *testing.T, gone, back func(*testing.T, *restartProc)) {
 			t.Fatalf("the first serve, back, reads %v", again)
 		}
 	}
+	// B's log of the run, kept as it adopted the run, is the one any other process derives
+	// from the store (a serve started now): a reader moves between them with Last-Event-ID.
+	fromB, closeB := runStreamFrom(t, b, id, "")
+	logB := until(t, fromB, "run.completed")
+	closeB()
+	c := serveHome(t, home, cwd, model.URL())
+	fromC, closeC := runStreamFrom(t, c, id, "")
+	logC := until(t, fromC, "run.completed")
+	closeC()
+	if nb, nc := strings.Join(names(logB), ","), strings.Join(names(logC), ","); nb != nc || !strings.HasPrefix(nb, "run.started,tool.started,approval.request,") {
+		t.Fatalf("the adopter's log of the run: %s\na later serve's: %s", nb, nc)
+	}
+	for i := range logB {
+		delete(logB[i].data, "timestamp")
+		delete(logC[i].data, "timestamp")
+		x, _ := json.Marshal(logB[i].data)
+		y, _ := json.Marshal(logC[i].data)
+		if logB[i].id != i+1 || logC[i].id != i+1 || string(x) != string(y) {
+			t.Fatalf("event %d: the adopter's %d %s, a later serve's %d %s", i, logB[i].id, x, logC[i].id, y)
+		}
+	}
 	got, err := os.ReadFile(marker)
 	if err != nil || strings.Count(string(got), "ran") != 1 {
 		t.Fatalf("the approved command ran %q (%v), want exactly once", got, err)
@@ -132,5 +154,58 @@ func adoptionScenario(t *testing.T, gone, back func(*testing.T, *restartProc)) {
 	}
 	if strings.Join(roles, ",") != "user,assistant,tool,assistant" {
 		t.Fatalf("transcript roles %v", roles)
+	}
+}
+
+// A serve that first hears of a run as it adopts it (started after the run's process was
+// killed) keeps the log every other process derives: the record's events first, then the
+// turn's stored ones, then what the turn does there — not a log that starts at the adoption.
+func TestRunAdoptedByALaterServeKeepsItsLog(t *testing.T) {
+	t.Setenv(envStoreProcess, "on")
+	home, cwd := t.TempDir(), t.TempDir()
+	model := openaitest.New(t)
+	model.Enqueue(
+		openaitest.ToolCalls(openaitest.Call{ID: "call_later", Name: "terminal", Args: []string{`{"command":"rm -r ` + filepath.Join(cwd, "gone") + `"}`}}),
+		openaitest.Text("done"),
+	)
+	a := serveHome(t, home, cwd, model.URL())
+	code, adm := a.call(t, "POST", "/v1/runs", `{"input":"clean up","session_id":"later-adopter"}`)
+	if code != 202 {
+		t.Fatalf("admission %d %v", code, adm)
+	}
+	id := adm["run_id"].(string)
+	a.waitStatus(t, id, "waiting_for_approval")
+	a.kill(t)
+
+	b := serveHome(t, home, cwd, model.URL())
+	b.waitStatus(t, id, "waiting_for_approval")
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(b.logs.String(), "adopted a run waiting for an approval"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("B did not adopt the run:\n%s", b.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, res := b.call(t, "POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`); code != 200 || res["resolved"] != float64(1) {
+		t.Fatalf("approval through B: %d %v", code, res)
+	}
+	b.waitStatus(t, id, "completed")
+
+	fromB, closeB := runStreamFrom(t, b, id, "")
+	logB := until(t, fromB, "run.completed")
+	closeB()
+	c := serveHome(t, home, cwd, model.URL())
+	fromC, closeC := runStreamFrom(t, c, id, "")
+	logC := until(t, fromC, "run.completed")
+	closeC()
+	nb, nc := strings.Join(names(logB), ","), strings.Join(names(logC), ",")
+	if nb != nc || !strings.HasPrefix(nb, "run.started,tool.started,approval.request,") {
+		t.Fatalf("the adopter's log of the run: %s\na later serve's: %s", nb, nc)
+	}
+	for i := range logB {
+		x, _ := json.Marshal(logB[i].data)
+		y, _ := json.Marshal(logC[i].data)
+		if logB[i].id != i+1 || logC[i].id != i+1 || string(x) != string(y) {
+			t.Fatalf("event %d: the adopter's %d %s, a later serve's %d %s", i, logB[i].id, x, logC[i].id, y)
+		}
 	}
 }

@@ -180,3 +180,42 @@ func TestRunEventsSteerStopThroughAnotherServe(t *testing.T) {
 		}
 	}
 }
+
+// A `hermes serve` that first hears of a run after it settled elsewhere (started later, or
+// restarted) serves the same log as the process that ran it, so a reader that moves there with
+// Last-Event-ID gets exactly the rest.
+func TestRunEventsOfASettledRunInALaterServe(t *testing.T) {
+	t.Setenv(envStoreProcess, "on")
+	home, cwd := t.TempDir(), t.TempDir()
+	model := openaitest.New(t)
+	model.Enqueue(openaitest.Text("one ", "two ", "three"))
+	a := serveHome(t, home, cwd, model.URL())
+	code, adm := a.call(t, "POST", "/v1/runs", `{"input":"count","session_id":"later"}`)
+	if code != 202 {
+		t.Fatalf("admission %d %v", code, adm)
+	}
+	id := adm["run_id"].(string)
+	fromA, closeA := runStreamFrom(t, a, id, "")
+	all := until(t, fromA, "run.completed")
+	closeA()
+	if len(all) < 5 {
+		t.Fatalf("log on A: %v", names(all))
+	}
+
+	b := serveHome(t, home, cwd, model.URL())
+	for _, after := range []int{0, 2, len(all) - 1} {
+		from, closeFrom := runStreamFrom(t, b, id, strconv.Itoa(after))
+		got := until(t, from, "run.completed")
+		closeFrom()
+		if len(got) != len(all)-after {
+			t.Fatalf("B after %d: %v; A: %v", after, names(got), names(all))
+		}
+		for i, f := range got {
+			x, _ := json.Marshal(all[after+i].data)
+			y, _ := json.Marshal(f.data)
+			if f.id != after+i+1 || string(x) != string(y) {
+				t.Fatalf("B after %d, event %d: %d %s; A: %s", after, i, f.id, y, x)
+			}
+		}
+	}
+}

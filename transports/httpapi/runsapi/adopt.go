@@ -70,6 +70,13 @@ func (rs *Runs) Adopted(sess *engine.Session, f *engine.Follow) {
 	rs.streams.Add(1)
 	go func() {
 		defer rs.streams.Done()
+		// The log goes on from what the previous holder stored, as every other process
+		// derives it: the record's events, then the turn's stored ones (the request it waited
+		// at among them), then what the turn does here, those already taken skipped.
+		r.mu.Lock()
+		r.prefixLocked()
+		r.mu.Unlock()
+		rs.catchUp(r, sess)
 		if rs.slots != nil {
 			select {
 			case rs.slots <- struct{}{}:

@@ -170,10 +170,6 @@ func (rs *Runs) derive(r *run) {
 	}()
 }
 
-// catchUpWithin bounds how long a settled run's log waits for the end of its turn to be
-// readable here (it is stored before the run settles; this only covers a slow follower).
-const catchUpWithin = 3 * time.Second
-
 // deriveLog writes the log of a run another process executes, as its record and its session's
 // stored events go, until the run settles or this process executes it.
 func (rs *Runs) deriveLog(r *run) {
@@ -185,6 +181,7 @@ func (rs *Runs) deriveLog(r *run) {
 		}
 	}()
 	var buf []engine.Event
+	warned := false
 	for rs.ctx.Err() == nil {
 		ctx, cancel := context.WithCancel(rs.ctx)
 		r.mu.Lock()
@@ -201,15 +198,33 @@ func (rs *Runs) deriveLog(r *run) {
 		}
 		r.mu.Unlock()
 		if sess == nil && rec.TurnID != "" {
-			if s, err := rs.eng.Open(ctx, r.sessionID); err == nil {
+			// Not ctx: a wake-up (the record changed) must not cut the opening short, or a
+			// settled run's log would end without its turn.
+			s, err := rs.eng.Open(rs.ctx, r.sessionID)
+			switch {
+			case err == nil:
 				sess, sub = s, s.Subscribe(rec.EventFloor)
-			} else if ctx.Err() == nil && !rec.Settled() {
-				rs.log.Warn("runs: opening the session of a run another process executes failed", "run_id", r.id, "err", err)
+			case rs.ctx.Err() != nil:
+				cancel()
+				return
+			case errors.Is(err, engine.ErrSessionNotFound):
+				// Deleted: there is no turn to read, the record's events are the log.
+			default:
+				if !warned {
+					warned = true
+					rs.log.Warn("runs: opening the session of a run another process executes failed; trying again", "run_id", r.id, "err", err)
+				}
+				select { // the log needs the turn's events: try again in a while
+				case <-time.After(time.Second):
+				case <-rs.ctx.Done():
+				}
+				cancel()
+				continue
 			}
 		}
 		if rec.Settled() || unknown {
 			if sess != nil {
-				rs.catchUp(r, sess, sub)
+				rs.catchUp(r, sess)
 			}
 			r.mu.Lock()
 			if !r.unknownSent && (unknown || rec.Result["turn_exit_reason"] == resolvedReason) {
@@ -246,41 +261,36 @@ func (rs *Runs) deriveLog(r *run) {
 	}
 }
 
-// catchUp takes the turn's events stored so far, waiting (at most catchUpWithin) for its end
-// when it is not readable yet.
-func (rs *Runs) catchUp(r *run, sess *engine.Session, sub *engine.Subscription) {
-	ctx, cancel := context.WithTimeout(rs.ctx, catchUpWithin)
-	defer cancel()
+// catchUp takes the turn's events the store holds. The run settled (or went restart-unknown)
+// after its turn's last event was stored, so what the store holds now is all of the turn there
+// will ever be, and reading it from the store to its end makes this log the one every process
+// derives, whatever this process's copy of the session holds: a read that fails (a store
+// outage, this process stopped for a while) is tried again until it succeeds; only the
+// server's shutdown ends the wait.
+func (rs *Runs) catchUp(r *run, sess *engine.Session) {
+	wait := 50 * time.Millisecond
 	for {
 		r.mu.Lock()
-		cur, done := r.cursor, r.view.done
+		cur, done := max(r.cursor, r.rec.EventFloor), r.view.done
 		r.mu.Unlock()
 		if done {
 			return
 		}
-		if evs, ok := sess.EventsSince(cur); ok {
-			for _, ev := range evs {
-				rs.take(r, sess, ev)
-			}
-		}
-		r.mu.Lock()
-		done = r.view.done
-		r.mu.Unlock()
-		if done || ctx.Err() != nil {
-			return
-		}
-		evs, err := sub.NextBatch(ctx, nil)
+		evs, err := sess.StoredEvents(rs.ctx, cur)
 		for _, ev := range evs {
 			rs.take(r, sess, ev)
 		}
-		if err != nil && ctx.Err() == nil {
-			// The subscription failed: the stored log is all there is.
-			if evs, ok := sess.EventsSince(cur); ok {
-				for _, ev := range evs {
-					rs.take(r, sess, ev)
-				}
-			}
+		switch {
+		case err == nil && len(evs) == 0:
+			return // the stored log ends here
+		case err == nil:
+			continue
+		}
+		select {
+		case <-time.After(wait):
+		case <-rs.ctx.Done():
 			return
 		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
