@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/store"
@@ -539,7 +540,8 @@ func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) e
 }
 
 // landed reports whether the session's stored events at evs' seqs are evs as an append under
-// fence wrote them.
+// fence wrote them, or as this journal wrote them before any fence (its birth reservation's
+// events, whose write's answer was lost before it took a lease).
 func landed(st store.Store, sid string, fence uint64, evs []store.StoredEvent) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -552,7 +554,7 @@ func landed(st store.Store, sid string, fence uint64, evs []store.StoredEvent) (
 	}
 	for i, e := range evs {
 		g := got[i]
-		if g.Seq != e.Seq || g.Generation != fence || g.Type != e.Type || g.TurnID != e.TurnID || g.Text != e.Text || !sameJSON(g.Data, e.Data) {
+		if g.Seq != e.Seq || g.Generation != fence && g.Generation != 0 || g.Type != e.Type || g.TurnID != e.TurnID || g.Text != e.Text || !sameJSON(g.Data, e.Data) {
 			return false, nil
 		}
 	}
@@ -746,6 +748,15 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 			continue // our own flush (or a reset) moved the cursor: look again from there
 		}
 		if j.log.owner {
+			// Our own events, stored by a write whose answer was lost (a database restart)
+			// and not written again yet, are stored: the log is still ours.
+			if k := j.oursLocked(evs); k > 0 {
+				j.log.durable = evs[k-1].Seq
+				j.log.pending = slices.DeleteFunc(j.log.pending, func(e Event) bool { return e.Seq <= j.log.durable })
+				j.wakeLocked()
+				j.mu.Unlock()
+				continue
+			}
 			// Another process wrote the log while this one owned it: a holder that took the
 			// session over, or the last writer between leases. Events numbered here and not
 			// stored are forgotten (what a client saw of them is past the seqs it resumes at).
@@ -772,6 +783,25 @@ func (j *journal) refresh(ctx context.Context, st store.Store) {
 			return
 		}
 	}
+}
+
+// oursLocked counts the stored events at the start of evs that are this owner's own pending
+// events, as it numbered them: same seq, type, turn, text and payload, written under its fence
+// or before any (the birth reservation's). Called with mu held.
+func (j *journal) oursLocked(evs []store.StoredEvent) int {
+	k := 0
+	for _, se := range evs {
+		i := slices.IndexFunc(j.log.pending, func(e Event) bool { return e.Seq == se.Seq })
+		if i < 0 || se.Generation != j.log.fence && se.Generation != 0 {
+			break
+		}
+		mine := storedEvent(j.log.pending[i])
+		if se.Type != mine.Type || se.TurnID != mine.TurnID || se.Text != mine.Text || !sameJSON(se.Data, mine.Data) {
+			break
+		}
+		k++
+	}
+	return k
 }
 
 // pushLocked adds an event that already has its seq to the window.

@@ -185,3 +185,51 @@ func TestOwnAfterFailedWrite(t *testing.T) {
 	}
 	j.close()
 }
+
+// A journal that owns the log and finds its own pending events stored (their write's answer was
+// lost in a database restart, and not written again yet; its birth event unfenced, before its
+// lease) keeps the log: they count as stored. Different events at those seqs are another
+// writer's, and it follows the log from then on.
+func TestRefreshFindsItsOwnEventsStored(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		other bool
+	}{{"its own", false}, {"another writer's", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memstore.New()
+			defer mem.Close()
+			if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
+				t.Fatal(err)
+			}
+			j := newStoredJournal("s1", nil, mem)
+			j.born()
+			j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: "s1"}})
+			j.mu.Lock()
+			birth := j.events[0]
+			j.log.aligned, j.log.needSync, j.log.owner, j.log.fence = true, false, true, 1
+			j.log.pending, j.log.durable = []Event{birth}, 0
+			j.mu.Unlock()
+			stored := storedEvent(birth)
+			if tc.other {
+				stored.Data = json.RawMessage(`{"session_id":"s1","model":"another"}`)
+			}
+			if err := mem.AppendEvents(ctx, "s1", store.Fence{}, []store.StoredEvent{stored}); err != nil {
+				t.Fatal(err)
+			}
+			j.refresh(ctx, mem)
+			j.mu.Lock()
+			owner, durable, pending := j.log.owner, j.log.durable, len(j.log.pending)
+			j.mu.Unlock()
+			if tc.other {
+				if owner {
+					t.Fatal("another writer's event at its seq left the journal owning the log")
+				}
+				return
+			}
+			if !owner || durable != 1 || pending != 0 {
+				t.Fatalf("owner %v, durable %d, pending %d: want the log still its own with seq 1 stored", owner, durable, pending)
+			}
+		})
+	}
+}
