@@ -196,3 +196,31 @@ func TestStoredEventsReadTheStore(t *testing.T) {
 		t.Fatalf("past the end: %d events, %v", len(evs), err)
 	}
 }
+
+// slowStore stores events a while after being asked to, as a loaded database does.
+type slowStore struct{ store.Store }
+
+func (s slowStore) AppendEvents(ctx context.Context, sid string, f store.Fence, evs []store.StoredEvent) error {
+	time.Sleep(150 * time.Millisecond)
+	return s.Store.AppendEvents(ctx, sid, f, evs)
+}
+
+// EventsStored returns once every event the session published here is in the store, however
+// slowly the store takes them: a surface that then reports the turn ended (a run's record) is
+// never ahead of the log other processes read.
+func TestEventsStoredWaitsForTheLog(t *testing.T) {
+	shared := memstore.New()
+	t.Cleanup(func() { shared.Close() })
+	a := onStore(t, slowStore{shared})
+	ctx := enginetest.Context(t)
+	s := a.Create()
+	a.Server.Enqueue(openaitest.Text("slowly ", "stored"))
+	a.Run(s, "hi")
+	if err := s.EventsStored(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last, err := shared.LastEventSeq(ctx, s.ID())
+	if err != nil || last < s.LastSeq() {
+		t.Fatalf("after EventsStored the store ends at %d (%v), the session at %d", last, err, s.LastSeq())
+	}
+}

@@ -252,8 +252,19 @@ func (s *Session) EventsSince(since uint64) ([]Event, bool) { return s.j.eventsS
 // error says the store could not be read; for a session whose events are not stored (a store
 // without a durable log) it reads the journal, and the error says since is older than it keeps.
 func (s *Session) StoredEvents(ctx context.Context, since uint64) ([]Event, error) {
-	return s.j.storedSince(ctx, since)
+	if st := s.e.cfg.Store; st != nil && !s.e.cfg.Leases.Off {
+		// Whatever state this process's journal is in (following, writing, or not yet
+		// mirroring the log), the stored log is the session's truth.
+		return s.j.fromStore(ctx, st, since, 0)
+	}
+	return s.j.storedSince(ctx, since) // without leases this process's journal is the one writer
 }
+
+// EventsStored waits until every event this process has published for the session is in the
+// store: what a surface reports as ended (a run's record) is then never ahead of the log every
+// other process reads. Nothing to wait for without a stored log; an error says the events
+// could not be stored within ctx (or this process no longer writes the log).
+func (s *Session) EventsStored(ctx context.Context) error { return s.j.stored(ctx, s.j.lastSeq()) }
 
 // Generation identifies the session's journal. A session made live again (after a close or a
 // restart) starts a new journal whose seq restarts at 1: a client holding a cursor from another

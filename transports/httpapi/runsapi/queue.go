@@ -307,6 +307,7 @@ func (rs *Runs) refresh(r *run, rec runRecord) {
 	}
 	if direct {
 		// Nothing to read from the session: the record's events are the whole log.
+		rs.log.Debug("runs: a settled run's log ends with its record", "run_id", r.id, "turn", rec.TurnID)
 		r.mu.Lock()
 		r.prefixLocked()
 		if !r.unknownSent && rec.Result["turn_exit_reason"] == resolvedReason && !r.here {

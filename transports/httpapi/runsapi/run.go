@@ -243,6 +243,11 @@ func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
 		}
 		rs.take(r, sess, ev)
 	})
+	// The turn's events are in the store before its record says it ended: a process deriving
+	// the run's log reads them there once it sees the record settled (derive.go).
+	sctx, cancel := context.WithTimeout(rs.ctx, storedWithin)
+	_ = sess.EventsStored(sctx) // not stored: the settlement is refused too, or tried again
+	cancel()
 	// Free the slot before the terminal event: a client that saw it may start the next turn.
 	tr.Close("shutdown")
 	rs.release()
@@ -255,6 +260,9 @@ func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
 	wire.AddContext(res, sess.Context())
 	rs.settle(r, status, res)
 }
+
+// storedWithin bounds how long a run's settlement waits for its turn's events to be stored.
+const storedWithin = 10 * time.Second
 
 // outcomeResult maps a turn's outcome to the terminal status and fields: a run is never
 // completed with completed:false or partial:true.
