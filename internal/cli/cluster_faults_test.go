@@ -30,7 +30,9 @@ import (
 // The fault harness of the PostgreSQL store: three `hermes serve` nodes on one private
 // PostgreSQL cluster, a workload spread over them (sessions created on one node and prompted
 // from the others, response chains continued on another node at each step, runs admitted on
-// one node and read from the others), and rounds of faults in the middle of that traffic:
+// one node and read from the others, each run's event stream held open by an SSE reader on
+// another node that reconnects with Last-Event-ID through the faults: cluster_streams_test.go),
+// and rounds of faults in the middle of that traffic:
 // kill -9 of a node and its restart, SIGSTOP and SIGCONT of a node, an immediate restart of
 // PostgreSQL (crash recovery). After each round every acknowledged session, prompt, answer,
 // response and run must be there and readable from every node, every run settled alike on all
@@ -82,27 +84,31 @@ type cluster struct {
 	client *http.Client
 
 	mu          sync.Mutex
-	sessions    map[string][]string // acknowledged session → its acknowledged prompts, in order
-	responses   map[string]string   // acknowledged response id → the answer it carried
-	runs        map[string]string   // acknowledged run id → its session
-	runNode     map[string]int      // acknowledged run id → the node that admitted it
-	cut         map[string]bool     // runs admitted by a node later killed
-	unknown     int                 // runs settled as restart-unknown (their node killed mid-run)
-	parked      map[string]int      // runs parked at an approval, not answered yet → the node that admitted them
-	approved    int                 // approvals answered on another node than the one running the run
-	cutParked   int                 // runs parked at an approval that the fault settled first (their node killed or stopped)
-	adoptedPins int                 // runs parked on a killed or stopped node, adopted by another and completed
-	events      int                 // stored events of the acknowledged sessions, last check
-	fenced      int                 // of them written under a lease generation
-	gens        int                 // sessions whose events carry more than one generation
-	acks        atomic.Int64        // acknowledgements so far
-	perNode     []atomic.Int64      // acknowledgements by node
-	refused     map[string]int      // answers that were not acknowledgements, by kind
-	outage503   int                 // 503s with Retry-After seen while the database was down
-	slow503     time.Duration       // the longest of them to answer
-	outages     []string            // how long each database outage lasted (kill to started), and its parts
-	load503     int                 // 503s with Retry-After the workload got (outages, reconnections)
-	samples     map[string]string   // the first body of each kind of other 5xx answer
+	sessions    map[string][]string  // acknowledged session → its acknowledged prompts, in order
+	responses   map[string]string    // acknowledged response id → the answer it carried
+	runs        map[string]string    // acknowledged run id → its session
+	runNode     map[string]int       // acknowledged run id → the node that admitted it
+	cut         map[string]bool      // runs admitted by a node later killed
+	unknown     int                  // runs settled as restart-unknown (their node killed mid-run)
+	parked      map[string]int       // runs parked at an approval, not answered yet → the node that admitted them
+	approved    int                  // approvals answered on another node than the one running the run
+	cutParked   int                  // runs parked at an approval that the fault settled first (their node killed or stopped)
+	adoptedPins int                  // runs parked on a killed or stopped node, adopted by another and completed
+	events      int                  // stored events of the acknowledged sessions, last check
+	fenced      int                  // of them written under a lease generation
+	gens        int                  // sessions whose events carry more than one generation
+	acks        atomic.Int64         // acknowledgements so far
+	perNode     []atomic.Int64       // acknowledgements by node
+	refused     map[string]int       // answers that were not acknowledgements, by kind
+	outage503   int                  // 503s with Retry-After seen while the database was down
+	slow503     time.Duration        // the longest of them to answer
+	outages     []string             // how long each database outage lasted (kill to started), and its parts
+	load503     int                  // 503s with Retry-After the workload got (outages, reconnections)
+	samples     map[string]string    // the first body of each kind of other 5xx answer
+	followers   map[string]*follower // acknowledged run id → its SSE reader
+	followed    map[string]bool      // runs whose reader read the log to its end, checked
+	readers     sync.WaitGroup       // the SSE readers' goroutines
+	streams     *http.Client         // the SSE readers' client
 }
 
 func TestClusterFaults(t *testing.T) {
@@ -134,6 +140,7 @@ func TestClusterFaults(t *testing.T) {
 			"OPENAI_API_KEY=k", "HERMES_API_KEY=" + testAPIKey},
 		sessions: map[string][]string{}, responses: map[string]string{}, runs: map[string]string{}, runNode: map[string]int{}, cut: map[string]bool{}, parked: map[string]int{},
 		refused: map[string]int{}, samples: map[string]string{}, perNode: make([]atomic.Int64, 3),
+		followers: map[string]*follower{}, followed: map[string]bool{}, streams: newStreamClient(),
 	}
 	for i := range 3 {
 		n := &clusterNode{name: fmt.Sprintf("node%d", i), home: t.TempDir()}
@@ -148,6 +155,19 @@ func TestClusterFaults(t *testing.T) {
 			<-p.done
 			_ = p.cmd.Wait()
 		}
+	})
+	t.Cleanup(func() { // before the nodes go
+		c.mu.Lock()
+		for _, f := range c.followers {
+			select {
+			case <-f.done:
+			default:
+				close(f.quit)
+			}
+		}
+		c.mu.Unlock()
+		c.readers.Wait()
+		c.streams.CloseIdleConnections()
 	})
 	counts := map[string]int{}
 	for r := range rounds {
@@ -170,6 +190,12 @@ func TestClusterFaults(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	read, moves, conns := 0, 0, 0
+	for _, f := range c.followers {
+		f.mu.Lock()
+		read, moves, conns = read+len(f.names), moves+f.moves, conns+f.conns
+		f.mu.Unlock()
+	}
 	rows := 0
 	for _, ps := range c.sessions {
 		rows += 2 * len(ps)
@@ -179,9 +205,11 @@ func TestClusterFaults(t *testing.T) {
 		"runs settled alike on every node: %d (%d restart-unknown, their node killed mid-run); "+
 		"runs parked at an approval answered from another node: %d (%d settled by a fault first; %d parked on the victim of a kill or stop, adopted and completed; %d adoptions logged); "+
 		"503 with Retry-After: %d probes during the outages (the slowest answered in %v), %d workload requests; database outages %v; not acknowledged: %v; first other 5xx: %v; "+
-		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation",
+		"durable events of the sessions: %d, %d of them fenced, %d sessions written under more than one generation; "+
+		"SSE readers: %d runs followed to the end of their log from another node (%d events, %d streams opened, %d reconnections with Last-Event-ID)",
 		3*rounds, counts["kill"], counts["stop"], counts["postgres"], len(c.sessions), rows/2, rows,
-		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, c.adoptedPins, adopted, c.outage503, c.slow503.Round(time.Millisecond), c.load503, c.outages, c.refused, c.samples, c.events, c.fenced, c.gens)
+		len(c.responses), len(c.runs), len(c.runs), c.unknown, c.approved, c.cutParked, c.adoptedPins, adopted, c.outage503, c.slow503.Round(time.Millisecond), c.load503, c.outages, c.refused, c.samples, c.events, c.fenced, c.gens,
+		len(c.followed), read, conns, moves)
 }
 
 // echoResponder answers with the last user message and how many user messages the request
@@ -440,6 +468,7 @@ func (c *cluster) step(w *worker) {
 		}
 		c.mu.Unlock()
 		c.acked(i)
+		c.follow(id, i)
 	}
 }
 
@@ -664,6 +693,7 @@ func (c *cluster) parkOn(vi int) string {
 			c.mu.Lock()
 			c.runs[id], c.runNode[id], c.parked[id] = input, vi, vi
 			c.mu.Unlock()
+			c.follow(id, vi)
 		}
 		a := c.do(c.nodes[vi].current(), "GET", "/v1/runs/"+id, "")
 		return a.json()["status"] == "waiting_for_approval"
@@ -911,6 +941,12 @@ func (c *cluster) checkRuns(after string, runs map[string]string, runNode map[st
 					after, id, sid, c.nodes[runNode[id]].name, cut[id], runSettle, got, c.about(id, sid), c.logs())
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+		c.mu.Lock()
+		followed := c.followed[id]
+		c.mu.Unlock()
+		if !followed {
+			c.checkStream(after, id, got[0])
 		}
 		switch got[0] {
 		case "unknown":
