@@ -553,12 +553,18 @@ func landed(st store.Store, sid string, fence uint64, evs []store.StoredEvent) (
 		return false, nil
 	}
 	for i, e := range evs {
-		g := got[i]
-		if g.Seq != e.Seq || g.Generation != fence && g.Generation != 0 || g.Type != e.Type || g.TurnID != e.TurnID || g.Text != e.Text || !sameJSON(g.Data, e.Data) {
+		if !writtenAs(got[i], e, fence) {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// writtenAs reports whether the stored event g is e as this journal wrote it: under fence, or
+// before any (a birth reservation's events are stored unfenced).
+func writtenAs(g, e store.StoredEvent, fence uint64) bool {
+	return (g.Generation == fence || g.Generation == 0) && g.Seq == e.Seq && g.Type == e.Type &&
+		g.TurnID == e.TurnID && g.Text == e.Text && sameJSON(g.Data, e.Data)
 }
 
 // sameJSON compares two payloads byte for byte once compacted (a store may compact what it
@@ -792,11 +798,7 @@ func (j *journal) oursLocked(evs []store.StoredEvent) int {
 	k := 0
 	for _, se := range evs {
 		i := slices.IndexFunc(j.log.pending, func(e Event) bool { return e.Seq == se.Seq })
-		if i < 0 || se.Generation != j.log.fence && se.Generation != 0 {
-			break
-		}
-		mine := storedEvent(j.log.pending[i])
-		if se.Type != mine.Type || se.TurnID != mine.TurnID || se.Text != mine.Text || !sameJSON(se.Data, mine.Data) {
+		if i < 0 || !writtenAs(se, storedEvent(j.log.pending[i]), j.log.fence) {
 			break
 		}
 		k++

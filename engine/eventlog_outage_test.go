@@ -31,15 +31,20 @@ func (o *outageStore) EventsSince(ctx context.Context, sid string, since uint64,
 	return o.Store.EventsSince(ctx, sid, since, max)
 }
 
+// outagePair is two engines on one store, the second reading it through an outageStore.
+func outagePair(t *testing.T) (*memstore.Store, *outageStore, *enginetest.Harness, *enginetest.Harness) {
+	shared := memstore.New()
+	t.Cleanup(func() { shared.Close() })
+	out := &outageStore{blindStore: blindStore{Store: shared}}
+	return shared, out, onStore(t, shared), onStore(t, out)
+}
+
 // A subscriber replaying a session's stored events (out of its journal's window: here the
 // journal of another engine than the one that ran the turn), whose store cannot be read for a
 // while (a database restart), waits for the store instead of lagging: nothing was lost, and
 // once the store answers it reads exactly what was stored.
 func TestEventLogReplayWaitsOutAnOutage(t *testing.T) {
-	shared := memstore.New()
-	t.Cleanup(func() { shared.Close() })
-	out := &outageStore{blindStore: blindStore{Store: shared}}
-	a, b := onStore(t, shared), onStore(t, out)
+	shared, out, a, b := outagePair(t)
 	ctx := enginetest.Context(t)
 	s := a.Create()
 	subA := s.Subscribe(0)
@@ -147,10 +152,7 @@ func TestEventLogAppendAnsweredLate(t *testing.T) {
 // under their seqs, however far this engine's journal has followed it; while the store is out
 // it says so (an error), not an empty or short log; past the end it reads nothing.
 func TestStoredEventsReadTheStore(t *testing.T) {
-	shared := memstore.New()
-	t.Cleanup(func() { shared.Close() })
-	out := &outageStore{blindStore: blindStore{Store: shared}}
-	a, b := onStore(t, shared), onStore(t, out)
+	shared, out, a, b := outagePair(t)
 	ctx := enginetest.Context(t)
 	s := a.Create()
 	subA := s.Subscribe(0)
@@ -223,4 +225,28 @@ func TestEventsStoredWaitsForTheLog(t *testing.T) {
 	if err != nil || last < s.LastSeq() {
 		t.Fatalf("after EventsStored the store ends at %d (%v), the session at %d", last, err, s.LastSeq())
 	}
+}
+
+// Without leases StoredEvents reads the session's journal, this process being the log's one
+// writer: the turn's events under the seqs it published them with.
+func TestStoredEventsWithoutLeases(t *testing.T) {
+	shared := memstore.New()
+	t.Cleanup(func() { shared.Close() })
+	h := enginetest.New(t, enginetest.Options{Memory: true, Configure: func(c *engine.Config) {
+		c.Store, c.Leases.Off = shared, true
+	}})
+	s := h.Create()
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	h.Server.Enqueue(openaitest.Text("one ", "writer"))
+	h.Run(s, "hi")
+	owner := turnEvents(t, sub)
+	evs, err := s.StoredEvents(enginetest.Context(t), owner[0].Seq-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) < len(owner) {
+		t.Fatalf("read %d events, the turn has %d", len(evs), len(owner))
+	}
+	sameEvents(t, "without leases", evs[:len(owner)], owner)
 }

@@ -373,26 +373,6 @@ func (j *journal) eventsSince(since uint64) (out []Event, ok bool) {
 	return append([]Event(nil), j.events[since+1-j.first:vis+1-j.first]...), true
 }
 
-// errOlderThanJournal is StoredEvents' error for a cursor older than a journal that has no
-// stored log to read it from.
-var errOlderThanJournal = errors.New("session events: older than the journal keeps, and not stored")
-
-// storedSince reads the stored log after since (see Session.StoredEvents).
-func (j *journal) storedSince(ctx context.Context, since uint64) ([]Event, error) {
-	j.sync(ctx)
-	j.mu.Lock()
-	st, aligned := j.log.st, j.log.aligned
-	j.mu.Unlock()
-	if st == nil || !aligned {
-		evs, ok := j.eventsSince(since)
-		if !ok {
-			return evs, errOlderThanJournal
-		}
-		return evs, nil
-	}
-	return j.fromStore(ctx, st, since, 0)
-}
-
 // Events is the iterator form of a subscription: replay after since, then live events, until
 // ctx ends, the session closes or the reader lags (the error says which).
 func events(ctx context.Context, j *journal, since uint64) iter.Seq2[Event, error] {

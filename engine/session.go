@@ -257,8 +257,17 @@ func (s *Session) StoredEvents(ctx context.Context, since uint64) ([]Event, erro
 		// mirroring the log), the stored log is the session's truth.
 		return s.j.fromStore(ctx, st, since, 0)
 	}
-	return s.j.storedSince(ctx, since) // without leases this process's journal is the one writer
+	// Without leases this process's journal is the log's one writer.
+	evs, ok := s.j.eventsSince(since)
+	if !ok {
+		return evs, errOlderThanJournal
+	}
+	return evs, nil
 }
+
+// errOlderThanJournal is StoredEvents' error for a cursor older than the journal keeps, with
+// no stored log to read it from.
+var errOlderThanJournal = errors.New("session events: older than the journal keeps, and not stored")
 
 // EventsStored waits until every event this process has published for the session is in the
 // store: what a surface reports as ended (a run's record) is then never ahead of the log every

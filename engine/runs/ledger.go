@@ -378,12 +378,19 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 func (l *Ledger) sighted(rec Record, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	s := l.sightingLocked(rec, now)
+	l.gone[rec.RunID] = s
+	return s.at.Add(l.grace)
+}
+
+// sightingLocked is rec's sighting, a new one from now when the record changed since the last.
+// Called with mu held.
+func (l *Ledger) sightingLocked(rec Record, now time.Time) sighting {
 	s, ok := l.gone[rec.RunID]
 	if !ok || s.version != rec.Version {
 		s = sighting{version: rec.Version, at: now}
-		l.gone[rec.RunID] = s
 	}
-	return s.at.Add(l.grace)
+	return s
 }
 
 // deferTo records that the run was left to the process that took its session over as this
@@ -392,10 +399,7 @@ func (l *Ledger) sighted(rec Record, now time.Time) time.Time {
 func (l *Ledger) deferTo(rec Record, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s, ok := l.gone[rec.RunID]
-	if !ok || s.version != rec.Version {
-		s = sighting{version: rec.Version, at: now}
-	}
+	s := l.sightingLocked(rec, now)
 	if s.deferred.IsZero() {
 		s.deferred = now
 	}

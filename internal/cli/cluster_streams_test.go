@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,22 +210,23 @@ func (c *cluster) stream(f *follower, p *nodeProc) (int, time.Duration) {
 		}
 		name, _ := data["event"].(string)
 		f.mu.Lock()
+		broken := ""
 		switch {
 		case id <= f.last:
-			f.mu.Unlock()
-			f.fail("events of %s on %s after Last-Event-ID %d: id %d (%s) again, after %v; the rest of that stream: %v", f.run, c.nameOf(p), f.last, id, name, f.names, rest(sc, cancel))
-			return 200, 0
+			broken = fmt.Sprintf("id %d (%s) again", id, name)
 		case id != f.last+1:
-			f.mu.Unlock()
-			f.fail("events of %s on %s after Last-Event-ID %d: id %d (%s), the ones between missing, after %v; the rest of that stream: %v", f.run, c.nameOf(p), f.last, id, name, f.names, rest(sc, cancel))
-			return 200, 0
+			broken = fmt.Sprintf("id %d (%s), the ones between missing", id, name)
 		case data["sequence_number"] != float64(id) || data["run_id"] != f.run:
+			broken = fmt.Sprintf("frame %d says sequence_number %v run_id %v", id, data["sequence_number"], data["run_id"])
+		}
+		if broken != "" {
+			last, names := f.last, slices.Clone(f.names)
 			f.mu.Unlock()
-			f.fail("events of %s on %s: frame %d says sequence_number %v run_id %v", f.run, p.base, id, data["sequence_number"], data["run_id"])
+			f.fail("events of %s on %s after Last-Event-ID %d: %s, after %v; the rest of that stream: %v", f.run, c.nameOf(p), last, broken, names, rest(sc, cancel))
 			return 200, 0
 		}
 		f.last, f.names = id, append(f.names, name)
-		if name != "run.unknown" && strings.HasPrefix(name, "run.") && runEnded(strings.TrimPrefix(name, "run.")) {
+		if st, ok := strings.CutPrefix(name, "run."); ok && runEnded(st) {
 			f.final = name
 		}
 		final := f.final != ""

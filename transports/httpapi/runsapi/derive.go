@@ -231,12 +231,10 @@ func (rs *Runs) deriveLog(r *run) {
 				r.unknownSent = true
 				r.emitLocked("run.unknown", "", unknownFields(rec), time.Now())
 			}
+			n, cur, v := len(r.events), r.cursor, r.view
 			r.mu.Unlock()
 			if rec.Settled() {
 				cancel()
-				r.mu.Lock()
-				n, cur, v := len(r.events), r.cursor, r.view
-				r.mu.Unlock()
 				rs.log.Debug("runs: derived the log of a settled run", "run_id", r.id, "events", n, "cursor", cur,
 					"floor", rec.EventFloor, "turn", v.turn, "live", v.live, "turn_done", v.done, "session_open", sess != nil)
 				r.finish(rec, true, rec.Status, rec.Result)
