@@ -167,19 +167,26 @@ func words(name string) []string {
 	return out
 }
 
-var (
-	// scheme://userinfo@ — the user info may hold a password or be a token by itself.
-	userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s"'<>]+)@`)
-	// ?name=value, &name=value, ;name=value, and bare name=value in free text.
-	pairRE = regexp.MustCompile(`([A-Za-z0-9_.\-]+)=("[^"]*"|[^\s&#;,"'<>)\]}]*)`)
-	// "name": "value" in JSON text.
-	jsonRE = regexp.MustCompile(`"([^"\\]{1,100})"\s*:\s*"((?:[^"\\]|\\.)*)"`)
-	// Authorization header values.
-	bearerRE = regexp.MustCompile(`(?i)\b(bearer)\s+([A-Za-z0-9._~+/=\-]+)`)
-	// Shapes of well-known keys: OpenAI/Anthropic/OpenRouter (sk-), Hermes (hk-), GitHub,
-	// GitLab, Slack, AWS access key ids, Google API keys.
-	shapeRE = regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]{16,}|hk-[0-9a-fA-F]{32,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{20,}|xox[abeprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35})`)
-)
+// patterns are compiled on first use, not at package init: every hermes command links this
+// package, and most of them (an editor's `hermes acp` among them) start and answer without
+// logging a line.
+var patterns = sync.OnceValue(func() *redactPatterns {
+	return &redactPatterns{
+		// scheme://userinfo@ — the user info may hold a password or be a token by itself.
+		userinfo: regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s"'<>]+)@`),
+		// ?name=value, &name=value, ;name=value, and bare name=value in free text.
+		pair: regexp.MustCompile(`([A-Za-z0-9_.\-]+)=("[^"]*"|[^\s&#;,"'<>)\]}]*)`),
+		// "name": "value" in JSON text.
+		json: regexp.MustCompile(`"([^"\\]{1,100})"\s*:\s*"((?:[^"\\]|\\.)*)"`),
+		// Authorization header values.
+		bearer: regexp.MustCompile(`(?i)\b(bearer)\s+([A-Za-z0-9._~+/=\-]+)`),
+		// Shapes of well-known keys: OpenAI/Anthropic/OpenRouter (sk-), Hermes (hk-), GitHub,
+		// GitLab, Slack, AWS access key ids, Google API keys.
+		shape: regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]{16,}|hk-[0-9a-fA-F]{32,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{20,}|xox[abeprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35})`),
+	}
+})
+
+type redactPatterns struct{ userinfo, pair, json, bearer, shape *regexp.Regexp }
 
 // String returns s with the secrets it contains masked; see the package-level String.
 func (r *Redactor) String(s string) string {
@@ -187,23 +194,24 @@ func (r *Redactor) String(s string) string {
 		return s
 	}
 	s = r.registered(s)
-	s = userinfoRE.ReplaceAllString(s, "${1}"+Mask+"@")
-	s = pairRE.ReplaceAllStringFunc(s, func(m string) string {
+	p := patterns()
+	s = p.userinfo.ReplaceAllString(s, "${1}"+Mask+"@")
+	s = p.pair.ReplaceAllStringFunc(s, func(m string) string {
 		name, value, _ := strings.Cut(m, "=")
 		if !SecretName(name) || !maskable(value) {
 			return m
 		}
 		return name + "=" + Mask
 	})
-	s = jsonRE.ReplaceAllStringFunc(s, func(m string) string {
-		sub := jsonRE.FindStringSubmatch(m)
+	s = p.json.ReplaceAllStringFunc(s, func(m string) string {
+		sub := p.json.FindStringSubmatch(m)
 		if sub == nil || !SecretName(sub[1]) || !maskable(sub[2]) {
 			return m
 		}
 		return `"` + sub[1] + `":"` + Mask + `"`
 	})
-	s = bearerRE.ReplaceAllString(s, "${1} "+Mask)
-	s = shapeRE.ReplaceAllString(s, Mask)
+	s = p.bearer.ReplaceAllString(s, "${1} "+Mask)
+	s = p.shape.ReplaceAllString(s, Mask)
 	// A mask inserted next to other text could in principle spell a registered secret again;
 	// masking shortens the text, so this ends.
 	for {

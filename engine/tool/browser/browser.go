@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-go/hermes/engine/model"
@@ -81,7 +82,8 @@ func New(ctl Controller, o Options) *Tool {
 	return &Tool{ctl: ctl, timeout: o.Timeout}
 }
 
-var schema = func() json.RawMessage {
+// schema is built on first use, not at package init (every command links this package).
+var schema = sync.OnceValue(func() json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
 		"type":     "object",
 		"required": []string{"action"},
@@ -96,7 +98,7 @@ var schema = func() json.RawMessage {
 		"additionalProperties": false,
 	})
 	return b
-}()
+})
 
 // Spec describes the tool to the model.
 func (t *Tool) Spec() model.ToolSpec {
@@ -106,7 +108,7 @@ func (t *Tool) Spec() model.ToolSpec {
 			"take a text snapshot of the page (element references for click/type), click, type, press a key, " +
 			"scroll, go back, take a screenshot, list images or read the console. Only the actions the user allowed " +
 			"are carried out; a refused action says so.",
-		Parameters: schema,
+		Parameters: schema(),
 	}
 }
 
