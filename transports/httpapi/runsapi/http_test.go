@@ -228,3 +228,42 @@ func ledger(t testing.TB, st store.Store) *runs.Ledger {
 	t.Cleanup(l.Close)
 	return l
 }
+
+// A client that read a restart-unknown run's log to its end on one server and reconnects to
+// another with the last id it saw is told 204 (stop reconnecting), even when its request is
+// the first this server hears of the run: the answer waits for the log the record implies,
+// rather than opening a stream that closes empty.
+func TestRunEventsOfAnUnknownRunEndWith204(t *testing.T) {
+	for i := range 20 {
+		st := memstore.New()
+		id := "run_u" + strings.Repeat("x", i)
+		putRecord(t, st, runs.Record{RunID: id, AdmissionID: "adm_u", Owner: httpapi.Principal(internalKey),
+			SessionID: "s", Status: runs.Running, Generation: 1, Process: "proc_gone", CreatedAt: time.Now()})
+		s := newInternal(t, st)
+		// The log is run.started (1), run.unknown (2): nothing comes after 2.
+		req := httptest.NewRequest("GET", "/v1/runs/"+id+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+internalKey)
+		req.Header.Set("Last-Event-ID", "2")
+		res, err := s.App().Test(req, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 204 {
+			t.Fatalf("round %d: reconnect after run.unknown: %d %q", i, res.StatusCode, b)
+		}
+		// From the start, the whole log.
+		req = httptest.NewRequest("GET", "/v1/runs/"+id+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+internalKey)
+		res, err = s.App().Test(req, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(b), "id: 1\n") || !strings.Contains(string(b), `"run.unknown"`) || strings.Contains(string(b), "id: 3\n") {
+			t.Fatalf("round %d: the whole log: %d %s", i, res.StatusCode, b)
+		}
+	}
+}

@@ -122,6 +122,14 @@ func (r *run) emitLocked(name, status string, fields map[string]any, at time.Tim
 	r.changed = make(chan struct{})
 }
 
+// logBehindRecord reports whether the run's record says it is over (settled, or
+// restart-unknown) while its log here does not end yet with what that implies.
+func (r *run) logBehindRecord() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.final && (r.rec.Settled() || r.status == runUnknown && !r.unknownSent)
+}
+
 // since returns the events after seq, whether the stream is over (the run's terminal event is
 // in the log, or it is restart-unknown: nothing will add to it until someone resolves it), and
 // a channel that is closed when more arrive. The log is the same in every process (derive.go):
@@ -336,7 +344,23 @@ func (rs *Runs) Events(c *fiber.Ctx) error {
 		return err
 	}
 	rs.derive(r)
-	evs, done, _ := r.since(after)
+	evs, done, changed := r.since(after)
+	if !done && len(evs) == 0 && r.logBehindRecord() {
+		// The record says the run is over and this process is still adding what that implies
+		// to its log (derive.go): answer once it has, so a reader already at the log's end
+		// gets 204 here too rather than a stream that closes empty.
+		wait := time.NewTimer(finishWithin)
+		defer wait.Stop()
+	await:
+		for !done && len(evs) == 0 {
+			select {
+			case <-changed:
+				evs, done, changed = r.since(after)
+			case <-wait.C:
+				break await // stream what there is, as before
+			}
+		}
+	}
 	if done && len(evs) == 0 {
 		return c.SendStatus(fiber.StatusNoContent)
 	}
