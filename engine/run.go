@@ -332,15 +332,9 @@ func (f *Follow) accept(ev Event) (Event, bool) {
 // message.complete or, when that process went away before it (another took the session over),
 // with a failed outcome.
 func (f *Follow) acceptRemote(ev Event) (Event, bool) {
+	// The takeover cases come first: a takeover event carries the turn it is about (the
+	// newest row's), which is the followed one when its process went away mid-turn.
 	switch {
-	case ev.TurnID == f.remote:
-		f.live = true
-		if ev.Type == EvMessageComplete {
-			out, _ := ev.Data.(Outcome)
-			f.out = &out
-			f.end(io.EOF)
-		}
-		return ev, true
 	case ev.Type == EvTakeover && adoptedTurn(ev) == f.remote:
 		// Its process went away while it waited for an approval, and the new holder goes on
 		// with it (adopt.go): its events keep coming, from that holder.
@@ -353,6 +347,14 @@ func (f *Follow) acceptRemote(ev Event) (Event, bool) {
 		f.out = &out
 		f.end(io.EOF)
 		return Event{Type: EvMessageComplete, SessionID: f.s.id, TurnID: f.remote, Data: out}, true
+	case ev.TurnID == f.remote:
+		f.live = true
+		if ev.Type == EvMessageComplete {
+			out, _ := ev.Data.(Outcome)
+			f.out = &out
+			f.end(io.EOF)
+		}
+		return ev, true
 	}
 	return ev, f.live && (ev.TurnID == "" || ev.Type == EvRequestOpen)
 }

@@ -283,3 +283,67 @@ func TestRunQueuedRemoteDropped(t *testing.T) {
 		t.Fatalf("model calls %d/%d, want 1/0", pa.Calls(), pb.Calls())
 	}
 }
+
+// TestRunFollowOfARemoteTurnEndsAtItsTakeover: a prompt sent through one engine runs on the
+// session's lease holder; the holder then hangs past its lease and a third engine takes the
+// session over. The takeover event names the followed turn (it is the newest row's), and the
+// Follow ends there, restart-unknown, rather than taking it for one more event of the turn and
+// waiting for a message.complete that will never come.
+func TestRunFollowOfARemoteTurnEndsAtItsTakeover(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	pa, pb, pc := newGated(), newGated(), newGated()
+	short := func(c *Config) { c.Leases.TTL = 300 * time.Millisecond }
+	ea, eb, ec := leaseEngine(t, st, pa, short), leaseEngine(t, st, pb, short), leaseEngine(t, st, pc, short)
+	ctx := waitCtx(t)
+	sa, err := ea.Create(ctx, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sa.hold(ctx)
+	if err != nil || h == nil {
+		t.Fatalf("hold: %v %v", h, err)
+	}
+	defer h.unpin()
+	pa.gate(true)
+	sb, err := eb.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, f, err := sb.Run(ctx, Prompt{Text: "through b"})
+	if err != nil || adm.Status != AdmitStarted {
+		t.Fatalf("run through the other engine: %+v %v", adm, err)
+	}
+	defer f.Close()
+	reachedCall(t, pa) // the turn runs on the holder
+	ea.lmu.Lock()
+	ha := ea.leases[sa.ID()]
+	ea.lmu.Unlock()
+	ha.paused.Store(true) // the holder hangs: no more renewals
+
+	sc, err := ec.Open(ctx, sa.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admC, err := sc.Submit(ctx, Prompt{Text: "through c"}) // waits for the lease, then takes it
+	if err != nil || admC.Status != AdmitStarted {
+		t.Fatalf("submit through the third engine: %+v %v", admC, err)
+	}
+	for {
+		ev, err := f.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+		if ev.TurnID != "" && ev.TurnID != adm.TurnID {
+			t.Fatalf("the follow of %s passed on an event of turn %s: %s", adm.TurnID, ev.TurnID, ev.Type)
+		}
+	}
+	out, ok := f.Outcome()
+	if !ok || out.TurnID != adm.TurnID || out.Status != StatusFailed || out.ExitReason != OutcomeRestartUnknown {
+		t.Fatalf("outcome %+v %v, want the turn failed restart-unknown", out, ok)
+	}
+	pa.release <- struct{}{}
+}

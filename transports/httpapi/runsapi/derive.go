@@ -27,8 +27,8 @@ import (
 // turnView picks, from a session's events in seq order, those of one turn as engine.Follow
 // passes them for a turn it started: the turn's own, and once it has started the session's
 // turn-less events and every request.open (a delegated sub-agent's). It ends at the turn's
-// message.complete, or at a takeover of the session once the turn started (the process running
-// it is gone).
+// message.complete, or at a takeover of the session once the turn started or naming the turn
+// (the process running it is gone), unless the takeover adopted the turn.
 type turnView struct {
 	turn string // "": the first turn event names it (a turn started by the lease holder)
 	live bool
@@ -39,17 +39,24 @@ func (v *turnView) accept(ev engine.Event) bool {
 	if v.done {
 		return false
 	}
+	if ev.Type == engine.EvTakeover {
+		// A takeover carries the turn it is about (the newest row's): this one when its
+		// process went away mid-turn. Only an adopted turn goes on (adopt.go).
+		mine := v.turn != "" && ev.TurnID == v.turn
+		if tk, ok := ev.Data.(engine.Takeover); ok && tk.Adopted && mine {
+			v.live = true
+			return false
+		}
+		v.done = v.live || mine
+		return false
+	}
 	if v.turn == "" && ev.TurnID != "" && ev.Type == engine.EvMessageStart {
 		v.turn = ev.TurnID
 	}
-	switch {
-	case v.turn != "" && ev.TurnID == v.turn:
+	if v.turn != "" && ev.TurnID == v.turn {
 		v.live = true
 		v.done = ev.Type == engine.EvMessageComplete
 		return true
-	case ev.Type == engine.EvTakeover:
-		v.done = v.live
-		return false
 	}
 	return v.live && (ev.TurnID == "" || ev.Type == engine.EvRequestOpen)
 }

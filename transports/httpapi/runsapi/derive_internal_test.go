@@ -159,6 +159,43 @@ func TestTurnViewFindsTurnAndEndsAtTakeover(t *testing.T) {
 	}
 }
 
+// A takeover event names the turn it is about (the newest row's). Naming the view's turn, it
+// ends the view even before the view saw the turn start (the log's floor was past it), so a
+// later turn's approval on the session never lands in this run's log; adopting the turn, it
+// does not end it.
+func TestTurnViewEndsAtTheTakeoverOfItsTurn(t *testing.T) {
+	takeover := func(turn string, adopted bool) engine.Event {
+		return engine.Event{Type: engine.EvTakeover, TurnID: turn, Data: engine.Takeover{TurnID: turn, Outcome: engine.OutcomeRestartUnknown, Adopted: adopted}}
+	}
+	later := engine.Event{Type: engine.EvRequestOpen, TurnID: "turn_later", Data: engine.Request{ID: "req_9", TurnID: "turn_later", Kind: engine.KindApproval}}
+	for _, started := range []bool{true, false} {
+		v := turnView{turn: "turn_run"}
+		if started {
+			v.accept(engine.Event{Type: engine.EvMessageStart, TurnID: "turn_run"})
+		}
+		if v.accept(takeover("turn_run", false)) || !v.done {
+			t.Fatalf("started %v: the takeover of the view's turn did not end it: %+v", started, v)
+		}
+		if v.accept(later) {
+			t.Fatalf("started %v: a later turn's approval was taken after the takeover", started)
+		}
+	}
+	v := turnView{turn: "turn_run"}
+	v.accept(engine.Event{Type: engine.EvMessageStart, TurnID: "turn_run"})
+	if v.accept(takeover("turn_run", true)) || v.done {
+		t.Fatalf("an adopted turn's view ended: %+v", v)
+	}
+	if !v.accept(engine.Event{Type: engine.EvMessageDelta, TurnID: "turn_run", Text: "more"}) {
+		t.Fatal("the adopted turn's next event was not taken")
+	}
+	// Another turn's takeover before this one started (the session was taken over, then
+	// the run's turn started) does not end it.
+	v = turnView{turn: "turn_run"}
+	if v.accept(takeover("turn_before", false)) || v.done {
+		t.Fatalf("an earlier turn's takeover ended a view that had not started: %+v", v)
+	}
+}
+
 // A run adopted by the process that was deriving its log, which already took the adopted
 // turn's request (opened again with the same id) from the session's events, reads waiting with
 // that approval, not running: the follower that takes over skips events already taken.
