@@ -200,7 +200,7 @@ func TestDoctorKeys(t *testing.T) {
 	wantCheck(t, findCheck(t, rep, "keys", "api_key"), statusFail, "9 characters: hermes serve refuses keys shorter than 16", "replace HERMES_API_KEY")
 	wantCheck(t, findCheck(t, rep, "keys", "extra_api_keys[0]"), statusWarn, "only 4 different characters", "openssl rand -hex 32")
 	wantCheck(t, findCheck(t, rep, "keys", `extra_api_keys "ci"`), statusWarn, "one kind of character", "server.extra_api_keys \"ci\"")
-	wantCheck(t, findCheck(t, rep, "keys", `extra_api_keys "ops"`), statusFail, "placeholder", "")
+	wantCheck(t, findCheck(t, rep, "keys", `extra_api_keys "ops"`), statusFail, `it contains "changeme"`, "")
 	wantCheck(t, findCheck(t, rep, "keys", `extra_api_keys "same"`), statusOK, "36 characters", "")
 	wantCheck(t, findCheck(t, rep, "keys", "admin_api_key"), statusFail, `the same key as extra_api_keys "same"`, "server.admin_api_key")
 	for _, k := range keys {
@@ -208,11 +208,20 @@ func TestDoctorKeys(t *testing.T) {
 			t.Errorf("the report shows a key:\n%s", out)
 		}
 	}
-	// No key at all: serve would refuse to start, which is a warning for a home used by chat.
+	// No key at all: serve creates one in the home on its first start, and uses it from then
+	// on; the report says so, then checks that key.
 	writeConfig(t, home, "")
 	code, rep, out = doctorJSON(t, doctorEnv(home), "--check", "keys")
-	if c := findCheck(t, rep, "keys", "api_key"); code != 0 || c.Status != statusWarn || !strings.Contains(c.Fix, "HERMES_API_KEY") {
+	keyFile := filepath.Join(home, "api_key")
+	if c := findCheck(t, rep, "keys", "api_key"); code != 0 || c.Status != statusOK || !strings.Contains(c.Detail, "creates a random one in "+keyFile) {
 		t.Errorf("no key: %d\n%s", code, out)
+	}
+	if err := os.WriteFile(keyFile, []byte("hk-Zx81_qLm04Rt-Vw7s-placeholder\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, rep, out = doctorJSON(t, doctorEnv(home), "--check", "keys")
+	if c := findCheck(t, rep, "keys", "api_key"); code != 1 || c.Status != statusFail || !strings.Contains(c.Fix, "replace "+keyFile) {
+		t.Errorf("the key file serve created is not the key checked: %d\n%s", code, out)
 	}
 }
 

@@ -108,8 +108,12 @@ var weakKeys = []string{"changeme", "replaceme", "placeholder", "yourapikey", "y
 func checkKeys(rep *doctorReport, cfg *config.Config) {
 	type named struct{ name, key string }
 	keys := []named{}
+	keyFile := filepath.Join(cfg.Home, "api_key")
 	if cfg.Server.APIKey != "" {
 		keys = append(keys, named{"api_key", cfg.Server.APIKey})
+	} else if b, err := os.ReadFile(keyFile); err == nil && len(strings.TrimSpace(string(b))) >= httpapi.MinKeyLength {
+		// What hermes serve created on its first start (serverKey), and uses while none is set.
+		keys = append(keys, named{"api_key", strings.TrimSpace(string(b))})
 	}
 	for i, k := range cfg.Server.ExtraKeys {
 		n := fmt.Sprintf("extra_api_keys[%d]", i)
@@ -122,8 +126,8 @@ func checkKeys(rep *doctorReport, cfg *config.Config) {
 		keys = append(keys, named{"admin_api_key", cfg.Server.AdminKey})
 	}
 	if len(keys) == 0 {
-		rep.add(doctorCheck{Area: "keys", Name: "api_key", Status: statusWarn, Detail: "not set: hermes serve refuses to start without one",
-			Fix: "set HERMES_API_KEY (e.g. in $HERMES_HOME/.env) to a random key: openssl rand -hex 32"})
+		rep.add(doctorCheck{Area: "keys", Name: "api_key", Status: statusOK,
+			Detail: "not set: hermes serve creates a random one in " + keyFile + " on its first start"})
 		return
 	}
 	seen := map[string]string{}
@@ -132,6 +136,9 @@ func checkKeys(rep *doctorReport, cfg *config.Config) {
 		where := "server." + k.name + " in config.yaml"
 		if k.name == "api_key" {
 			where = "HERMES_API_KEY (or server.api_key)"
+			if cfg.Server.APIKey == "" {
+				where = keyFile
+			}
 		}
 		fix := "replace " + where + " with a random key: openssl rand -hex 32"
 		switch problem, fatal := keyWeakness(k.key); {
@@ -163,7 +170,7 @@ func keyWeakness(key string) (problem string, fatal bool) {
 	}, key)
 	for _, w := range weakKeys {
 		if strings.Contains(norm, w) {
-			return "a placeholder (it contains a well-known word), not a chosen key", true
+			return fmt.Sprintf("a placeholder (it contains %q, a well-known placeholder), not a chosen key", w), true
 		}
 	}
 	classes := map[string]bool{}
