@@ -115,7 +115,11 @@ func (s *Server) sessionJSON(rec engine.Record) fiber.Map {
 	// keep it from the idle sweep.
 	if sess, ok := s.eng.Peek(rec.ID); ok {
 		status = string(sess.Status())
-		rec.Title, rec.Model = sess.Record().Title, sess.Record().Model // changes not yet re-read
+		// The live copy's title and model, when it is newer than what was read (a lazy
+		// session's, not stored yet); a change another process made is newer in the store.
+		if live := sess.Record(); live.Version > rec.Version || !sess.Stored() {
+			rec.Title, rec.Model = live.Title, live.Model
+		}
 		ctxInfo = sess.Context()
 	}
 	if !rec.EndedAt.IsZero() && status == "stored" {

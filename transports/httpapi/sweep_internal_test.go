@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -102,5 +104,48 @@ func TestStartTurnOnAReleasedHandle(t *testing.T) {
 	}
 	if tr.out.Status != engine.StatusCompleted || tr.out.Text != "new" {
 		t.Fatalf("outcome %+v", tr.out)
+	}
+}
+
+// A session live here whose title another process changed reads with that title: the store's
+// record is newer than the live copy, which only this process's own changes update.
+func TestSessionReadShowsAnotherProcessesTitle(t *testing.T) {
+	st := memstore.New()
+	s := newInternal(t, st)
+	ctx := context.Background()
+	sess, err := s.eng.Create(ctx, engine.CreateOptions{Source: Surface})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.SetTitle(ctx, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := engine.New(engine.Config{Store: st, Cwd: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	theirs, err := other.Open(ctx, sess.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := theirs.SetTitle(ctx, "set elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/api/sessions/"+sess.ID(), nil)
+	req.Header.Set("Authorization", "Bearer internal-key-0123456789")
+	res, err := s.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Session struct{ Title string } `json:"session"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != 200 {
+		t.Fatalf("%d %v", res.StatusCode, err)
+	}
+	if body.Session.Title != "set elsewhere" {
+		t.Fatalf("title %q, want the one another process set", body.Session.Title)
 	}
 }
