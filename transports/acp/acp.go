@@ -377,11 +377,11 @@ func (a *agent) Authenticate(_ context.Context, p sdk.AuthenticateRequest) (sdk.
 		}
 		return sdk.AuthenticateResponse{}, nil
 	}
-	return sdk.AuthenticateResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown auth method " + strconv.Quote(p.MethodId)})
+	return sdk.AuthenticateResponse{}, invalidParams("unknown auth method " + strconv.Quote(p.MethodId))
 }
 
 func errUnknownSession(id sdk.SessionId) error {
-	return sdk.NewInvalidParams(map[string]any{"error": "unknown session " + strconv.Quote(string(id))})
+	return invalidParams("unknown session " + strconv.Quote(string(id)))
 }
 
 // get returns a session this connection opened.
@@ -391,7 +391,7 @@ func (a *agent) get(id sdk.SessionId) (*session, error) {
 	s, ok := a.sessions[string(id)]
 	if !ok {
 		if a.closed[string(id)] {
-			return nil, sdk.NewInvalidParams(map[string]any{"error": "session " + strconv.Quote(string(id)) + " is closed"})
+			return nil, invalidParams("session " + strconv.Quote(string(id)) + " is closed")
 		}
 		return nil, errUnknownSession(id)
 	}
@@ -434,7 +434,7 @@ func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*sessio
 		if errors.Is(err, engine.ErrSessionNotFound) {
 			return nil, errUnknownSession(id)
 		}
-		return nil, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		return nil, internalError(err.Error())
 	}
 	// ACP acts for the local owner: a session an API key of `hermes serve` made is another
 	// principal's, and unknown here.
@@ -449,7 +449,12 @@ func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*sessio
 
 func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
 	if !filepath.IsAbs(p.Cwd) {
-		return sdk.NewSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path"})
+		return sdk.NewSessionResponse{}, invalidParams("cwd must be an absolute path")
+	}
+	// A session's tools run in cwd: a folder that is not there is a typo to report now, not
+	// a failure of the first tool call.
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		return sdk.NewSessionResponse{}, invalidParams("cwd " + strconv.Quote(p.Cwd) + " is not a directory")
 	}
 	eng, err := a.engine(ctx)
 	if err != nil {
@@ -459,7 +464,7 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	// command), which finds only what the store holds.
 	s, err := eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source})
 	if err != nil {
-		return sdk.NewSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		return sdk.NewSessionResponse{}, internalError(err.Error())
 	}
 	ss := a.add(s, p.Cwd)
 	a.attachMCP(ss, p.McpServers)
@@ -474,7 +479,7 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	}
 	a.attachMCP(ss, p.McpServers)
 	if err := a.replay(ctx, ss); err != nil {
-		return sdk.LoadSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		return sdk.LoadSessionResponse{}, internalError(err.Error())
 	}
 	a.announce(ss)
 	return sdk.LoadSessionResponse{ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
@@ -497,9 +502,9 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 	s, err := a.eng.Branch(ctx, string(p.SessionId), engine.BranchOptions{Source: Source}) // open waited for the engine
 	if err != nil {
 		if errors.Is(err, engine.ErrNothingToBranch) {
-			return sdk.UnstableForkSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			return sdk.UnstableForkSessionResponse{}, invalidParams(err.Error())
 		}
-		return sdk.UnstableForkSessionResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		return sdk.UnstableForkSessionResponse{}, internalError(err.Error())
 	}
 	cwd := p.Cwd
 	if cwd == "" {
@@ -519,7 +524,7 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 	if p.Cursor != nil && *p.Cursor != "" {
 		n, err := strconv.Atoi(*p.Cursor)
 		if err != nil || n < 0 {
-			return sdk.ListSessionsResponse{}, sdk.NewInvalidParams(map[string]any{"error": "bad cursor"})
+			return sdk.ListSessionsResponse{}, invalidParams("bad cursor")
 		}
 		offset = n
 	}
@@ -529,7 +534,7 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 	}
 	all, err := eng.List(ctx, engine.ListOptions{})
 	if err != nil {
-		return sdk.ListSessionsResponse{}, sdk.NewInternalError(map[string]any{"error": err.Error()})
+		return sdk.ListSessionsResponse{}, internalError(err.Error())
 	}
 	out := sdk.ListSessionsResponse{Sessions: []sdk.SessionInfo{}}
 	n := 0
@@ -687,7 +692,7 @@ func unstableOptions(in []sdk.SessionConfigOption) []sdk.UnstableSessionConfigOp
 func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
 	v := p.ValueId
 	if v == nil {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unsupported config option"})
+		return sdk.SetSessionConfigOptionResponse{}, invalidParams("unsupported config option")
 	}
 	ss, err := a.get(v.SessionId)
 	if err != nil {
@@ -700,7 +705,7 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 		return sdk.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(ss)}, nil
 	}
 	if v.ConfigId != configModel {
-		return sdk.SetSessionConfigOptionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown config option " + strconv.Quote(string(v.ConfigId))})
+		return sdk.SetSessionConfigOptionResponse{}, invalidParams("unknown config option " + strconv.Quote(string(v.ConfigId)))
 	}
 	if _, err := ss.s.SetModel(ctx, string(v.Value)); err != nil {
 		return sdk.SetSessionConfigOptionResponse{}, settingError(err)
@@ -712,9 +717,9 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 // client's error (-32602); anything else (the store failed) is the agent's (-32603).
 func settingError(err error) error {
 	if errors.Is(err, engine.ErrInvalidModel) || errors.Is(err, model.ErrUnknownProvider) || errors.Is(err, engine.ErrUnknownMode) {
-		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return invalidParams(err.Error())
 	}
-	return sdk.NewInternalError(map[string]any{"error": err.Error()})
+	return internalError(err.Error())
 }
 
 // UnstableSetSessionModel serves session/set_model, which some clients still send instead of
@@ -799,5 +804,16 @@ func (a *agent) replay(ctx context.Context, ss *session) error {
 
 // errorf builds an internal error with a message the client can show.
 func errorf(format string, args ...any) error {
-	return sdk.NewInternalError(map[string]any{"error": fmt.Sprintf(format, args...)})
+	return internalError(fmt.Sprintf(format, args...))
+}
+
+// invalidParams and internalError are the agent's error answers: the JSON-RPC code, the
+// reason in the message (what a client shows its user: "Invalid params" alone says nothing)
+// and again as data.error, where the SDK's own errors carry it.
+func invalidParams(msg string) error {
+	return &sdk.RequestError{Code: -32602, Message: "Invalid params: " + msg, Data: map[string]any{"error": msg}}
+}
+
+func internalError(msg string) error {
+	return &sdk.RequestError{Code: -32603, Message: "Internal error: " + msg, Data: map[string]any{"error": msg}}
 }

@@ -165,9 +165,9 @@ func (a *agent) command(ctx context.Context, ss *session, text string) (handled 
 // (-32602 with the reason), anything else the agent's.
 func commandError(err error) error {
 	if errors.Is(err, engine.ErrBusy) {
-		return sdk.NewInvalidParams(map[string]any{"error": "a turn is running: " + err.Error()})
+		return invalidParams("a turn is running: " + err.Error())
 	}
-	return sdk.NewInternalError(map[string]any{"error": err.Error()})
+	return internalError(err.Error())
 }
 
 // maxTitle bounds an automatic title, in runes.

@@ -31,10 +31,10 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	}
 	in, err := flatten(p.Prompt, a.o.ImageDir)
 	if err != nil {
-		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		return sdk.PromptResponse{}, invalidParams(err.Error())
 	}
 	if strings.TrimSpace(in.text) == "" {
-		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": "the prompt is empty"})
+		return sdk.PromptResponse{}, invalidParams("the prompt is empty")
 	}
 	if len(in.images) == 0 {
 		handled, text, err := a.command(withTraceMeta(a.live, p.Meta), ss, in.text)
@@ -76,7 +76,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if err != nil {
 		in.cleanup()
 		if errors.Is(err, engine.ErrEmptyPrompt) {
-			return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			return sdk.PromptResponse{}, invalidParams(err.Error())
 		}
 		return sdk.PromptResponse{}, settingError(err) // a refused /model as set_config_option's
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,22 +117,29 @@ func TestBadInputGetsJSONRPCErrorsAndAgentSurvives(t *testing.T) {
 	cases := []struct {
 		name, frame, id string
 		code            int
+		msg             string // in the error's message, which is what a client shows
 	}{
-		{"malformed", `{"jsonrpc":"2.0","id":3,"method":`, "null", -32700},
-		{"not an object", `[1,2,3]`, "null", -32600},
-		{"unknown method", `{"jsonrpc":"2.0","id":4,"method":"session/teleport","params":{}}`, "4", -32601},
-		{"wrong param types", `{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":42,"prompt":"hi"}}`, "5", -32602},
-		{"missing cwd", `{"jsonrpc":"2.0","id":6,"method":"session/new","params":{"mcpServers":[]}}`, "6", -32602},
-		{"relative cwd", `{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"rel","mcpServers":[]}}`, "7", -32602},
-		{"unknown session", `{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}`, "8", -32602},
-		{"empty prompt", `{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":` + sid + `,"prompt":[]}}`, "9", -32602},
-		{"audio prompt", `{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":` + sid + `,"prompt":[{"type":"audio","data":"AAAA","mimeType":"audio/wav"}]}}`, "10", -32602},
-		{"bad image", `{"jsonrpc":"2.0","id":11,"method":"session/prompt","params":{"sessionId":` + sid + `,"prompt":[{"type":"image","data":"%%%","mimeType":"image/png"}]}}`, "11", -32602},
+		{"malformed", `{"jsonrpc":"2.0","id":3,"method":`, "null", -32700, ""},
+		{"not an object", `[1,2,3]`, "null", -32600, ""},
+		{"unknown method", `{"jsonrpc":"2.0","id":4,"method":"session/teleport","params":{}}`, "4", -32601, ""},
+		{"wrong param types", `{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":42,"prompt":"hi"}}`, "5", -32602, ""},
+		{"missing cwd", `{"jsonrpc":"2.0","id":6,"method":"session/new","params":{"mcpServers":[]}}`, "6", -32602, ""},
+		{"relative cwd", `{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"rel","mcpServers":[]}}`, "7", -32602, "Invalid params: cwd must be an absolute path"},
+		{"unknown session", `{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}`, "8", -32602, `Invalid params: unknown session "nope"`},
+		{"missing folder", `{"jsonrpc":"2.0","id":17,"method":"session/new","params":{"cwd":` + strconvQuote(filepath.Join(cwd, "no-such-dir")) + `,"mcpServers":[]}}`, "17", -32602, "is not a directory"},
+		{"empty prompt", `{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{"sessionId":` + sid + `,"prompt":[]}}`, "9", -32602, ""},
+		{"audio prompt", `{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":` + sid + `,"prompt":[{"type":"audio","data":"AAAA","mimeType":"audio/wav"}]}}`, "10", -32602, ""},
+		{"bad image", `{"jsonrpc":"2.0","id":11,"method":"session/prompt","params":{"sessionId":` + sid + `,"prompt":[{"type":"image","data":"%%%","mimeType":"image/png"}]}}`, "11", -32602, ""},
 	}
 	for _, tc := range cases {
 		rw.send(tc.frame)
-		if code := errCode(rw, rw.response(tc.id)); code != tc.code {
+		m := rw.response(tc.id)
+		if code := errCode(rw, m); code != tc.code {
 			t.Errorf("%s: code %d, want %d", tc.name, code, tc.code)
+		}
+		var e struct{ Message string }
+		if err := json.Unmarshal(m["error"], &e); err != nil || !strings.Contains(e.Message, tc.msg) {
+			t.Errorf("%s: error %s does not say %q", tc.name, m["error"], tc.msg)
 		}
 	}
 	// A frame over the limit (a 20 MB prompt against a 1 MiB limit here) is refused by id
