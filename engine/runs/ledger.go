@@ -363,7 +363,7 @@ func (l *Ledger) Check(ctx context.Context, rec Record) time.Time {
 		if cur.Status != Running || cur.Lapsed || cur.LeaseGeneration != rec.LeaseGeneration {
 			return errUnchanged
 		}
-		cur.Lapsed = true
+		cur.Lapsed, cur.LapsedAt = true, time.Now().UTC()
 		return nil
 	})
 	if err != nil && !errors.Is(err, errUnchanged) {

@@ -82,12 +82,16 @@ func TestCheckLapsesOnlyWhenTheLeaseIsGone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			before := time.Now().UTC()
 			if at := b.Check(ctx, rec); !at.IsZero() {
 				t.Fatalf("%s: Check did not lapse the run (look again at %s)", how, at)
 			}
 			rec = get(t, a, rec.RunID)
 			if !rec.Lapsed || !a.Unknown(ctx, rec) || !b.Unknown(ctx, rec) {
 				t.Fatalf("%s: the run is not restart-unknown for every process: %+v", how, rec)
+			}
+			if rec.LapsedAt.Before(before) || rec.LapsedAt.After(time.Now()) {
+				t.Fatalf("%s: the lapse is recorded at %v, not when it was written", how, rec.LapsedAt)
 			}
 			if how == "released" {
 				// The lapse fenced the old holder: it can neither renew its lease nor

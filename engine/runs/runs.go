@@ -114,9 +114,12 @@ type Record struct {
 	// LeaseGeneration is the generation of the session's lease the run's turn runs under,
 	// taken when it was claimed (0: the store had no lease for the session; the run is then
 	// alive while its process is). Lapsed is set once that lease was gone with the run still
-	// running: the run is restart-unknown.
-	LeaseGeneration uint64 `json:"lease_generation,omitempty"`
-	Lapsed          bool   `json:"lapsed,omitempty"`
+	// running: the run is restart-unknown. It stays set once the run settles, and LapsedAt
+	// says when the lapse was written: every process's log of the run says run.unknown from
+	// these, at that time.
+	LeaseGeneration uint64    `json:"lease_generation,omitempty"`
+	Lapsed          bool      `json:"lapsed,omitempty"`
+	LapsedAt        time.Time `json:"lapsed_at,omitzero"`
 	// Ahead is how many runs of the session were ahead of this one when it was admitted.
 	Ahead int `json:"ahead,omitempty"`
 	// TurnID is the session turn the run's prompt became (set when it is known: at the claim,
@@ -515,7 +518,7 @@ func (l *Ledger) ClaimTurn(ctx context.Context, runID, turnID string) (Record, e
 			return ErrNotQueued
 		}
 		rec.Status, rec.Generation, rec.Process, rec.StartedAt = Running, rec.Generation+1, l.proc, time.Now().UTC()
-		rec.LeaseGeneration, rec.Lapsed = gen, false
+		rec.LeaseGeneration, rec.Lapsed, rec.LapsedAt = gen, false, time.Time{}
 		rec.TurnID, rec.EventFloor = turnID, floor
 		return nil
 	})

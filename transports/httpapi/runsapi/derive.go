@@ -234,9 +234,8 @@ func (rs *Runs) deriveLog(r *run) {
 				rs.catchUp(r, sess)
 			}
 			r.mu.Lock()
-			if !r.unknownSent && (unknown || rec.Result["turn_exit_reason"] == resolvedReason) {
-				r.unknownSent = true
-				r.emitLocked("run.unknown", "", unknownFields(rec), time.Now())
+			if unknown || wasUnknown(rec) {
+				r.unknownLocked(rec)
 			}
 			n, cur, v := len(r.events), r.cursor, r.view
 			r.mu.Unlock()

@@ -277,6 +277,12 @@ func (rs *Runs) refresh(r *run, rec runRecord) {
 		return // executed here: the worker publishes its events
 	}
 	unknown := !rec.Settled() && rec.Status == recRunning && rs.ledger.Unknown(rs.ctx, rec)
+	if unknown && !rec.Lapsed && rec.LeaseGeneration != 0 {
+		// Lapsed just now, by this read: the record with the lapse says when (unknownAt).
+		if cur, err := rs.ledger.Get(rs.ctx, rec.RunID); err == nil && cur.Version >= rec.Version {
+			rec = cur
+		}
+	}
 	r.mu.Lock()
 	if r.final || r.here && !rec.Settled() {
 		r.mu.Unlock()
@@ -308,14 +314,35 @@ func (rs *Runs) refresh(r *run, rec runRecord) {
 	if direct {
 		// Nothing to read from the session: the record's events are the whole log.
 		rs.log.Debug("runs: a settled run's log ends with its record", "run_id", r.id, "turn", rec.TurnID)
-		r.mu.Lock()
-		r.prefixLocked()
-		if !r.unknownSent && rec.Result["turn_exit_reason"] == resolvedReason && !r.here {
-			r.unknownSent = true
-			r.emitLocked("run.unknown", "", unknownFields(rec), time.Now())
-		}
-		r.mu.Unlock()
 		r.finish(rec, true, rec.Status, rec.Result)
+	}
+}
+
+// wasUnknown reports whether the record says the run went restart-unknown: its lease lapsed
+// (Lapsed stays set once it settles, also when the process that ran it settled it after
+// all), or it was resolved as such. Every process reads the same record, so every log of the
+// run has run.unknown, or none has.
+func wasUnknown(rec runRecord) bool {
+	return rec.Lapsed || rec.Result["turn_exit_reason"] == resolvedReason
+}
+
+// unknownAt is the time of a run's run.unknown: when the lapse was written, else (a run
+// resolved without a lease: its process was gone) when it was settled, else now.
+func unknownAt(rec runRecord) time.Time {
+	switch {
+	case !rec.LapsedAt.IsZero():
+		return rec.LapsedAt
+	case !rec.SettledAt.IsZero():
+		return rec.SettledAt
+	}
+	return time.Now()
+}
+
+// unknownLocked adds run.unknown to the log, once. Called with mu held.
+func (r *run) unknownLocked(rec runRecord) {
+	if !r.unknownSent {
+		r.unknownSent = true
+		r.emitLocked("run.unknown", "", unknownFields(rec), unknownAt(rec))
 	}
 }
 

@@ -309,6 +309,9 @@ func (r *run) finish(rec runRecord, stored bool, status string, res map[string]a
 	r.sess, r.turn = nil, nil
 	r.result = res
 	r.prefixLocked()
+	if stored && wasUnknown(rec) {
+		r.unknownLocked(rec) // the executor's log too, when its run lapsed before it settled it
+	}
 	at := time.Now()
 	if stored && !rec.SettledAt.IsZero() {
 		at = rec.SettledAt

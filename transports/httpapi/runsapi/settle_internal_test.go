@@ -127,3 +127,84 @@ func TestSettleRecordWins(t *testing.T) {
 		t.Fatalf("memory reads %s, the record interrupted", got)
 	}
 }
+
+// A run whose lease lapsed (restart-unknown) and which the process running it then settled
+// after all has one log on every process: the process that saw the lapse, the one that first
+// hears of the run settled, and the one that ran it — run.started, run.unknown at the time the
+// lapse was written, then the terminal event. A client that read one of them up to run.unknown
+// and reconnects to another gets the terminal event there.
+func TestRunUnknownIsInEveryProcesssLog(t *testing.T) {
+	st := memstore.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	proc := func() *Runs {
+		l, err := runs.Open(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		return &Runs{ctx: ctx, log: slog.New(slog.NewTextHandler(io.Discard, nil)), ledger: l, m: map[string]*run{}}
+	}
+	saw, late := proc(), proc()
+	running := runRecord{RunID: "run_u", AdmissionID: "adm_u", SessionID: "s_u", Status: recRunning, Process: "proc_A",
+		Generation: 1, LeaseGeneration: 7, CreatedAt: time.Unix(1_700_000_000, 0).UTC(), StartedAt: time.Unix(1_700_000_001, 0).UTC()}
+	lapsed := running
+	lapsed.Lapsed, lapsed.LapsedAt = true, time.Unix(1_700_000_020, 0).UTC()
+	settled := lapsed
+	settled.Status, settled.SettledAt = runs.Interrupted, time.Unix(1_700_000_050, 0).UTC()
+	settled.Result = map[string]any{"completed": false, "output": "", "turn_exit_reason": "lease_lost"}
+
+	// One process mirrors the run while it runs elsewhere, reads the lapse, then the
+	// settlement.
+	rs := newRun(running, runRunning)
+	saw.mu.Lock()
+	saw.addLocked(rs)
+	saw.mu.Unlock()
+	saw.refresh(rs, lapsed)
+	saw.derive(rs)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, done, _ := rs.since(0); !done; _, done, _ = rs.since(0) {
+		if time.Now().After(deadline) {
+			t.Fatal("the log of the lapsed run does not end at run.unknown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	saw.refresh(rs, settled)
+	<-rs.done
+
+	// Another first hears of it settled.
+	rl := late.recoveredRun(settled)
+	late.derive(rl)
+	<-rl.done
+
+	// The process that ran it settles it after all (its settlement returns the record).
+	rr := newRun(running, runRunning)
+	rr.here = true
+	rr.prefixLocked()
+	rr.finish(settled, true, runInterrupted, settled.Result)
+
+	want := logOf(t, rs)
+	var names []any
+	for _, l := range want {
+		names = append(names, l.id, l.data["event"])
+	}
+	if len(want) != 3 || want[1].data["event"] != "run.unknown" || want[2].data["event"] != "run.interrupted" {
+		t.Fatalf("the log of the process that saw the lapse: %v", names)
+	}
+	for name, r := range map[string]*run{"first hearing of it settled": rl, "that ran it": rr} {
+		got := logOf(t, r)
+		if len(got) != len(want) {
+			t.Errorf("the process %s has %d events, want %d (%v)", name, len(got), len(want), names)
+			continue
+		}
+		for i := range got {
+			if got[i].id != want[i].id || got[i].data["event"] != want[i].data["event"] || got[i].data["timestamp"] != want[i].data["timestamp"] {
+				t.Errorf("the process %s: event %d is %v, want %v", name, i, got[i], want[i])
+			}
+		}
+		// Read up to run.unknown on the first process, then reconnected here.
+		if evs, done, _ := r.since(want[1].id); len(evs) != 1 || !done {
+			t.Errorf("the process %s: a reconnect after run.unknown gets %d events (done %v)", name, len(evs), done)
+		}
+	}
+}
