@@ -39,18 +39,23 @@ func (rs *Runs) Adopt(ctx context.Context, tk engine.Takeover) bool {
 		return false
 	}
 	r.rec, r.here = rec, true
+	rs.mu.Lock()
+	if rs.adopted == nil {
+		rs.adopted = map[string]*run{}
+	}
+	rs.adopted[tk.SessionID] = r
+	rs.mu.Unlock()
 	return true
 }
 
 // Adopted follows the adopted turn to its end and settles the run, as for a run started here.
+// The run is the one Adopt moved here, not read again from the ledger: a read that failed
+// now would leave a run this process executes with nobody following it.
 func (rs *Runs) Adopted(sess *engine.Session, f *engine.Follow) {
-	head, ok, err := rs.ledger.Head(rs.ctx, sess.ID())
-	var r *run
-	if err == nil && ok {
-		rs.mu.Lock()
-		r = rs.m[head.RunID]
-		rs.mu.Unlock()
-	}
+	rs.mu.Lock()
+	r := rs.adopted[sess.ID()]
+	delete(rs.adopted, sess.ID())
+	rs.mu.Unlock()
 	if r == nil {
 		f.Close() // not a run of ours: the turn goes on, nobody settles a run for it
 		return

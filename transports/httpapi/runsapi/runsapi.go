@@ -92,9 +92,10 @@ type Runs struct {
 	lanes     *runs.Lanes // one worker per session with unsettled runs
 	streams   sync.WaitGroup
 
-	mu     sync.Mutex
-	m      map[string]*run
-	pruned time.Time // when addLocked last dropped expired runs
+	mu      sync.Mutex
+	m       map[string]*run
+	pruned  time.Time       // when addLocked last dropped expired runs
+	adopted map[string]*run // by session: a run Adopt moved here, until Adopted follows it
 
 	admit sync.Mutex // serialises keyed admissions here: look up, admit and remember as one step
 }
