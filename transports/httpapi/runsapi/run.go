@@ -86,6 +86,7 @@ type run struct {
 	deriving                             bool               // a goroutine derives the log from the store here
 	wake                                 context.CancelFunc // wakes the deriving goroutine
 	approval                             map[string]any     // the last approval.request taken
+	readers                              int                // streams open on the log: a settled log is trimmed once none is
 }
 
 func newRun(rec runRecord, status string) *run {
@@ -138,8 +139,9 @@ func (r *run) logBehindRecord() bool {
 // whole log again.
 //
 // While a run executes its whole log is kept, so no reader misses an event however far behind
-// it is. Once it settles only the last runLogKeep events are retained (with the terminal
-// event, which carries the output): a reconnect from before that window gets what is left.
+// it is. Once it settles and no stream reads it, only the last runLogKeep events are retained
+// (with the terminal event, which carries the output): a reconnect from before that window
+// gets what is left.
 func (r *run) since(seq int) ([]runEvent, bool, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -162,11 +164,30 @@ func (r *run) since(seq int) ([]runEvent, bool, <-chan struct{}) {
 // replay at 1,000 events as well).
 const runLogKeep = 1000
 
-// trimLocked drops all but the last runLogKeep events of a settled run. Called with mu held.
+// trimLocked drops all but the last runLogKeep events of a settled run, once no stream is
+// reading the log: a reader still connected, however far behind, gets every event it has yet
+// to read. Called with mu held.
 func (r *run) trimLocked() {
+	if !r.final || r.readers > 0 {
+		return
+	}
 	if n := len(r.events) - runLogKeep; n > 0 {
 		r.events = append([]runEvent(nil), r.events[n:]...)
 		r.base += n
+	}
+}
+
+// attach counts a stream reading the log; the func it returns ends the count (and trims the
+// log of a settled run the last reader leaves).
+func (r *run) attach() func() {
+	r.mu.Lock()
+	r.readers++
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.readers--
+		r.trimLocked()
+		r.mu.Unlock()
 	}
 }
 

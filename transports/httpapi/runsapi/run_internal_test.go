@@ -106,3 +106,24 @@ func (r *run) emit(name, status string, fields map[string]any) {
 	defer r.mu.Unlock()
 	r.emitLocked(name, status, fields, time.Now())
 }
+
+// A stream still reading the log of a run that settles, however far behind (a slow client),
+// gets every event it has yet to read: the log is trimmed once the last reader leaves.
+func TestRunLogKeptWhileAReaderIsBehind(t *testing.T) {
+	r := newRun(runRecord{RunID: "run_t", SessionID: "s"}, runRunning)
+	detach := r.attach()
+	r.mu.Lock()
+	for range runLogKeep + 200 {
+		r.emitLocked("message.delta", "", map[string]any{"delta": "x"}, time.Unix(0, 0))
+	}
+	r.mu.Unlock()
+	r.finish(runRecord{}, false, runCompleted, map[string]any{"output": "x"})
+	evs, done, _ := r.since(10)
+	if !done || len(evs) != runLogKeep+191 || evs[0].seq != 11 {
+		t.Fatalf("a connected reader at 10 gets %d events from %d (done %v), want every one from 11", len(evs), evs[0].seq, done)
+	}
+	detach()
+	if evs, _, _ := r.since(0); len(evs) != runLogKeep || evs[len(evs)-1].seq != runLogKeep+201 {
+		t.Fatalf("once the reader left the log keeps %d events up to %d, want the last %d", len(evs), evs[len(evs)-1].seq, runLogKeep)
+	}
+}

@@ -19,6 +19,7 @@ const finishWithin = 5 * time.Second
 // (at most finishWithin, without keep-alives) to deliver that, so it ends with the terminal
 // event rather than a cut.
 func (rs *Runs) streamRun(w *bufio.Writer, r *run, after int) {
+	defer r.attach()()
 	out := &wire.Frames{W: w}
 	out.Put([]byte("retry: 3000\n\n"))
 	quiet := time.NewTimer(rs.keepAlive)
