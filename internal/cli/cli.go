@@ -85,6 +85,9 @@ func run(ctx context.Context, args []string, io stdio) int {
 		args[0] = "version"
 	}
 	if c, ok := lookup(args[0]); ok {
+		if helpRequested(c.name, args[1:]) {
+			return commandHelp(ctx, c, args[1:], io)
+		}
 		tr := startTracing(ctx, io.err)
 		defer tr.Shutdown(ctx)
 		return c.run(ctx, args[1:], io)
@@ -92,6 +95,39 @@ func run(ctx context.Context, args []string, io stdio) int {
 	fmt.Fprintf(io.err, "hermes: unknown command %q\n\n", args[0])
 	usage(io.err)
 	return 2
+}
+
+// helpRequested reports whether -h, -help or --help asks for a command's usage: right after
+// the command, or after the subcommand word of config, mcp and policy (config show --help). A
+// script's own arguments (run FILE --help) are the script's.
+func helpRequested(name string, args []string) bool {
+	isHelp := func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		return true
+	case name == "config" || name == "mcp" || name == "policy":
+		return len(args) > 1 && isHelp(args[1])
+	}
+	return false
+}
+
+// commandHelp prints a command's usage on stdout and exits 0, as asking for help is not a
+// mistake: a command with flags prints them (its flag parsing stops at the help flag, before
+// it does anything); one without prints its line of the command table.
+func commandHelp(ctx context.Context, c command, args []string, io stdio) int {
+	sub := ""
+	if len(args) > 1 {
+		sub = args[0]
+	}
+	switch {
+	case c.name == "version", c.name == "config" && sub == "show", c.name == "policy" && sub == "show", c.name == "mcp" && sub == "status":
+		fmt.Fprintf(io.out, "usage: hermes %s\n\n%s\n", strings.TrimSpace(c.name+" "+sub), c.summary)
+		return 0
+	}
+	if code := c.run(ctx, args, stdio{io.in, io.out, io.out}); code != 2 {
+		return code
+	}
+	return 0
 }
 
 func runVersion(_ context.Context, _ []string, io stdio) int {
