@@ -338,6 +338,7 @@ func (f *Follow) acceptRemote(ev Event) (Event, bool) {
 	case ev.Type == EvTakeover && adoptedTurn(ev) == f.remote:
 		// Its process went away while it waited for an approval, and the new holder goes on
 		// with it (adopt.go): its events keep coming, from that holder.
+		f.live = true
 		return ev, true
 	case ev.Type == EvTakeover && (f.live || takenTurn(ev) == f.remote):
 		// The process that started the turn is gone. A takeover about an earlier turn (this
