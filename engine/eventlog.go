@@ -438,6 +438,12 @@ func (j *journal) flushOnce(st store.Store) (more, exit bool) {
 	j.log.pending = j.log.pending[len(batch):]
 	if j.log.leased && j.log.fence == 0 {
 		j.wakeLocked() // between leases an event is published once stored
+	} else {
+		for s := range j.subs {
+			if s.stored {
+				signal(s.wake)
+			}
+		}
 	}
 	j.settledLocked()
 	return len(j.log.pending) > 0, false

@@ -172,11 +172,16 @@ type Subscription struct {
 	epoch  uint64 // the journal's log epoch when subscribed (eventlog.go)
 	wake   chan struct{}
 	err    error
+	stored bool // deliver only events the store holds (SubscribeStored)
 }
 
 func (j *journal) subscribe(since uint64) *Subscription {
+	return j.subscribeTo(since, false)
+}
+
+func (j *journal) subscribeTo(since uint64, stored bool) *Subscription {
 	j.sync(context.Background())
-	s := &Subscription{j: j, cursor: since, wake: make(chan struct{}, 1)}
+	s := &Subscription{j: j, cursor: since, wake: make(chan struct{}, 1), stored: stored}
 	j.mu.Lock()
 	if j.subs == nil {
 		j.subs = map[*Subscription]struct{}{}
@@ -233,7 +238,11 @@ func (s *Subscription) read(ctx context.Context, buf []Event, max int) ([]Event,
 			s.err = ErrLagged
 			return buf, s.err
 		}
-		if vis := j.visibleLocked(); s.cursor < vis {
+		vis := j.visibleLocked()
+		if s.stored && j.log.st != nil && j.log.aligned && j.log.owner {
+			vis = min(vis, j.log.durable) // the lease holder's own events, once stored
+		}
+		if s.cursor < vis {
 			if len(j.events) == 0 || s.cursor+1 < j.first {
 				if st := j.log.st; j.log.aligned && st != nil && s.cursor < j.log.durable {
 					// Out of the window but stored: read it back.

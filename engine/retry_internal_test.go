@@ -233,3 +233,78 @@ func TestRefreshFindsItsOwnEventsStored(t *testing.T) {
 		})
 	}
 }
+
+// heldAppends holds event appends until released.
+type heldAppends struct {
+	store.Store
+	release chan struct{}
+}
+
+func (s *heldAppends) AppendEvents(ctx context.Context, sid string, f store.Fence, evs []store.StoredEvent) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.AppendEvents(ctx, sid, f, evs)
+}
+
+// A lease holder publishes the events it reserved seqs for as it appends them; a stored
+// subscription gets them once the store holds them, with the same seqs, and no sooner.
+func TestSubscribeStoredWaitsForTheStore(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	defer mem.Close()
+	if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := mem.AcquireLease(ctx, "s1", "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldAppends{Store: mem, release: make(chan struct{})}
+	j := newStoredJournal("s1", nil, held)
+	j.born()
+	j.mu.Lock()
+	j.log.aligned, j.log.needSync, j.log.owner, j.log.fence, j.log.leased = true, false, true, lease.Generation, true
+	j.log.reserved, j.log.reserve = 100, func(context.Context, uint64) error { return nil }
+	j.mu.Unlock()
+	defer j.close()
+	plain, stored := j.subscribe(0), j.subscribeTo(0, true)
+	defer plain.Close()
+	defer stored.Close()
+	for _, text := range []string{"a", "b", "c"} {
+		j.append(Event{Type: EvMessageDelta, TurnID: "t1", Text: text})
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	published, err := plain.NextBatch(wctx, nil)
+	if err != nil || len(published) != 3 {
+		t.Fatalf("the plain subscription: %d events, %v", len(published), err)
+	}
+	early, cancelEarly := context.WithTimeout(ctx, 300*time.Millisecond)
+	got, err := stored.NextBatch(early, nil)
+	cancelEarly()
+	if err == nil {
+		t.Fatalf("the stored subscription delivered %d events the store does not hold", len(got))
+	}
+	close(held.release)
+	for len(got) < 3 {
+		more, err := stored.NextBatch(wctx, nil)
+		if err != nil {
+			t.Fatalf("after %d events: %v", len(got), err)
+		}
+		last, _ := mem.LastEventSeq(ctx, "s1")
+		for _, ev := range more {
+			if ev.Seq > last {
+				t.Fatalf("event %d delivered with the store at %d", ev.Seq, last)
+			}
+		}
+		got = append(got, more...)
+	}
+	for i := range got {
+		if got[i].Seq != published[i].Seq || got[i].Text != published[i].Text {
+			t.Fatalf("event %d: stored %d %q, published %d %q", i, got[i].Seq, got[i].Text, published[i].Seq, published[i].Text)
+		}
+	}
+}

@@ -236,6 +236,13 @@ func (s *Session) reload(ctx context.Context) error {
 // check Released after subscribing.
 func (s *Session) Subscribe(since uint64) *Subscription { return s.j.subscribe(since) }
 
+// SubscribeStored is Subscribe for events the store holds: the lease holder publishes its
+// events as it appends them, before they are stored, and a reader that must see exactly what
+// every other process will read back (a run's event log) waits for them to be stored. In a
+// process that is not the session's writer, and for a session without a stored log, it is
+// Subscribe.
+func (s *Session) SubscribeStored(since uint64) *Subscription { return s.j.subscribeTo(since, true) }
+
 // Events replays events after since and then follows live ones, until ctx ends, the session
 // closes, or the reader lags (yielding ErrLagged).
 func (s *Session) Events(ctx context.Context, since uint64) iter.Seq2[Event, error] {

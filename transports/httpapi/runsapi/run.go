@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -266,17 +267,22 @@ type runRequest struct {
 // follow takes the turn's events into the run's log until the turn ends or the server stops
 // (then the turn is interrupted and the run settled interrupted).
 func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
+	// The log takes the turn's events as the store holds them, as every other process reads
+	// them (derive.go), not as the turn publishes them: an event this process published and
+	// never stored (it was killed, or lost the lease, before its flush) is in no log.
+	stopLog := rs.logStored(r, sess, tr.ID())
 	out, err := tr.Follow(func(ev engine.Event) {
 		if q, ok := ev.Data.(engine.Request); ok && ev.Type == engine.EvRequestOpen && q.Kind != engine.KindApproval {
 			_ = sess.Withdraw(q.ID, wire.NoClient)
 		}
-		rs.take(r, sess, ev)
 	})
 	// The turn's events are in the store before its record says it ended: a process deriving
 	// the run's log reads them there once it sees the record settled (derive.go).
 	sctx, cancel := context.WithTimeout(rs.ctx, storedWithin)
 	_ = sess.EventsStored(sctx) // not stored: the settlement is refused too, or tried again
 	cancel()
+	stopLog()
+	rs.catchUp(r, sess) // what the store holds of the turn that the subscription had yet to pass on
 	// Free the slot before the terminal event: a client that saw it may start the next turn.
 	tr.Close("shutdown")
 	rs.release()
@@ -288,6 +294,51 @@ func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
 	status, res := outcomeResult(out)
 	wire.AddContext(res, sess.Context())
 	rs.settle(r, status, res)
+}
+
+// logStored takes the events of the turn the run executes here into its log as the store
+// holds them (engine.Session.SubscribeStored), until the turn's end or the func it returns is
+// called (which waits for it to stop).
+func (rs *Runs) logStored(r *run, sess *engine.Session, turnID string) (stop func()) {
+	ctx, cancel := context.WithCancel(rs.ctx)
+	r.mu.Lock()
+	if r.view.turn == "" {
+		r.view.turn = turnID
+	}
+	from := max(r.cursor, r.rec.EventFloor)
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sub := sess.SubscribeStored(from)
+		defer func() { sub.Close() }()
+		var buf []engine.Event
+		for {
+			var err error
+			buf, err = sub.NextBatch(ctx, buf[:0])
+			for _, ev := range buf {
+				rs.take(r, sess, ev)
+			}
+			r.mu.Lock()
+			over, cur := r.view.done, r.cursor
+			r.mu.Unlock()
+			switch {
+			case over || ctx.Err() != nil:
+				return
+			case errors.Is(err, engine.ErrLagged):
+				// Events numbered here were forgotten unstored (the lease was lost): the
+				// stored log goes on from what was taken.
+				sub.Close()
+				sub = sess.SubscribeStored(cur)
+			case err != nil:
+				return // the session closed: the follower reads the rest from the store (catchUp)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // storedWithin bounds how long a run's settlement waits for its turn's events to be stored.
