@@ -517,23 +517,27 @@ func (j *journal) visibleLocked() uint64 {
 // seq alone does not tell, since a new lease holder numbers its events past ours. Each attempt
 // has its own deadline and the budget counts attempts (writeRetry), so a process that was
 // stopped with an append in flight looks again once it runs.
+//
+// Seqs already taken are this journal's own when the stored events there are the ones it
+// wrote: a write whose answer was lost, this flush's or an earlier one's (its birth events,
+// stored unfenced, may still be pending when it takes a lease). Those count as stored and the
+// rest of the batch is sent again; seqs another writer took end the write.
 func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) error {
-	unknown := false // an earlier attempt's outcome is not known
 	for r := newWriteRetry(); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := st.AppendEvents(ctx, j.sid, store.Fence{Generation: fence}, evs)
 		cancel()
-		// Seqs taken after an attempt whose outcome is not known: by that attempt, or by
-		// another writer. The stored events tell which.
-		taken := unknown && errors.Is(err, store.ErrEventSeq)
+		taken := errors.Is(err, store.ErrEventSeq)
 		if !taken && !outcomeUnknown(err) {
 			return err
 		}
-		unknown = true
-		ok, lerr := landed(st, j.sid, fence, evs)
+		k, lerr := landed(st, j.sid, fence, evs)
 		switch {
-		case lerr == nil && ok:
+		case lerr == nil && k == len(evs):
 			return nil
+		case lerr == nil && k > 0:
+			evs = evs[k:] // stored up to there: the rest goes again
+			continue
 		case lerr == nil && taken:
 			return err // another writer's
 		case taken:
@@ -545,25 +549,21 @@ func (j *journal) write(st store.Store, fence uint64, evs []store.StoredEvent) e
 	}
 }
 
-// landed reports whether the session's stored events at evs' seqs are evs as an append under
-// fence wrote them, or as this journal wrote them before any fence (its birth reservation's
-// events, whose write's answer was lost before it took a lease).
-func landed(st store.Store, sid string, fence uint64, evs []store.StoredEvent) (bool, error) {
+// landed counts the events at the start of evs that the session's stored log holds as an
+// append under fence wrote them, or as this journal wrote them before any fence (its birth
+// reservation's events).
+func landed(st store.Store, sid string, fence uint64, evs []store.StoredEvent) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	got, err := st.EventsSince(ctx, sid, evs[0].Seq-1, len(evs))
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	if len(got) != len(evs) {
-		return false, nil
+	k := 0
+	for k < len(got) && k < len(evs) && writtenAs(got[k], evs[k], fence) {
+		k++
 	}
-	for i, e := range evs {
-		if !writtenAs(got[i], e, fence) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return k, nil
 }
 
 // writtenAs reports whether the stored event g is e as this journal wrote it: under fence, or

@@ -308,3 +308,55 @@ func TestSubscribeStoredWaitsForTheStore(t *testing.T) {
 		}
 	}
 }
+
+// A lease holder whose pending events begin with its own birth event, already stored unfenced
+// by a write whose answer it lost, finds it stored when the fenced append is refused for that
+// seq: the rest of the batch is stored after it and the journal keeps writing the log. Another
+// writer's event at that seq still ends the write.
+func TestWriteFindsItsOwnEventsAlreadyStored(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		other bool
+	}{{"its own", false}, {"another writer's", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memstore.New()
+			defer mem.Close()
+			if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
+				t.Fatal(err)
+			}
+			lease, err := mem.AcquireLease(ctx, "s1", "me", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := newStoredJournal("s1", nil, mem)
+			j.born()
+			j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: "s1"}})
+			j.append(Event{Type: EvMessageDelta, TurnID: "t1", Text: "after the birth"})
+			j.mu.Lock()
+			birth := storedEvent(j.events[0])
+			if tc.other {
+				birth.Data = json.RawMessage(`{"session_id":"s1","model":"another"}`)
+			}
+			j.mu.Unlock()
+			if err := mem.AppendEvents(ctx, "s1", store.Fence{}, []store.StoredEvent{birth}); err != nil {
+				t.Fatal(err)
+			}
+			batch := []store.StoredEvent{storedEvent(j.events[0]), storedEvent(j.events[1])}
+			err = j.write(mem, lease.Generation, batch)
+			if tc.other {
+				if !errors.Is(err, store.ErrEventSeq) {
+					t.Fatalf("another writer's event at the seq: %v, want the seq refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("the write refused its own stored birth event: %v", err)
+			}
+			got, err := mem.EventsSince(ctx, "s1", 0, 10)
+			if err != nil || len(got) != 2 || got[1].Text != "after the birth" || got[1].Generation != lease.Generation {
+				t.Fatalf("stored %+v (%v): want the birth event, then the delta under the lease", got, err)
+			}
+		})
+	}
+}
