@@ -144,6 +144,9 @@ type clientConn struct {
 	nc  *net.UnixConn
 	wmu sync.Mutex
 	fw  *frameWriter
+	// gone: its reader ended and failed the calls waiting on it (Client.lost); a call
+	// registered after that would wait forever. Guarded by Client.mu.
+	gone bool
 }
 
 type call struct {
@@ -404,6 +407,7 @@ func (c *Client) read(cc *clientConn) {
 func (c *Client) lost(cc *clientConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	cc.gone = true
 	for id, p := range c.pending {
 		if p.cc == cc {
 			delete(c.pending, id)
@@ -468,6 +472,12 @@ func (c *Client) do(ctx context.Context, req *request, retry bool) (*response, e
 		}
 		ch := make(chan *response, 1)
 		c.mu.Lock()
+		if cc.gone {
+			// Lost since conn returned it, and this request not sent: the next connection
+			// takes it, a write as well as a read.
+			c.mu.Unlock()
+			continue
+		}
 		c.nextID++
 		req.ID = c.nextID
 		c.pending[req.ID] = &call{ch: ch, cc: cc}
@@ -807,6 +817,10 @@ func (c *Client) Watch(ctx context.Context, in store.Interest) (*store.Subscript
 		}
 		ch := make(chan *response, 1)
 		c.mu.Lock()
+		if cc.gone {
+			c.mu.Unlock()
+			continue // lost since conn returned it: registered on the next connection
+		}
 		c.pending[id] = &call{ch: ch, cc: cc}
 		c.mu.Unlock()
 		if err := cc.write(&request{ID: id, Op: opWatch, Watch: &in}); err != nil {
