@@ -194,8 +194,8 @@ func TestCheckGraceAndExitedHolder(t *testing.T) {
 		host, _ := os.Hostname()
 		owner := host + ":" + strconv.Itoa(cmd.Process.Pid) + ":ab12"
 		rec, _ = leased(t, st, a, "run_d", "s_d", owner, time.Hour)
-		if !b.Unknown(ctx, rec) {
-			t.Fatal("the run of a holder that exited is not unknown at once")
+		if now, unknown := b.Lapse(ctx, rec); !unknown || !now.Lapsed || now.LapsedAt.IsZero() || now.Version <= rec.Version {
+			t.Fatalf("the run of a holder that exited is not unknown at once, with the lapsed record: %v %+v", unknown, now)
 		}
 		if rec = get(t, b, "run_d"); !rec.Lapsed || !a.Unknown(ctx, rec) {
 			t.Fatalf("the run of a holder that exited: %+v", rec)

@@ -571,12 +571,19 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, runID, admissionID string, 
 // Whether a run is unknown is written in its record, so every process that reads it says the
 // same.
 func (l *Ledger) Unknown(ctx context.Context, rec Record) bool {
+	_, unknown := l.Lapse(ctx, rec)
+	return unknown
+}
+
+// Lapse is Unknown that also returns the record as it is now: when the check lapsed the run
+// just then, the record with the lapse (its LapsedAt), else rec.
+func (l *Ledger) Lapse(ctx context.Context, rec Record) (Record, bool) {
 	if rec.Status == Running && rec.LeaseGeneration != 0 && !rec.Lapsed && rec.Process != l.proc && l.Check(ctx, rec).IsZero() {
 		if cur, err := l.Get(ctx, rec.RunID); err == nil {
 			rec = cur
 		}
 	}
-	return l.unknown(ctx, rec)
+	return rec, l.unknown(ctx, rec)
 }
 
 // unknown is Unknown from the record alone.

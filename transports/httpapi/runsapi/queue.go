@@ -276,12 +276,9 @@ func (rs *Runs) refresh(r *run, rec runRecord) {
 	if rec.Process == rs.ledger.Process() && !rec.Settled() {
 		return // executed here: the worker publishes its events
 	}
-	unknown := !rec.Settled() && rec.Status == recRunning && rs.ledger.Unknown(rs.ctx, rec)
-	if unknown && !rec.Lapsed && rec.LeaseGeneration != 0 {
-		// Lapsed just now, by this read: the record with the lapse says when (unknownAt).
-		if cur, err := rs.ledger.Get(rs.ctx, rec.RunID); err == nil && cur.Version >= rec.Version {
-			rec = cur
-		}
+	unknown := false
+	if !rec.Settled() && rec.Status == recRunning {
+		rec, unknown = rs.ledger.Lapse(rs.ctx, rec) // lapsed just now: the record says when (unknownAt)
 	}
 	r.mu.Lock()
 	if r.final || r.here && !rec.Settled() {

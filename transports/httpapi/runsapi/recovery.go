@@ -65,12 +65,16 @@ func (rs *Runs) init() error {
 // record and the session's stored events when a client reads it (derive.go).
 func (rs *Runs) recoveredRun(rec runRecord) *run {
 	var r *run
+	unknown := false
+	if rec.Status == recRunning {
+		rec, unknown = rs.ledger.Lapse(rs.ctx, rec) // lapsed just now: the record says when (unknownAt)
+	}
 	switch {
 	case rec.Settled():
 		r = newRun(rec, rec.Status)
 		r.result = rec.Result
 		r.updated = rec.SettledAt
-	case rec.Status == recRunning && rs.ledger.Unknown(rs.ctx, rec):
+	case unknown:
 		r = newRun(rec, runUnknown)
 		rs.log.Warn("runs: a run was executing when its process stopped; it is restart-unknown until resolved",
 			"run_id", rec.RunID, "session_id", rec.SessionID, "admission_id", rec.AdmissionID, "execution_generation", rec.Generation)
