@@ -108,12 +108,10 @@ var weakKeys = []string{"changeme", "replaceme", "placeholder", "yourapikey", "y
 func checkKeys(rep *doctorReport, cfg *config.Config) {
 	type named struct{ name, key string }
 	keys := []named{}
-	keyFile := filepath.Join(cfg.Home, "api_key")
 	if cfg.Server.APIKey != "" {
 		keys = append(keys, named{"api_key", cfg.Server.APIKey})
-	} else if b, err := os.ReadFile(keyFile); err == nil && len(strings.TrimSpace(string(b))) >= httpapi.MinKeyLength {
-		// What hermes serve created on its first start (serverKey), and uses while none is set.
-		keys = append(keys, named{"api_key", strings.TrimSpace(string(b))})
+	} else if k, ok := storedKey(cfg); ok {
+		keys = append(keys, named{"api_key", k}) // what hermes serve created and uses (serverKey)
 	}
 	for i, k := range cfg.Server.ExtraKeys {
 		n := fmt.Sprintf("extra_api_keys[%d]", i)
@@ -127,7 +125,7 @@ func checkKeys(rep *doctorReport, cfg *config.Config) {
 	}
 	if len(keys) == 0 {
 		rep.add(doctorCheck{Area: "keys", Name: "api_key", Status: statusOK,
-			Detail: "not set: hermes serve creates a random one in " + keyFile + " on its first start"})
+			Detail: "not set: hermes serve creates a random one in " + keyFile(cfg) + " on its first start"})
 		return
 	}
 	seen := map[string]string{}
@@ -137,7 +135,7 @@ func checkKeys(rep *doctorReport, cfg *config.Config) {
 		if k.name == "api_key" {
 			where = "HERMES_API_KEY (or server.api_key)"
 			if cfg.Server.APIKey == "" {
-				where = keyFile
+				where = keyFile(cfg)
 			}
 		}
 		fix := "replace " + where + " with a random key: openssl rand -hex 32"

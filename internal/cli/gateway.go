@@ -152,17 +152,27 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	return 0
 }
 
+// keyFile is where hermes serve keeps the API key it created, used while none is configured.
+func keyFile(cfg *config.Config) string { return filepath.Join(cfg.Home, "api_key") }
+
+// storedKey is the key in keyFile, when it holds one long enough to be served.
+func storedKey(cfg *config.Config) (string, bool) {
+	b, err := os.ReadFile(keyFile(cfg))
+	if k := strings.TrimSpace(string(b)); err == nil && len(k) >= httpapi.MinKeyLength {
+		return k, true
+	}
+	return "", false
+}
+
 // serverKey returns the configured API key, or creates one under HERMES_HOME on first start.
 func serverKey(cfg *config.Config, io stdio) (string, error) {
 	if cfg.Server.APIKey != "" {
 		return cfg.Server.APIKey, nil
 	}
-	path := filepath.Join(cfg.Home, "api_key")
-	if b, err := os.ReadFile(path); err == nil {
-		if k := strings.TrimSpace(string(b)); len(k) >= 16 {
-			redact.Register(k)
-			return k, nil
-		}
+	path := keyFile(cfg)
+	if k, ok := storedKey(cfg); ok {
+		redact.Register(k)
+		return k, nil
 	}
 	var raw [24]byte
 	if _, err := rand.Read(raw[:]); err != nil {
