@@ -11,13 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-go/hermes/engine"
-	"github.com/hermes-go/hermes/engine/model"
-	"github.com/hermes-go/hermes/engine/model/openai"
-	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
 	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/store/memstore"
-	"github.com/hermes-go/hermes/transports/gateway"
 )
 
 // holdingStore holds event appends while held is set.
@@ -43,26 +38,7 @@ func (s *holdingStore) AppendEvents(ctx context.Context, sid string, f store.Fen
 // its own process shows none of them; once they are stored, it shows them, then the end.
 func TestRunStreamOnTheExecutorWaitsForTheStore(t *testing.T) {
 	st := &holdingStore{Store: memstore.New(), release: make(chan struct{})}
-	fake := openaitest.New(t)
-	fake.Enqueue(openaitest.Text("warm"))
-	fake.Enqueue(openaitest.Text("new"))
-	eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"openai": openai.New(openai.Config{BaseURL: fake.URL(), MaxRetries: -1})},
-		DefaultModel: "openai:fake", Cwd: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway.New(eng, gateway.Options{})
-	s, err := New(eng, gw, Options{APIKey: "internal-key-0123456789"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		gw.Close()
-		eng.Close()
-	})
+	s := newInternalAnswering(t, st, "warm", "new")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,11 +17,19 @@ import (
 	"github.com/hermes-go/hermes/transports/gateway"
 )
 
-// newInternal builds a server (not listening) over st.
+// newInternal builds a server (not listening) over st, whose model answers "new".
 func newInternal(t testing.TB, st store.Store) *Server {
 	t.Helper()
+	return newInternalAnswering(t, st, "new")
+}
+
+// newInternalAnswering is newInternal with a model that gives these answers, in turn.
+func newInternalAnswering(t testing.TB, st store.Store, answers ...string) *Server {
+	t.Helper()
 	fake := openaitest.New(t)
-	fake.Enqueue(openaitest.Text("new"))
+	for _, a := range answers {
+		fake.Enqueue(openaitest.Text(a))
+	}
 	prov := openai.New(openai.Config{BaseURL: fake.URL(), MaxRetries: -1})
 	eng, err := engine.New(engine.Config{Store: st, Providers: map[string]model.Provider{"openai": prov}, DefaultModel: "openai:fake", Cwd: t.TempDir()})
 	if err != nil {
