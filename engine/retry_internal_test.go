@@ -197,11 +197,7 @@ func TestRefreshFindsItsOwnEventsStored(t *testing.T) {
 		other bool
 	}{{"its own", false}, {"another writer's", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := memstore.New()
-			defer mem.Close()
-			if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
-				t.Fatal(err)
-			}
+			mem := storeWithSession(t, "s1")
 			j := newStoredJournal("s1", nil, mem)
 			j.born()
 			j.append(Event{Type: EvSessionInfo, Data: Info{SessionID: "s1"}})
@@ -253,11 +249,7 @@ func (s *heldAppends) AppendEvents(ctx context.Context, sid string, f store.Fenc
 // subscription gets them once the store holds them, with the same seqs, and no sooner.
 func TestSubscribeStoredWaitsForTheStore(t *testing.T) {
 	ctx := context.Background()
-	mem := memstore.New()
-	defer mem.Close()
-	if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
-		t.Fatal(err)
-	}
+	mem := storeWithSession(t, "s1")
 	lease, err := mem.AcquireLease(ctx, "s1", "me", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -320,11 +312,7 @@ func TestWriteFindsItsOwnEventsAlreadyStored(t *testing.T) {
 		other bool
 	}{{"its own", false}, {"another writer's", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := memstore.New()
-			defer mem.Close()
-			if _, err := mem.CreateSession(ctx, store.Session{ID: "s1"}); err != nil {
-				t.Fatal(err)
-			}
+			mem := storeWithSession(t, "s1")
 			lease, err := mem.AcquireLease(ctx, "s1", "me", time.Minute)
 			if err != nil {
 				t.Fatal(err)
@@ -359,4 +347,15 @@ func TestWriteFindsItsOwnEventsAlreadyStored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeWithSession is an in-memory store holding the session sid, closed with the test.
+func storeWithSession(t *testing.T, sid string) *memstore.Store {
+	t.Helper()
+	mem := memstore.New()
+	t.Cleanup(func() { mem.Close() })
+	if _, err := mem.CreateSession(context.Background(), store.Session{ID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	return mem
 }
