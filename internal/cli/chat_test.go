@@ -99,7 +99,7 @@ func TestChatOneShotFromCassette(t *testing.T) {
 		t.Fatalf("continue: exit %d\n%q\n%s", r2.code, r2.stdout, r2.err)
 	}
 	ls := hermes(t, work, env, "sessions")
-	if ls.code != 0 || !strings.Contains(ls.stdout, id[1]) || !strings.Contains(ls.stdout, "rows=10") {
+	if ls.code != 0 || sessionRow(ls.stdout, id[1])["ROWS"] != "10" {
 		t.Fatalf("sessions: %d %s %s", ls.code, ls.stdout, ls.err)
 	}
 	// A broken cassette fails the turn with exit 1 and says why.

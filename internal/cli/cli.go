@@ -21,7 +21,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
@@ -163,9 +165,9 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 		return 2
 	}
 	// One write for the listing, not one a line (10,000 sessions are 10,000 writes otherwise).
-	out := bufio.NewWriterSize(io.out, 64<<10)
-	defer out.Flush()
-	enc := json.NewEncoder(out)
+	buf := bufio.NewWriterSize(io.out, 64<<10)
+	defer buf.Flush()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
@@ -182,6 +184,16 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	if err != nil {
 		fmt.Fprintln(io.err, "hermes:", err)
 		return 1
+	}
+	// The table: aligned columns under a header, written once the widths are known.
+	out := tabwriter.NewWriter(buf, 0, 8, 2, ' ', 0)
+	if !*jsonOut {
+		defer out.Flush()
+		header := "ID\tUPDATED\tMODEL\tROWS\tTITLE"
+		if *all {
+			header += "\tOWNER"
+		}
+		fmt.Fprintln(out, header)
 	}
 	// The CLI is the local owner: another principal's sessions are listed only with -all.
 	n := 0
@@ -206,13 +218,29 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 			}
 			continue
 		}
-		owner := ""
-		if s.Principal != "" {
-			owner = "  owner=" + s.Principal
+		fmt.Fprintf(out, "%s\t%s\t%s\t%d\t%s", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"),
+			cell(s.Model), s.RowCount, cell(s.Title))
+		if *all {
+			fmt.Fprintf(out, "\t%s", cell(s.Principal))
 		}
-		fmt.Fprintf(out, "%s  %s  %-24s rows=%d  %s%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.Model, s.RowCount, s.Title, owner)
+		fmt.Fprintln(out)
 	}
 	return 0
+}
+
+// cell is a stored string as one cell of a terminal table: "-" when empty, and every control
+// character (a newline or tab would break the table, an escape sequence would reach the
+// terminal) as a space. Titles and models are set by API clients, not only by this user.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func openStore(cfg *config.Config) (store.Store, error) { return openStoreLog(cfg, nil) }
