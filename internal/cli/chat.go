@@ -96,10 +96,21 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 		if err != nil {
 			return fail(io, err)
 		}
-		fmt.Fprintf(io.err, "[session %s · %s]\n", s.ID(), out.ExitReason)
+		fmt.Fprintf(io.err, "[session %s · %s]\n", s.ID(), reasonClass(out))
 		return exitCode(out)
 	}
 	return term.interactive(ctx, s)
+}
+
+// reasonClass is an outcome's exit reason for a person: a failed turn's reason without the
+// error it carries in parentheses (provider_error(…) is provider_error), since the error line
+// says it whole; a completed turn's reason unchanged (text_response(finish_reason=stop)).
+func reasonClass(o engine.Outcome) string {
+	if o.Status == engine.StatusCompleted || o.Error == "" {
+		return o.ExitReason
+	}
+	class, _, _ := strings.Cut(o.ExitReason, "(")
+	return class
 }
 
 // exitCode maps an outcome: 0 completed, 1 failed, 130 cancelled (as for SIGINT).
@@ -172,6 +183,7 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	midLine := false
+	shown := "" // the last error event printed: the outcome does not say it again
 	for ev, err := range f.Events(ctx) {
 		if err != nil {
 			return engine.Outcome{}, err
@@ -211,6 +223,7 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 			fmt.Fprintf(t.io.err, "[%s request %s withdrawn: %s]\n", d.Kind, d.ID, d.Reason)
 		case engine.ErrorInfo:
 			fmt.Fprintf(t.io.err, "error: %s\n", d.Message)
+			shown = d.Message
 		case engine.Outcome:
 			out := d
 			if midLine || out.Text != "" && !strings.HasSuffix(out.Text, "\n") {
@@ -221,8 +234,10 @@ func (t *terminal) turn(ctx context.Context, s *engine.Session, prompt string) (
 			}
 			if out.Status != engine.StatusCompleted {
 				msg := out.ExitReason
-				if out.Error != "" {
-					msg += ": " + out.Error
+				if out.Error != "" && out.Error != shown {
+					msg = reasonClass(out) + ": " + out.Error
+				} else if out.Error != "" {
+					msg = reasonClass(out) // said by the error line above
 				}
 				fmt.Fprintf(t.io.err, "[turn %s: %s]\n", out.Status, msg)
 			}

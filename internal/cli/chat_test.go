@@ -102,11 +102,13 @@ func TestChatOneShotFromCassette(t *testing.T) {
 	if ls.code != 0 || sessionRow(ls.stdout, id[1])["ROWS"] != "10" {
 		t.Fatalf("sessions: %d %s %s", ls.code, ls.stdout, ls.err)
 	}
-	// A broken cassette fails the turn with exit 1 and says why.
+	// A broken cassette fails the turn with exit 1 and says why, once: the turn's and the
+	// session's last lines name the failure's class, not the error again.
 	broken := filepath.Join(t.TempDir(), "broken.cassette.json")
 	os.WriteFile(broken, []byte(`{"version":1,`), 0o600)
 	r3 := hermes(t, work, env, "chat", "--session", id[1], "--model", "replay:"+broken, "-q", "again")
-	if r3.code != 1 || !strings.Contains(r3.err, "broken.cassette.json") {
+	if r3.code != 1 || strings.Count(r3.err, "broken.cassette.json") != 1 ||
+		!strings.Contains(r3.err, "[turn failed: provider_error]\n") || !strings.Contains(r3.err, " · provider_error]\n") {
 		t.Fatalf("broken cassette: exit %d\n%s", r3.code, r3.err)
 	}
 	bad := hermes(t, work, env, "chat", "--model", "nope:x", "-q", "hi")
