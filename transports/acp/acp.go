@@ -254,7 +254,7 @@ func (a *agent) engine(ctx context.Context) (*engine.Engine, error) {
 	select {
 	case <-a.engReady:
 	case <-ctx.Done():
-		return nil, errorf("hermes is still starting: %v", ctx.Err())
+		return nil, fmt.Errorf("hermes is still starting: %w", ctx.Err())
 	}
 	if a.engErr != nil {
 		return nil, errorf("hermes could not start: %v", a.engErr)
@@ -434,7 +434,7 @@ func (a *agent) open(ctx context.Context, id sdk.SessionId, cwd string) (*sessio
 		if errors.Is(err, engine.ErrSessionNotFound) {
 			return nil, errUnknownSession(id)
 		}
-		return nil, internalError(err.Error())
+		return nil, err
 	}
 	// ACP acts for the local owner: a session an API key of `hermes serve` made is another
 	// principal's, and unknown here.
@@ -464,7 +464,7 @@ func (a *agent) NewSession(ctx context.Context, p sdk.NewSessionRequest) (sdk.Ne
 	// command), which finds only what the store holds.
 	s, err := eng.Create(ctx, engine.CreateOptions{Cwd: p.Cwd, Source: Source})
 	if err != nil {
-		return sdk.NewSessionResponse{}, internalError(err.Error())
+		return sdk.NewSessionResponse{}, err
 	}
 	ss := a.add(s, p.Cwd)
 	a.attachMCP(ss, p.McpServers)
@@ -479,7 +479,7 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 	}
 	a.attachMCP(ss, p.McpServers)
 	if err := a.replay(ctx, ss); err != nil {
-		return sdk.LoadSessionResponse{}, internalError(err.Error())
+		return sdk.LoadSessionResponse{}, err
 	}
 	a.announce(ss)
 	return sdk.LoadSessionResponse{ConfigOptions: a.configOptions(ss), Modes: modeState(ss)}, nil
@@ -504,7 +504,7 @@ func (a *agent) UnstableForkSession(ctx context.Context, p sdk.UnstableForkSessi
 		if errors.Is(err, engine.ErrNothingToBranch) {
 			return sdk.UnstableForkSessionResponse{}, invalidParams(err.Error())
 		}
-		return sdk.UnstableForkSessionResponse{}, internalError(err.Error())
+		return sdk.UnstableForkSessionResponse{}, err
 	}
 	cwd := p.Cwd
 	if cwd == "" {
@@ -534,7 +534,7 @@ func (a *agent) ListSessions(ctx context.Context, p sdk.ListSessionsRequest) (sd
 	}
 	all, err := eng.List(ctx, engine.ListOptions{})
 	if err != nil {
-		return sdk.ListSessionsResponse{}, internalError(err.Error())
+		return sdk.ListSessionsResponse{}, err
 	}
 	out := sdk.ListSessionsResponse{Sessions: []sdk.SessionInfo{}}
 	n := 0
@@ -714,12 +714,13 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p sdk.SetSessionConf
 }
 
 // settingError maps a failed model or mode change: a value the agent does not know is the
-// client's error (-32602); anything else (the store failed) is the agent's (-32603).
+// client's error (-32602); anything else (the store failed) is the agent's, which answerError
+// words.
 func settingError(err error) error {
 	if errors.Is(err, engine.ErrInvalidModel) || errors.Is(err, model.ErrUnknownProvider) || errors.Is(err, engine.ErrUnknownMode) {
 		return invalidParams(err.Error())
 	}
-	return internalError(err.Error())
+	return err
 }
 
 // UnstableSetSessionModel serves session/set_model, which some clients still send instead of
@@ -806,6 +807,34 @@ func (a *agent) replay(ctx context.Context, ss *session) error {
 func errorf(format string, args ...any) error {
 	return internalError(fmt.Sprintf(format, args...))
 }
+
+// answerError is the one mapping from a handler's failure to the error its request is
+// answered with (safeAgent applies it to every handler): an answer the handler chose
+// (*sdk.RequestError) stands, except that a request its client cancelled ($/cancel_request)
+// is answered -32800 whatever failed, as ACP's cancellation requires; a context cancellation
+// anywhere in the chain is -32800 too; anything else is the agent's -32603 with the error's
+// text.
+func answerError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(context.Cause(ctx), context.Canceled) {
+		return requestCancelled()
+	}
+	var re *sdk.RequestError
+	if errors.As(err, &re) {
+		return re
+	}
+	return internalError(err.Error())
+}
+
+// requestCancelled answers a cancelled request (ACP's -32800, the SDK's wording).
+func requestCancelled() error {
+	return &sdk.RequestError{Code: codeRequestCancelled, Message: "Request cancelled"}
+}
+
+// codeRequestCancelled is ACP's code for a request its client cancelled.
+const codeRequestCancelled = -32800
 
 // invalidParams and internalError are the agent's error answers: the JSON-RPC code, the
 // reason in the message (what a client shows its user: "Invalid params" alone says nothing)

@@ -162,12 +162,12 @@ func (a *agent) command(ctx context.Context, ss *session, text string) (handled 
 }
 
 // commandError maps an engine refusal of a command: a busy session is the client's timing
-// (-32602 with the reason), anything else the agent's.
+// (-32602 with the reason), anything else the agent's, which answerError words.
 func commandError(err error) error {
 	if errors.Is(err, engine.ErrBusy) {
 		return invalidParams("a turn is running: " + err.Error())
 	}
-	return internalError(err.Error())
+	return err
 }
 
 // maxTitle bounds an automatic title, in runes.

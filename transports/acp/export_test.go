@@ -19,5 +19,8 @@ func Coalesce(f *engine.Follow) func(context.Context) (engine.Event, error) {
 	return c.next
 }
 
-// SettingError is the error mapping of model and mode changes.
-var SettingError = settingError
+// SettingError is the error mapping of model and mode changes, as the client is answered.
+func SettingError(err error) error { return answerError(context.Background(), settingError(err)) }
+
+// AnswerError is the mapping of every handler's error to its answer.
+var AnswerError = answerError

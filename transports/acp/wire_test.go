@@ -32,11 +32,20 @@ func rawConnectWith(t *testing.T, o acp.Options) (*raw, *openaitest.Server, stri
 	t.Helper()
 	srv, p := fakeProvider(t)
 	eng, cwd := newEngine(t, p, "")
+	rw := rawPipe(t, func(in io.Reader, out io.Writer) error {
+		return acp.Serve(context.Background(), eng, in, out, o)
+	})
+	return rw, srv, cwd
+}
+
+// rawPipe runs serve over pipes and connects a raw client to it.
+func rawPipe(t *testing.T, serve func(in io.Reader, out io.Writer) error) *raw {
+	t.Helper()
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := acp.Serve(context.Background(), eng, c2aR, a2cW, o)
+		err := serve(c2aR, a2cW)
 		a2cW.Close()
 		done <- err
 	}()
@@ -64,7 +73,7 @@ func rawConnectWith(t *testing.T, o acp.Options) (*raw, *openaitest.Server, stri
 		for range rw.out {
 		}
 	})
-	return rw, srv, cwd
+	return rw
 }
 
 func (rw *raw) send(s string) {

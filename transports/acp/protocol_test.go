@@ -1,0 +1,97 @@
+package acp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/hermes-go/hermes/engine"
+	"github.com/hermes-go/hermes/transports/acp"
+)
+
+// errorOf decodes a response's error.
+func errorOf(t *testing.T, m map[string]json.RawMessage) (code int, msg string) {
+	t.Helper()
+	var e struct {
+		Code    int
+		Message string
+	}
+	if err := json.Unmarshal(m["error"], &e); err != nil || e.Code == 0 {
+		t.Fatalf("want an error, got %v", m)
+	}
+	return e.Code, e.Message
+}
+
+// TestCancelledRequestIsAnsweredRequestCancelled: a request its client cancels with
+// $/cancel_request while it waits (here for the store, which is still opening) is answered
+// -32800, as ACP's cancellation requires, not as an internal error.
+func TestCancelledRequestIsAnsweredRequestCancelled(t *testing.T) {
+	_, p := fakeProvider(t)
+	eng, cwd := newEngine(t, p, "")
+	release := make(chan struct{})
+	open := func() (*engine.Engine, error) {
+		<-release
+		return eng, nil
+	}
+	rw := rawPipe(t, func(in io.Reader, out io.Writer) error {
+		return acp.ServeLazy(context.Background(), open, in, out, acp.Options{Logger: quiet})
+	})
+	released := false
+	t.Cleanup(func() { // before the connection closes: Serve waits for the store
+		if !released {
+			close(release)
+		}
+	})
+	rw.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	rw.response("1")
+	for _, req := range []struct{ id, method, params string }{
+		{`"list-1"`, "session/list", `{}`},
+		{`7`, "session/new", `{"cwd":` + strconvQuote(cwd) + `,"mcpServers":[]}`},
+	} {
+		rw.send(`{"jsonrpc":"2.0","id":` + req.id + `,"method":"` + req.method + `","params":` + req.params + `}`)
+		rw.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + req.id + `}}`)
+		if code, msg := errorOf(t, rw.response(req.id)); code != -32800 {
+			t.Errorf("cancelled %s: %d %q, want -32800", req.method, code, msg)
+		}
+	}
+	close(release)
+	released = true
+	rw.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
+	if _, ok := rw.response("2")["result"]; !ok {
+		t.Fatal("session/list after the cancellations failed")
+	}
+}
+
+// TestAnswerError: the one mapping from a handler's failure to its answer.
+func TestAnswerError(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	live := context.Background()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		code int
+		msg  string
+	}{
+		{"wrapped cancellation", live, fmt.Errorf("store: %w", context.Canceled), -32800, "Request cancelled"},
+		{"cancelled request, flattened error", cancelled, errors.New("store: context canceled"), -32800, "Request cancelled"},
+		{"cancelled request, chosen answer", cancelled, &sdk.RequestError{Code: -32602, Message: "Invalid params: x"}, -32800, "Request cancelled"},
+		{"chosen answer", live, &sdk.RequestError{Code: -32602, Message: "Invalid params: x"}, -32602, "Invalid params: x"},
+		{"failure", live, errors.New("store: disk full"), -32603, "Internal error: store: disk full"},
+	} {
+		var re *sdk.RequestError
+		if !errors.As(acp.AnswerError(tc.ctx, tc.err), &re) || re.Code != tc.code || !strings.Contains(re.Message, tc.msg) {
+			t.Errorf("%s: got %v, want %d %q", tc.name, acp.AnswerError(tc.ctx, tc.err), tc.code, tc.msg)
+		}
+	}
+	if acp.AnswerError(live, nil) != nil {
+		t.Error("no error must stay no error")
+	}
+}
