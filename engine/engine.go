@@ -256,6 +256,11 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if c, ok := p.(model.Checker); ok {
+		if err := c.CheckModel(m); err != nil {
+			return "", nil, &ModelNameError{Model: name, Provider: prov, Err: fmt.Errorf("%w: %w", ErrInvalidModel, err), unserved: err}
+		}
+	}
 	return prov + ":" + m, &routed{e: e, name: prov + ":" + m, prov: p}, nil
 }
 

@@ -33,6 +33,9 @@ type ModelNameError struct {
 	Provider    string
 	Suggestions []string
 	Err         error
+	// unserved is the provider's own refusal (model.Checker), which a turn reports as the
+	// provider's error.
+	unserved error
 }
 
 func (e *ModelNameError) Error() string { return e.Err.Error() }

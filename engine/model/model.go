@@ -127,6 +127,14 @@ type Catalog interface {
 	Models() []string
 }
 
+// Checker is an optional Provider ability: whether it can serve a model name at all, checked
+// before a session is switched to the name or a turn calls it (the replay provider: whether the
+// cassette is one it may open, and loads). An error says why not; it is reported as an invalid
+// model, so nothing is switched to a name that could only fail.
+type Checker interface {
+	CheckModel(name string) error
+}
+
 // Error is a provider failure with the HTTP status and the provider's error envelope.
 type Error struct {
 	Status    int    // HTTP status, 0 when the failure is not an HTTP response (stream error)

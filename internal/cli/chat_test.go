@@ -102,14 +102,23 @@ func TestChatOneShotFromCassette(t *testing.T) {
 	if ls.code != 0 || sessionRow(ls.stdout, id[1])["ROWS"] != "10" {
 		t.Fatalf("sessions: %d %s %s", ls.code, ls.stdout, ls.err)
 	}
-	// A broken cassette fails the turn with exit 1 and says why, once: the turn's and the
-	// session's last lines name the failure's class, not the error again.
+	// A broken cassette is refused before the session is switched to it: exit 1, said once.
 	broken := filepath.Join(t.TempDir(), "broken.cassette.json")
 	os.WriteFile(broken, []byte(`{"version":1,`), 0o600)
 	r3 := hermes(t, work, env, "chat", "--session", id[1], "--model", "replay:"+broken, "-q", "again")
-	if r3.code != 1 || strings.Count(r3.err, "broken.cassette.json") != 1 ||
-		!strings.Contains(r3.err, "[turn failed: provider_error]\n") || !strings.Contains(r3.err, " · provider_error]\n") {
+	if r3.code != 1 || strings.Count(r3.err, "broken.cassette.json") != 1 || !strings.Contains(r3.err, "invalid cassette") {
 		t.Fatalf("broken cassette: exit %d\n%s", r3.code, r3.err)
+	}
+	if ls := hermes(t, work, env, "sessions"); sessionRow(ls.stdout, id[1])["MODEL"] != "replay:"+next {
+		t.Fatalf("the session was switched to the refused cassette:\n%s", ls.stdout)
+	}
+	// The session's own cassette broken since: the turn fails with the provider's error, said
+	// once; the turn's and the session's last lines name its class, not the error again.
+	os.WriteFile(next, []byte(`{"version":1,`), 0o600)
+	r4 := hermes(t, work, env, "chat", "--session", id[1], "-q", "again")
+	if r4.code != 1 || strings.Count(r4.err, "next.cassette.json") != 1 ||
+		!strings.Contains(r4.err, "[turn failed: provider_error]\n") || !strings.Contains(r4.err, " · provider_error]\n") {
+		t.Fatalf("cassette broken since: exit %d\n%s", r4.code, r4.err)
 	}
 	bad := hermes(t, work, env, "chat", "--model", "nope:x", "-q", "hi")
 	if bad.code != 1 || !strings.Contains(bad.err, "unknown model provider") {

@@ -275,6 +275,9 @@ type runtimeOpts struct {
 	providers map[string]model.Provider
 	// metrics, when set, is fed by the engine's events, store operations and policy hooks.
 	metrics *metrics.Metrics
+	// remote: model names come from network clients (hermes serve), so a replay provider
+	// opens only the cassettes the configuration names (cassettes.serveOnly).
+	remote bool
 }
 
 // leaseOwner names this process in session lease records (hermes doctor lists them):
@@ -329,6 +332,9 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 	providers := map[string]model.Provider{}
 	for name, p := range cfg.Providers {
 		if pr := providerFor(p, httpClient); pr != nil {
+			if c, ok := pr.(*cassettes); ok && o.remote {
+				c.serveOnly(cfg, name)
+			}
 			providers[name] = pr
 		}
 	}
@@ -414,12 +420,40 @@ func homeDir() string {
 // (absolute, relative to the working directory, or to the provider's dir). Each cassette is
 // loaded once and played in order.
 type cassettes struct {
-	dir    string
-	mu     sync.Mutex
-	loaded map[string]*replay.Provider
+	dir string
+	// offered, when not nil, are the only cassettes this provider opens besides those under
+	// dir: model names come from network clients (hermes serve), and a model name of this
+	// provider is a path on the server. Nil: the local user names any file.
+	offered map[string]bool
+	mu      sync.Mutex
+	loaded  map[string]*replay.Provider
 }
 
-var _ model.Provider = (*cassettes)(nil)
+var (
+	_ model.Provider = (*cassettes)(nil)
+	_ model.Checker  = (*cassettes)(nil)
+)
+
+// serveOnly makes c open only what the configuration names for provider name: the default
+// and fallback models of this provider, its models list, and relative names under its dir.
+func (c *cassettes) serveOnly(cfg *config.Config, name string) {
+	c.offered = map[string]bool{}
+	for _, m := range append([]string{cfg.Model}, cfg.FallbackModels...) {
+		if prov, cas := model.ParseName(m); prov == name && cas != "" {
+			c.offered[cas] = true
+		}
+	}
+	for _, m := range cfg.Providers[name].Models {
+		c.offered[m] = true
+	}
+}
+
+// CheckModel loads the cassette name stands for: a session is not switched to a cassette that
+// is missing, broken or not offered.
+func (c *cassettes) CheckModel(name string) error {
+	_, err := c.provider(name)
+	return err
+}
 
 func (c *cassettes) provider(name string) (*replay.Provider, error) {
 	c.mu.Lock()
@@ -428,7 +462,15 @@ func (c *cassettes) provider(name string) (*replay.Provider, error) {
 		return p, nil
 	}
 	path := name
-	if !filepath.IsAbs(path) && c.dir != "" {
+	switch {
+	case c.offered != nil && !c.offered[name]:
+		// Nothing is opened, not even looked at: whether a path exists on the server is not
+		// a client's to learn.
+		if c.dir == "" || !filepath.IsLocal(name) {
+			return nil, fmt.Errorf("cassette %q is not offered by this server (list it in the replay provider's models, or put it under its dir)", name)
+		}
+		path = filepath.Join(c.dir, name)
+	case !filepath.IsAbs(path) && c.dir != "":
 		if _, err := os.Stat(path); err != nil {
 			path = filepath.Join(c.dir, name)
 		}

@@ -266,7 +266,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	}
 	logger := newLogger(io.err, slog.LevelInfo)
 	m := metrics.New()
-	a, err := assembleWith(cfg, runtimeOpts{logger: logger, metrics: m})
+	a, err := assembleWith(cfg, runtimeOpts{logger: logger, metrics: m, remote: true})
 	if err != nil {
 		return fail(io, err)
 	}
