@@ -394,9 +394,11 @@ func marshalPlain(v any) ([]byte, error) {
 }
 
 // echoable keeps an id that may be echoed back (a string or a number, even a refused one: the
-// client matches the refusal by it).
+// client matches the refusal by it). An id that is not valid UTF-8 is not: echoed, it would
+// make the answer invalid JSON (RFC 8259 §8.1), so it is answered with null. The id comes
+// from a line json.Valid accepted, which does not check UTF-8.
 func echoable(raw json.RawMessage) json.RawMessage {
-	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
+	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) && utf8.Valid(raw) {
 		return raw
 	}
 	return nil
@@ -466,7 +468,7 @@ func idOf(line []byte) json.RawMessage {
 		ID json.RawMessage `json:"id"`
 	}
 	if json.Unmarshal(line, &m) == nil {
-		return scalarID(m.ID)
+		return echoable(m.ID)
 	}
 	i := bytes.Index(line, []byte(`"id"`))
 	if i < 0 {
@@ -478,15 +480,7 @@ func idOf(line []byte) json.RawMessage {
 	if dec.Decode(&raw) != nil {
 		return nil
 	}
-	return scalarID(raw)
-}
-
-// scalarID keeps an id only when it is a string or a number, as JSON-RPC requires.
-func scalarID(raw json.RawMessage) json.RawMessage {
-	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
-		return raw
-	}
-	return nil
+	return echoable(raw)
 }
 
 // writeError answers with an error, the id exactly as the client wrote it.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -231,7 +232,7 @@ func FuzzGuard(f *testing.F) {
 			}
 		}
 		for line := range strings.SplitSeq(strings.TrimSuffix(replies.String(), "\n"), "\n") {
-			if line != "" && !json.Valid([]byte(line)) {
+			if line != "" && (!json.Valid([]byte(line)) || !utf8.ValidString(line)) {
 				t.Fatalf("replied with invalid JSON %q", line)
 			}
 		}
