@@ -23,8 +23,9 @@ func TestEveryRequestIsAnswered(t *testing.T) {
 }
 
 // TestIDsEchoedByteForByte: every response carries the id exactly as the client wrote it,
-// including characters encoding/json would escape; an id that is not valid UTF-8 (or is over
-// long) is refused, and the refusal still carries it as sent.
+// including characters encoding/json would escape; an over-long id is refused, and the refusal
+// still carries it as sent; an id that is not valid UTF-8 is refused with id null (echoed, it
+// would make the answer invalid JSON).
 func TestIDsEchoedByteForByte(t *testing.T) {
 	rw, _, _ := rawConnect(t)
 	id := "\"a<b>&\u2028é\""
@@ -38,10 +39,13 @@ func TestIDsEchoedByteForByte(t *testing.T) {
 			t.Errorf("id %s: code %d, want -32601", id, code)
 		}
 	}
-	for _, id := range []string{"\"a\xffb\"", `"` + strings.Repeat("x", 2000) + `"`} {
-		rw.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/list","params":{}}`)
-		if code := errCode(rw, rw.response(id)); code != -32600 {
-			t.Errorf("bad id %.20q: code %d, want -32600", id, code)
+	for _, tc := range []struct{ id, echo string }{
+		{"\"a\xffb\"", "null"},
+		{`"` + strings.Repeat("x", 2000) + `"`, `"` + strings.Repeat("x", 2000) + `"`},
+	} {
+		rw.send(`{"jsonrpc":"2.0","id":` + tc.id + `,"method":"session/list","params":{}}`)
+		if code := errCode(rw, rw.response(tc.echo)); code != -32600 {
+			t.Errorf("bad id %.20q: code %d, want -32600", tc.id, code)
 		}
 	}
 }
