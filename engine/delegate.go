@@ -29,7 +29,7 @@ func (s *Session) delegate(ctx context.Context, goal string) (string, error) {
 		s.children--
 		s.mu.Unlock()
 	}()
-	child, err := e.Create(ctx, CreateOptions{Model: rec.Model, Cwd: rec.Cwd, Source: "delegate", Meta: map[string]string{"goal": goal}, Principal: rec.Principal,
+	child, err := e.Create(ctx, CreateOptions{Model: rec.Model, Cwd: rec.Cwd, inherited: true, Source: "delegate", Meta: map[string]string{"goal": goal}, Principal: rec.Principal,
 		parentID: s.id, parentKind: "delegate", depth: s.depth + 1, parent: s})
 	if err != nil {
 		return "", err

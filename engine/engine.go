@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -284,9 +285,25 @@ type CreateOptions struct {
 	parentID   string
 	parentKind string
 	depth      int
+	// inherited: Cwd is the parent's (a branch, a delegated child), taken as it is stored; only
+	// a cwd a caller names is checked (checkCwd).
+	inherited bool
 	// parent is the delegating live session; it is linked before the child is published, so
 	// whoever finds the child live (a sweep's keep filter) sees its Root.
 	parent *Session
+}
+
+// checkCwd refuses a working directory a session's tools could not run in: one that is
+// relative (it would mean a different folder in each process sharing the store) or is not an
+// existing directory (a typo to report now, not at the first tool call).
+func checkCwd(cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return fmt.Errorf("%w: %q is not an absolute path", ErrInvalidCwd, cwd)
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %q is not a directory", ErrInvalidCwd, cwd)
+	}
+	return nil
 }
 
 // Create makes a new durable session and makes it live.
@@ -308,6 +325,10 @@ func (e *Engine) Create(ctx context.Context, o CreateOptions) (*Session, error) 
 	cwd := o.Cwd
 	if cwd == "" {
 		cwd = e.cfg.Cwd
+	} else if !o.inherited {
+		if err := checkCwd(cwd); err != nil {
+			return nil, err
+		}
 	}
 	if len(o.History) > 0 {
 		o.Lazy = false

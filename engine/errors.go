@@ -19,6 +19,7 @@ var (
 	ErrInvalidModel    = errors.New("invalid model name")
 	ErrEngineClosed    = errors.New("engine closed")
 	ErrNothingToBranch = errors.New("nothing to branch — send a message first")
+	ErrInvalidCwd      = errors.New("invalid cwd")
 
 	// Rewind (truncating submit) refusals; nothing is written when one is returned.
 	ErrTruncateNoTarget  = errors.New("confirm_truncate requires truncate_before_user_ordinal or truncate_before_row_id")

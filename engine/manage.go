@@ -216,7 +216,7 @@ func (e *Engine) Branch(ctx context.Context, id string, o BranchOptions) (*Sessi
 	if err := e.checkTitle(ctx, o.ID, title); err != nil { // pending titles of lazy sessions too
 		return nil, err
 	}
-	child, err := e.Create(ctx, CreateOptions{ID: o.ID, Title: title, Model: prec.Model, Cwd: prec.Cwd, Source: o.Source, Principal: prec.Principal, parentID: id, parentKind: "branch"})
+	child, err := e.Create(ctx, CreateOptions{ID: o.ID, Title: title, Model: prec.Model, Cwd: prec.Cwd, inherited: true, Source: o.Source, Principal: prec.Principal, parentID: id, parentKind: "branch"})
 	if err != nil {
 		return nil, err
 	}

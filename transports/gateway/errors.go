@@ -80,7 +80,7 @@ func toWire(method string, err error) error {
 		return rpcErr(codeNothingBranch, "nothing to branch — send a message first")
 	case errors.Is(err, engine.ErrSessionClosed):
 		return rpcErr(codeNoSession, "session closed")
-	case errors.Is(err, model.ErrUnknownProvider), errors.Is(err, engine.ErrInvalidModel):
+	case errors.Is(err, model.ErrUnknownProvider), errors.Is(err, engine.ErrInvalidModel), errors.Is(err, engine.ErrInvalidCwd):
 		return rpcErr(jsonrpc.CodeInvalidParams, "%s", msg)
 	case errors.Is(err, engine.ErrTitleTaken):
 		return rpcErr(codeTitleInvalid, "%s", msg)

@@ -133,6 +133,8 @@ func TestArgumentErrors(t *testing.T) {
 		{"prompt", map[string]any{"session_id": "missing", "text": "hi"}, "missing"},
 		{"get_history", map[string]any{"session_id": "missing"}, "missing"},
 		{"create_session", map[string]any{"model": "nosuch:model"}, "nosuch"},
+		{"create_session", map[string]any{"cwd": "relative/dir"}, "not an absolute path"},
+		{"create_session", map[string]any{"cwd": "/nonexistent/dir"}, "not a directory"},
 	} {
 		res, _ := callTool(t, c, tc.tool, tc.args)
 		if !res.IsError || !strings.Contains(text(res), tc.want) {
