@@ -167,7 +167,10 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	defer f.Close()
 	res := PromptResult{SessionID: id, TurnID: adm.TurnID, Status: adm.Status}
-	if adm.Status != engine.AdmitStarted {
+	// The busy policy interrupted the running turn for this prompt, which runs next: this call
+	// waits for it as for a turn it started (the interrupted prompt's call answers cancelled).
+	runsNext := adm.Status == engine.AdmitQueued && adm.Interrupted
+	if adm.Status != engine.AdmitStarted && !runsNext {
 		// Queued behind, or steered into, a running turn; rejected; or a command. There is no
 		// turn of this call's own to wait for: report the admission and return.
 		res.Text = adm.Message
@@ -194,6 +197,7 @@ func (s *Server) prompt(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 	}
 	out, _ := f.Outcome()
+	res.TurnID = firstNonEmpty(out.TurnID, res.TurnID)
 	res.Status, res.ExitReason, res.Text, res.Error = out.Status, out.ExitReason, out.Text, out.Error
 	answer := out.Text
 	if out.Status != engine.StatusCompleted {

@@ -16,6 +16,7 @@ import (
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/enginetest"
 	"github.com/hermes-go/hermes/engine/model/openai/openaitest"
+	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/tool"
 	"github.com/hermes-go/hermes/engine/tool/agent"
 	"github.com/hermes-go/hermes/transports/mcpserver"
@@ -31,7 +32,18 @@ func setup(t *testing.T) (*openaitest.Server, *client.Client) {
 
 func setupEngine(t testing.TB) (*openaitest.Server, *client.Client, *engine.Engine) {
 	t.Helper()
-	h := enginetest.New(t, enginetest.Options{Configure: func(c *engine.Config) { c.Tools = tool.NewRegistry(agent.Clarify{}) }})
+	return setupBusy(t, "")
+}
+
+// setupBusy is setupEngine with the busy-input mode ("": the engine's default).
+func setupBusy(t testing.TB, mode string) (*openaitest.Server, *client.Client, *engine.Engine) {
+	t.Helper()
+	h := enginetest.New(t, enginetest.Options{Configure: func(c *engine.Config) {
+		c.Tools = tool.NewRegistry(agent.Clarify{})
+		if mode != "" {
+			c.Policy.Busy = policy.Defaults{BusyMode: mode}
+		}
+	}})
 	srv, eng := h.Server, h.Engine
 	hs := httptest.NewServer(mcpserver.New(eng, mcpserver.Options{Version: "test"}).HTTPHandler())
 	c, err := client.NewStreamableHttpClient(hs.URL + "/mcp")
@@ -143,9 +155,11 @@ func TestArgumentErrors(t *testing.T) {
 	}
 }
 
+// Under the queue busy mode a prompt sent while a turn runs is queued, and its call returns
+// that admission at once.
 func TestPromptOnABusySessionReturnsTheAdmission(t *testing.T) {
 	t.Parallel()
-	srv, c := setup(t)
+	srv, c, _ := setupBusy(t, policy.Queue)
 	gate := openaitest.NewGate()
 	first := openaitest.Text("first answer")
 	first.Gate = gate
@@ -280,4 +294,43 @@ func TestServeStdio(t *testing.T) {
 		t.Fatalf("ServeStdio: %v", err)
 	}
 	c.Close()
+}
+
+// Under the interrupt busy mode a prompt sent while a turn runs interrupts it and runs next:
+// its call waits for that turn and returns its answer, and the interrupted call answers
+// cancelled, as ACP's prompts do.
+func TestPromptThatInterruptsWaitsForItsTurn(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := setupBusy(t, policy.Interrupt)
+	gate := openaitest.NewGate()
+	first := openaitest.Text("first answer")
+	first.Gate = gate
+	srv.Enqueue(first, openaitest.Text("second answer"))
+	_, created := callTool(t, c, "create_session", map[string]any{})
+	id := created["session_id"]
+	done := make(chan map[string]any, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "prompt", map[string]any{"session_id": id, "text": "one"}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			done <- nil
+			return
+		}
+		out, _ := res.StructuredContent.(map[string]any)
+		done <- out
+	}()
+	select {
+	case <-gate.Reached():
+	case <-ctxT(t).Done():
+		t.Fatal("the first turn never reached the model")
+	}
+	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "two"})
+	gate.Release()
+	if res.IsError || out["status"] != "completed" || out["text"] != "second answer" || out["turn_id"] == nil || text(res) != "second answer" {
+		t.Fatalf("interrupting prompt: %q %v", text(res), out)
+	}
+	if r := <-done; r == nil || r["status"] != "cancelled" {
+		t.Fatalf("the interrupted prompt: %v", r)
+	}
 }
