@@ -49,7 +49,7 @@ func replyPrefix(sid string) string { return replyRoot + sid + "/" }
 // inboxCommand is one command for a session's lease holder.
 type inboxCommand struct {
 	ID     string         `json:"id"`
-	Kind   string         `json:"kind"` // submit | steer | interrupt | answer | withdraw
+	Kind   string         `json:"kind"` // submit | steer | interrupt | answer | withdraw | snapshot
 	Reply  string         `json:"reply"`
 	Prompt *Prompt        `json:"prompt,omitempty"`
 	Text   string         `json:"text,omitempty"`   // steer text, interrupt reason
@@ -101,8 +101,10 @@ type inboxReply struct {
 	// Behind is the turn a queued prompt waits behind there: the sender follows the turn
 	// that starts after it in the event log (the queue's follow-up), as Run does a local slot.
 	Behind string `json:"behind,omitempty"`
-	Code   string `json:"code,omitempty"` // a sentinel error's text (wireErrors)
-	Error  string `json:"error,omitempty"`
+	// Snapshot is the holder's Snapshot of the session (command snapshot).
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
+	Code     string    `json:"code,omitempty"` // a sentinel error's text (wireErrors)
+	Error    string    `json:"error,omitempty"`
 	// Deadline is the command's: a reply nobody fetched is removed once past its use.
 	Deadline time.Time `json:"deadline,omitzero"`
 
@@ -421,6 +423,9 @@ func (h *heldLease) execute(c inboxCommand) inboxReply {
 			return replyErr(err)
 		}
 		return inboxReply{}
+	case "snapshot":
+		snap := s.Snapshot()
+		return inboxReply{Snapshot: &snap}
 	}
 	return replyErr(fmt.Errorf("unknown inbox command %q", c.Kind))
 }

@@ -917,6 +917,31 @@ func (s *Session) Snapshot() Snapshot {
 	return snap
 }
 
+// remoteSnapshotWithin bounds how long LiveSnapshot waits for the lease holder's answer.
+const remoteSnapshotWithin = 2 * time.Second
+
+// LiveSnapshot is Snapshot of the session wherever it runs. When another process holds its
+// lease (a turn of it may run there), that process's snapshot, asked through the session's
+// inbox: its running turn, queue, open requests and status, as a client resuming the session
+// through this process must see them. This process's own when the session is not held
+// elsewhere, or when the holder does not answer within a short bound (an earlier build's
+// holder, one that is dying).
+func (s *Session) LiveSnapshot(ctx context.Context) Snapshot {
+	if !s.runningHere() && s.remoteOwner(ctx) {
+		ctx, cancel := context.WithTimeout(ctx, remoteSnapshotWithin)
+		defer cancel()
+		r, err := s.send(ctx, inboxCommand{Kind: "snapshot"})
+		if err == nil && r.err() == nil && r.Snapshot != nil {
+			return *r.Snapshot
+		}
+		if err == nil {
+			err = r.err()
+		}
+		s.e.log.Debug("session snapshot: the lease holder's could not be had; this process's instead", "session_id", s.id, "err", err)
+	}
+	return s.Snapshot()
+}
+
 // Close interrupts any running turn, waits for it, stops background processes and detaches the
 // session. The stored session remains and can be opened again.
 func (s *Session) Close(ctx context.Context, reason string) error {

@@ -195,6 +195,23 @@ func TestApprovalFromACPAnsweredOverAPIWS(t *testing.T) {
 		if cmd, _ := req.Params["command"].(string); req.Method != "approval" || cmd != "rm -r "+tc.dir {
 			t.Fatalf("%s: request over /api/ws: %s %v", tc.dir, req.Method, req.Params)
 		}
+		// A client resuming the session through serve now sees the turn the acp process runs.
+		late, err := gwclient.DialWS(ctx, "ws"+strings.TrimPrefix(srv.base, "http")+"/api/ws", http.Header{"Authorization": {"Bearer " + testAPIKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var snap struct {
+			Running  bool           `json:"running"`
+			Status   string         `json:"status"`
+			Inflight map[string]any `json:"inflight"`
+			Info     map[string]any `json:"info"`
+		}
+		err = late.CallInto(ctx, "session.resume", map[string]any{"session_id": sid}, &snap)
+		late.Close()
+		if err != nil || !snap.Running || snap.Status != "waiting" || snap.Inflight["streaming"] != true ||
+			snap.Inflight["user"] != "tidy "+tc.dir || snap.Info["running"] != true {
+			t.Fatalf("%s: session.resume through serve while the acp process runs the turn: %v %+v", tc.dir, err, snap)
+		}
 		req.Answer(map[string]any{"choice": tc.choice})
 
 		// The acp process takes the answer: the ACP client's request is withdrawn, the turn

@@ -145,12 +145,13 @@ func clientCapabilities(_ context.Context, c *client, m string, raw json.RawMess
 	return map[string]any{"server_requests": serverRequestMethods}, nil
 }
 
-// snapshot is a LiveSessionSnapshot (session.resume / session.activate).
+// snapshot is a LiveSessionSnapshot (session.resume / session.activate): the session as it is
+// wherever it runs, a turn another process runs for it included.
 func snapshot(ctx context.Context, l *live, withMessages bool) (map[string]any, error) {
-	snap := l.s.Snapshot()
+	snap := l.s.LiveSnapshot(ctx)
 	out := map[string]any{
 		"session_id": l.rid, "stored_session_id": l.s.ID(), "session_key": l.s.ID(),
-		"info": liveInfo(l), "status": snap.Info.Status, "running": snap.Inflight != nil,
+		"info": liveInfoOf(l, snap), "status": snap.Info.Status, "running": snap.Inflight != nil,
 		"open_requests": openRequests(l), "latest_seq": snap.LastSeq,
 	}
 	if withMessages {

@@ -227,10 +227,13 @@ func (l *live) lazyNow() bool {
 }
 
 // liveInfo is SessionLiveInfo.
-func liveInfo(l *live) map[string]any {
+func liveInfo(l *live) map[string]any { return liveInfoOf(l, l.s.Snapshot()) }
+
+// liveInfoOf is liveInfo with the session's state from snap (a LiveSnapshot: the turn another
+// process runs for it).
+func liveInfoOf(l *live, snap engine.Snapshot) map[string]any {
 	rec := l.s.Record()
 	prov, _ := model.ParseName(rec.Model)
-	snap := l.s.Snapshot()
 	info := map[string]any{
 		"model": rec.Model, "provider": prov, "cwd": rec.Cwd, "title": rec.Title,
 		"stored_session_id": rec.ID, "running": snap.Inflight != nil, "approval_mode": "manual",
