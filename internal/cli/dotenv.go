@@ -39,7 +39,7 @@ func readDotEnv(path string) ([]dotEnvPair, error) {
 		if !ok {
 			continue
 		}
-		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+		k, v = strings.TrimSpace(k), dotEnvValue(v)
 		if k == "" {
 			continue
 		}
@@ -49,6 +49,50 @@ func readDotEnv(path string) ([]dotEnvPair, error) {
 		out = append(out, dotEnvPair{k, v})
 	}
 	return out, sc.Err()
+}
+
+// dotEnvValue is the value of a KEY=VALUE line, as dotenv files are read elsewhere (docker
+// compose, python-dotenv): a value in single quotes is taken as written; one in double quotes
+// with \n, \t, \" and \\ escapes; after the closing quote, and in an unquoted value from a
+// # preceded by a space or tab, the rest is a comment. A # inside a word (a password) is kept.
+func dotEnvValue(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > 0 && (v[0] == '\'' || v[0] == '"') {
+		q := v[0]
+		var b strings.Builder
+		for i := 1; i < len(v); i++ {
+			c := v[i]
+			switch {
+			case c == q:
+				return b.String() // the rest: a comment, or nothing
+			case q == '"' && c == '\\' && i+1 < len(v):
+				i++
+				switch v[i] {
+				case 'n':
+					b.WriteByte('\n')
+				case 't':
+					b.WriteByte('\t')
+				case '"', '\\':
+					b.WriteByte(v[i])
+				default:
+					b.WriteByte('\\')
+					b.WriteByte(v[i])
+				}
+			default:
+				b.WriteByte(c)
+			}
+		}
+		return v // no closing quote: the value as written
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] == '#' && (v[i-1] == ' ' || v[i-1] == '\t') {
+			return strings.TrimSpace(v[:i])
+		}
+	}
+	if strings.HasPrefix(v, "#") {
+		return ""
+	}
+	return v
 }
 
 // loadDotEnv sets KEY=VALUE lines of path into the environment and returns the keys that

@@ -50,3 +50,27 @@ func TestDotEnvAtStart(t *testing.T) {
 		t.Fatalf("without .env:\n%s", out)
 	}
 }
+
+// Values are read as other dotenv readers read them: comments after a value, quotes, escapes in
+// double quotes, and a # inside a word kept.
+func TestDotEnvValues(t *testing.T) {
+	for in, want := range map[string]string{
+		`replay:/x.json # the cassette`: "replay:/x.json",
+		`plain`:                         "plain",
+		`  spaced  `:                    "spaced",
+		`pass#word`:                     "pass#word",
+		"tab\t# comment":                "tab",
+		`# only a comment`:              "",
+		`'single # kept' # comment`:     "single # kept",
+		`"double # kept" # comment`:     "double # kept",
+		`"a\nb\t\"c\"\\d\x"`:            "a\nb\t\"c\"\\d\\x",
+		`'no \n escapes'`:               `no \n escapes`,
+		`"unclosed`:                     `"unclosed`,
+		`""`:                            "",
+		`it's`:                          "it's",
+	} {
+		if got := dotEnvValue(in); got != want {
+			t.Errorf("dotEnvValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
