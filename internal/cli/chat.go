@@ -51,6 +51,17 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "hermes chat: --approve must be once or deny")
 		return 2
 	}
+	queried := false
+	fs.Visit(func(fl *flag.Flag) { queried = queried || fl.Name == "q" })
+	if queried && strings.TrimSpace(f.query) == "" {
+		// An unset variable in a CI job (-q "$PROMPT"): not the interactive loop, not a pass.
+		fmt.Fprintln(io.err, "hermes chat: -q needs a prompt (it was empty)")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(io.err, "hermes chat: unexpected argument %q (the prompt goes after -q, quoted)\n", fs.Arg(0))
+		return 2
+	}
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		return fail(io, err)

@@ -169,3 +169,19 @@ func TestChatPolicyFlag(t *testing.T) {
 		t.Fatal("a command the policy denied ran")
 	}
 }
+
+// `hermes chat -q ""` (a CI job's unset $PROMPT) and a prompt without -q are usage errors (exit
+// 2, nothing stored), not the interactive loop.
+func TestChatRefusesAnEmptyQuery(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	env := []string{"HERMES_HOME=" + home, "HERMES_MODEL=replay:" + repoPath("scripts", "demo", "demo.cassette.json")}
+	for _, args := range [][]string{{"chat", "-q", ""}, {"chat", "-q", " \t"}, {"chat", "hello"}} {
+		r := hermes(t, work, env, args...)
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.err, "hermes chat:") {
+			t.Errorf("%q: exit %d\nstdout %q\nstderr %s", args, r.code, r.stdout, r.err)
+		}
+	}
+	if ls := hermes(t, work, env, "sessions", "-empty"); strings.Count(ls.stdout, "\n") != 1 {
+		t.Fatalf("a refused chat stored a session:\n%s", ls.stdout)
+	}
+}
