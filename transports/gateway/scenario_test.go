@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -665,6 +669,217 @@ func TestGatewayHugeFrameKeepsConnection(t *testing.T) {
 	}
 	if p := call(t, c, "ping", nil); p["pong"] != true {
 		t.Fatal("connection lost after a huge frame")
+	}
+}
+
+// endSignal is a framer that reports when the gateway has read the end of its input.
+type endSignal struct {
+	jsonrpc.Framer
+	once sync.Once
+	eof  chan struct{}
+}
+
+func (f *endSignal) Read(ctx context.Context) ([]byte, error) {
+	b, err := f.Framer.Read(ctx)
+	if err != nil {
+		f.once.Do(func() { close(f.eof) })
+	}
+	return b, err
+}
+
+// rawConn is a stdio connection driven frame by frame, as `printf '…' | hermes gateway` does.
+type rawConn struct {
+	in     *io.PipeWriter      // the gateway's input; closing it is the client's EOF
+	frames chan map[string]any // everything the gateway wrote, closed when its output ends
+	eof    chan struct{}       // the gateway has read the end of its input
+	served chan struct{}       // Serve has returned
+}
+
+func (tg *target) raw(t *testing.T) *rawConn {
+	t.Helper()
+	sr, cw := io.Pipe()
+	cr, sw := io.Pipe()
+	f := &endSignal{Framer: jsonrpc.NewLineFramer(sr, sw, closers{sr, sw}, 0), eof: make(chan struct{})}
+	rc := &rawConn{in: cw, frames: make(chan map[string]any, 256), eof: f.eof, served: make(chan struct{})}
+	go func() {
+		defer close(rc.served)
+		tg.gw.Serve(context.Background(), f, tg.ws, nil)
+	}()
+	go func() {
+		defer close(rc.frames)
+		br := bufio.NewReader(cr)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var m map[string]any
+			if json.Unmarshal(line, &m) != nil {
+				m = map[string]any{"unparsable": string(line)}
+			}
+			rc.frames <- m
+		}
+	}()
+	t.Cleanup(func() {
+		cw.Close()
+		cr.Close()
+		<-rc.served
+	})
+	return rc
+}
+
+func (rc *rawConn) send(t *testing.T, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(rc.in, l+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// answer waits for the response with id (a JSON number), skipping everything else.
+func (rc *rawConn) answer(t *testing.T, id float64) map[string]any {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m, ok := <-rc.frames:
+			if !ok {
+				t.Fatalf("the output ended before the answer to %v", id)
+			}
+			if _, isNote := m["method"]; !isNote && m["id"] == id {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("no answer to %v", id)
+		}
+	}
+}
+
+// rest reads what the gateway writes until its output ends, and returns its answers by id.
+func (rc *rawConn) rest(t *testing.T) map[float64]map[string]any {
+	t.Helper()
+	got := map[float64]map[string]any{}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m, ok := <-rc.frames:
+			if !ok {
+				return got
+			}
+			if u, bad := m["unparsable"]; bad {
+				t.Fatalf("a frame that is not JSON: %q", u)
+			}
+			if id, isAnswer := m["id"].(float64); isAnswer && m["method"] == nil {
+				if got[id] != nil {
+					t.Fatalf("answered twice: %v and %v", got[id], m)
+				}
+				got[id] = m
+			}
+		case <-timeout:
+			t.Fatalf("the output never ended; answers so far: %v", got)
+		}
+	}
+}
+
+func rpcCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+// TestGatewayAnswersWhatWasReadBeforeEOF: a client that writes its requests and closes its
+// input at once gets every answer: the async requests still running when the end of input is
+// read (a slow cli.exec, session.list, a session.list with a bad limit) as well as the inline
+// ping; their work is not cancelled by the end of input. Then the connection ends.
+func TestGatewayAnswersWhatWasReadBeforeEOF(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var cliCancelled atomic.Bool
+	tg := newTarget(t, false, func(_ *engine.Config, o *gateway.Options) {
+		o.CLI = func(ctx context.Context, argv []string) (string, int, error) {
+			select {
+			case <-release:
+				return "hermes test\n", 0, nil
+			case <-ctx.Done():
+				cliCancelled.Store(true)
+				return "", 0, ctx.Err()
+			}
+		}
+	})
+	rc := tg.raw(t)
+	rc.send(t,
+		`{"jsonrpc":"2.0","id":1,"method":"cli.exec","params":{"argv":["version"]}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session.list","params":{}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"session.list","params":{"limit":"x"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"ping"}`,
+	)
+	rc.in.Close()
+	<-rc.eof
+	time.Sleep(100 * time.Millisecond) // time for a connection ending at EOF to cancel cli.exec
+	close(release)
+	got := rc.rest(t)
+	if r, _ := got[1]["result"].(map[string]any); r == nil || !strings.Contains(fmt.Sprint(r["output"]), "hermes test") {
+		t.Errorf("cli.exec: %v (cancelled by the end of input: %v)", got[1], cliCancelled.Load())
+	}
+	if r, _ := got[2]["result"].(map[string]any); r == nil || r["sessions"] == nil {
+		t.Errorf("session.list: %v", got[2])
+	}
+	if rpcCode(got[3]) != jsonrpc.CodeInvalidParams {
+		t.Errorf("session.list with a bad limit: %v", got[3])
+	}
+	if r, _ := got[4]["result"].(map[string]any); r["pong"] != true {
+		t.Errorf("ping: %v", got[4])
+	}
+	if len(got) != 4 {
+		t.Errorf("answers: %v", got)
+	}
+	select {
+	case <-rc.served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection did not end once everything was answered")
+	}
+}
+
+// TestGatewayEOFWithTurnRunning: the end of input with a turn running (waiting on an approval
+// nobody will give) ends the connection at once: the turn is not a request, so it does not
+// hold the connection (or `hermes gateway`) open; its approval stays open for a reconnect.
+func TestGatewayEOFWithTurnRunning(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, false, func(c *engine.Config, _ *gateway.Options) { c.ApprovalTimeout = time.Minute })
+	rc := tg.raw(t)
+	rc.send(t, `{"jsonrpc":"2.0","id":1,"method":"session.create","params":{}}`)
+	sid := rc.answer(t, 1)["result"].(map[string]any)["session_id"].(string)
+	os.MkdirAll(filepath.Join(tg.cwd, "build"), 0o755)
+	tg.srv.Enqueue(openaitest.ToolCalls(openaitest.Call{Name: "terminal", Args: []string{`{"command":"rm -r build"}`}}), openaitest.Text("done"))
+	rc.send(t, `{"jsonrpc":"2.0","id":2,"method":"prompt.submit","params":{"session_id":"`+sid+`","text":"clean"}}`)
+	if r, _ := rc.answer(t, 2)["result"].(map[string]any); r["status"] != "streaming" {
+		t.Fatalf("submit: %v", r)
+	}
+	timeout := time.After(20 * time.Second)
+	for asked := false; !asked; {
+		select {
+		case m := <-rc.frames:
+			asked = m["method"] == "approval"
+		case <-timeout:
+			t.Fatal("no approval request")
+		}
+	}
+	rc.send(t, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	rc.in.Close()
+	start := time.Now()
+	got := rc.rest(t)
+	if r, _ := got[3]["result"].(map[string]any); r["pong"] != true {
+		t.Errorf("ping: %v", got[3])
+	}
+	<-rc.served
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the connection took %v to end after the end of input", d)
+	}
+	c := open(t, tg, false)
+	since := call(t, c, "session.events.since", map[string]any{"session_id": sid, "last_seen": 0})
+	if reqs, _ := since["open_requests"].([]any); len(reqs) != 1 {
+		t.Fatalf("the approval did not stay open for a reconnect: %v", since["open_requests"])
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Handler serves incoming requests. The result is marshalled as the response (nil becomes {});
@@ -18,8 +20,10 @@ import (
 //
 // ctx is the request's own: it is derived from the connection's and cancelled once the
 // response has been written (for a notification, once Handle returns), when the peer cancels
-// the request with $/cancelRequest, and when the connection ends. A panic in Handle is
-// recovered, logged with its stack and answered with -32603; the connection carries on.
+// the request with $/cancelRequest, and when the connection ends (not when the peer's input
+// merely ends: see Run). A handler that fails once its ctx was cancelled is answered -32800.
+// A panic in Handle is recovered, logged with its stack and answered with -32603; the
+// connection carries on.
 type Handler interface {
 	Handle(ctx context.Context, c *Conn, r *Request) (any, error)
 }
@@ -51,7 +55,14 @@ type Options struct {
 	// Logger receives what the connection cannot tell the peer: a handler's panic and its
 	// stack. Default slog.Default().
 	Logger *slog.Logger
+	// EOFWait bounds how long the requests read before a clean end of input may still take
+	// (default DefaultEOFWait); when it runs out the connection ends, which cancels them. A
+	// negative value ends the connection as soon as the input ends.
+	EOFWait time.Duration
 }
+
+// DefaultEOFWait is how long the requests read before the end of input may take to finish.
+const DefaultEOFWait = 60 * time.Second
 
 // DefaultMaxInFlight is the per-connection cap on async requests running at once.
 const DefaultMaxInFlight = 128
@@ -79,18 +90,22 @@ type Conn struct {
 	h    Handler
 	opts Options
 
-	writeMu sync.Mutex
+	writeMu  sync.Mutex
+	writeErr error       // the first failed write; nothing is written after it (writeMu)
+	hungUp   atomic.Bool // Close was called: nothing more is written
 
 	slots chan struct{} // one token per async request running; nil when uncapped
 
-	mu       sync.Mutex
-	pending  map[string]chan *response
-	incoming map[string]*inbound // the peer's requests read and not yet answered, by id
-	closed   bool
-	done     chan struct{}
-	wg       sync.WaitGroup // async handlers
-	ctx      context.Context
-	cancel   context.CancelFunc
+	mu         sync.Mutex
+	pending    map[string]chan *response
+	incoming   map[string]*inbound // the peer's requests read and not yet answered, by id
+	inputEnded bool                // nothing more is read: no answer to our calls can come
+	inputDone  chan struct{}       // closed when inputEnded is set
+	closed     bool
+	done       chan struct{}  // closed when Run has finished with the connection
+	wg         sync.WaitGroup // async handlers
+	ctx        context.Context
+	cancel     context.CancelFunc
 }
 
 // response is the peer's answer to a request we sent.
@@ -110,19 +125,35 @@ func NewConn(f Framer, h Handler, opts Options) *Conn {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.EOFWait == 0 {
+		opts.EOFWait = DefaultEOFWait
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Conn{f: f, h: h, opts: opts, pending: map[string]chan *response{}, incoming: map[string]*inbound{}, done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	c := &Conn{f: f, h: h, opts: opts, pending: map[string]chan *response{}, incoming: map[string]*inbound{},
+		inputDone: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	if opts.MaxInFlight > 0 {
 		c.slots = make(chan struct{}, opts.MaxInFlight)
 	}
 	return c
 }
 
-// Context is cancelled when the connection ends.
+// Context is cancelled when the connection ends (see Run): after a clean end of input, only
+// once the requests read before it are answered.
 func (c *Conn) Context() context.Context { return c.ctx }
 
-// Run reads and dispatches until the peer goes away or ctx ends. It returns nil on a clean
-// end of input; the requests read before it are still handled and answered.
+// Run reads and dispatches until the input ends or the connection does, and returns once
+// every request it read has been dealt with.
+//
+// A clean end of input (EOF) only means the peer sends nothing more: the requests read
+// before it, running or queued, are still handled under live contexts and answered, for at
+// most Options.EOFWait; then the connection ends and Run returns nil. Our own calls waiting
+// for an answer fail at once with ErrClosed, since none can arrive.
+//
+// The connection ends when ctx ends, when Close is called, when a write fails and when the
+// input breaks (a read error other than EOF, returned by Run). Every request still running
+// then has its context cancelled; those that then fail, and those still queued (which do not
+// run), are answered -32800 as long as the output can still be written. After Close nothing
+// more is written: a side that hangs up does not decline the requests it was holding.
 //
 // The reader only reads: it routes responses to our calls and $/cancelRequest at once (so
 // neither waits behind the work it unblocks or cancels) and queues everything else, in
@@ -145,12 +176,34 @@ func (c *Conn) Run(ctx context.Context) error {
 		}
 	}()
 	err := c.read(q)
-	if err != nil {
-		c.cancel() // the stream broke: nothing queued can be answered
+	c.endInput()
+	switch {
+	case err != nil || c.opts.EOFWait < 0:
+		c.cancel() // the input broke (or no wait is wanted): the connection ends
+	case c.ctx.Err() == nil:
+		// A clean end of input: what was read is still handled, within EOFWait.
+		t := time.AfterFunc(c.opts.EOFWait, c.cancel)
+		defer t.Stop()
 	}
 	q.close()
 	<-dispatched
+	c.wg.Wait()
 	return err
+}
+
+// InputDone is closed once nothing more will be read from the peer: its input ended, or the
+// connection did. A handler waiting on something only the peer could still send (or on
+// someone acting for the peer) can stop waiting then.
+func (c *Conn) InputDone() <-chan struct{} { return c.inputDone }
+
+// endInput records that nothing more is read: calls still waiting for an answer fail.
+func (c *Conn) endInput() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.inputEnded {
+		c.inputEnded = true
+		close(c.inputDone)
+	}
 }
 
 // read is the reader goroutine's loop.
@@ -159,7 +212,7 @@ func (c *Conn) read(q *queue) error {
 		frame, err := c.f.Read(c.ctx)
 		if errors.Is(err, errFrameTooLarge) {
 			e := &Error{Code: codeInvalidRequest, Message: "invalid request: " + err.Error()}
-			if !q.push(func() { c.writeError(nullID, e) }, 0) {
+			if !c.enqueue(q, func() { c.writeError(nullID, e) }, 0) {
 				return nil
 			}
 			continue
@@ -175,7 +228,7 @@ func (c *Conn) read(q *queue) error {
 		}
 		d, derr, id := decode(frame)
 		if derr != nil {
-			if !q.push(func() { c.writeError(id, derr) }, 0) {
+			if !c.enqueue(q, func() { c.writeError(id, derr) }, 0) {
 				return nil
 			}
 			continue
@@ -190,17 +243,27 @@ func (c *Conn) read(q *queue) error {
 			continue
 		}
 		in := c.track(&req)
-		if !q.push(func() { c.dispatch(&req, in) }, len(frame)) {
-			c.finish(in)
+		if !c.enqueue(q, func() { c.dispatch(&req, in) }, len(frame)) {
 			return nil
 		}
 	}
 }
 
+// enqueue hands a message's job to the dispatcher. When the connection has ended meanwhile it
+// runs the job itself, which then only answers (a request gets -32800 without running), and
+// reports false: the reader stops.
+func (c *Conn) enqueue(q *queue, job func(), size int) bool {
+	if q.push(job, size) {
+		return true
+	}
+	job()
+	return false
+}
+
 // dispatch runs an inline request, or starts an async one.
 func (c *Conn) dispatch(req *Request, in *inbound) {
-	if c.ctx.Err() != nil { // ending: the request is dropped unanswered, as a running one is
-		c.finish(in)
+	if c.cancelled(in) { // while queued: the connection ended, or the peer cancelled it
+		c.serve(req, in)
 		return
 	}
 	if a, ok := c.h.(Async); ok && a.Async(req.Method) {
@@ -250,13 +313,14 @@ func (c *Conn) release() {
 }
 
 // serve runs the handler under the request's context and writes its answer; the context ends
-// after that.
+// after that. A request whose context was cancelled before its turn (by the peer, or by the
+// connection ending) does not run.
 func (c *Conn) serve(req *Request, in *inbound) {
 	defer c.finish(in)
 	var res any
 	var err error
-	if context.Cause(in.ctx) == errCancelled { // cancelled while it waited its turn
-		err = in.ctx.Err()
+	if c.cancelled(in) {
+		err = context.Canceled
 	} else {
 		res, err = c.safeHandle(in.ctx, req)
 	}
@@ -267,13 +331,8 @@ func (c *Conn) serve(req *Request, in *inbound) {
 	if req.IsNotification() {
 		return
 	}
-	if c.ctx.Err() != nil {
-		// The connection is ending: a handler cut short by it must not answer (a client
-		// leaving would otherwise decline every request it was still holding).
-		return
-	}
 	if err != nil {
-		if context.Cause(in.ctx) == errCancelled {
+		if c.cancelled(in) { // stopped for a cancellation: the peer's or the connection's
 			c.writeError(req.ID, &Error{Code: codeRequestCancelled, Message: "request cancelled"})
 			return
 		}
@@ -290,6 +349,11 @@ func (c *Conn) serve(req *Request, in *inbound) {
 	}
 	c.WriteRaw(responseFrame(req.ID, "result", b))
 }
+
+// cancelled reports whether req's context was cancelled, by the peer or by the connection
+// ending. The connection's own context is asked too: it reports its end before the end has
+// reached every request's context.
+func (c *Conn) cancelled(in *inbound) bool { return in.ctx.Err() != nil || c.ctx.Err() != nil }
 
 // responseFrame assembles a response around the request's id as it arrived: encoding/json
 // would re-escape it ('<', '&', U+2028), and a peer matches responses by the bytes it sent.
@@ -355,14 +419,32 @@ func (c *Conn) write(v any) error {
 func (c *Conn) WriteRaw(b []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
 	if c.opts.OnFrame != nil {
 		c.opts.OnFrame("out", b)
 	}
 	if err := c.f.Write(c.ctx, b); err != nil {
-		c.cancel()
+		c.writeFailed(err)
 		return err
 	}
 	return nil
+}
+
+// writable reports why nothing can be written any more: Close was called, or a write failed.
+// Called with writeMu held.
+func (c *Conn) writable() error {
+	if c.hungUp.Load() {
+		return ErrClosed
+	}
+	return c.writeErr
+}
+
+// writeFailed ends the connection after a failed write. Called with writeMu held.
+func (c *Conn) writeFailed(err error) {
+	c.writeErr = err
+	c.cancel()
 }
 
 // NotificationFrame encodes a notification without sending it (see WriteFrames).
@@ -377,6 +459,9 @@ func (c *Conn) WriteFrames(frames [][]byte) error {
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
 	if c.opts.OnFrame != nil {
 		for _, f := range frames {
 			c.opts.OnFrame("out", f)
@@ -393,7 +478,7 @@ func (c *Conn) WriteFrames(frames [][]byte) error {
 		}
 	}
 	if err != nil {
-		c.cancel()
+		c.writeFailed(err)
 	}
 	return err
 }
@@ -405,7 +490,8 @@ func (c *Conn) Notify(method string, params any) error {
 
 // CallWithID sends a request to the peer and waits for its response; sent, when set, learns
 // the request's id before it is written. The id is a string minted here (prefix + 12 hex), so
-// it never collides with the peer's own ids.
+// it never collides with the peer's own ids. Once the input has ended no answer can arrive:
+// the call fails with ErrClosed.
 func (c *Conn) CallWithID(ctx context.Context, method string, params any, sent func(id string)) (json.RawMessage, error) {
 	id := c.newID()
 	if sent != nil {
@@ -433,7 +519,7 @@ func (c *Conn) newID() string {
 func (c *Conn) expect(id string) (chan *response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.inputEnded {
 		return nil, ErrClosed
 	}
 	ch := make(chan *response, 1)
@@ -446,15 +532,24 @@ func (c *Conn) await(ctx context.Context, id string, ch chan *response) (json.Ra
 	defer c.forget(id)
 	select {
 	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Result, nil
+		return r.value()
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-c.done:
-		return nil, ErrClosed
+	case <-c.inputDone:
+		select {
+		case r := <-ch: // read just before the input ended
+			return r.value()
+		default:
+			return nil, ErrClosed
+		}
 	}
+}
+
+func (r *response) value() (json.RawMessage, error) {
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return r.Result, nil
 }
 
 func (c *Conn) forget(id string) {
@@ -490,7 +585,6 @@ func (c *Conn) WriteRequest(id, method string, params any) error {
 
 func (c *Conn) shutdown() {
 	c.cancel()
-	c.wg.Wait()
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
@@ -500,8 +594,10 @@ func (c *Conn) shutdown() {
 	_ = c.f.Close()
 }
 
-// Close ends the connection.
+// Close ends the connection from this side: nothing more is written (a request cut short
+// gets no answer), running requests are cancelled and the framer is closed.
 func (c *Conn) Close() error {
+	c.hungUp.Store(true)
 	c.cancel()
 	return c.f.Close()
 }

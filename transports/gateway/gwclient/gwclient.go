@@ -114,7 +114,11 @@ type handler struct{ c *Client }
 // events are recorded inline, in arrival order.
 func (handler) Async(method string) bool { return method != "event" }
 
-func (h handler) Handle(ctx context.Context, _ *jsonrpc.Conn, r *jsonrpc.Request) (any, error) {
+// errServerGone answers a server→client request still waiting when the server's output ends
+// (the server has gone): the connection then ends at once rather than wait for the test.
+var errServerGone = errors.New("the gateway's output ended")
+
+func (h handler) Handle(ctx context.Context, conn *jsonrpc.Conn, r *jsonrpc.Request) (any, error) {
 	c := h.c
 	if r.IsNotification() {
 		if r.Method == "event" {
@@ -142,6 +146,8 @@ func (h handler) Handle(ctx context.Context, _ *jsonrpc.Conn, r *jsonrpc.Request
 		return rp.res, rp.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-conn.InputDone():
+		return nil, errServerGone
 	}
 }
 
