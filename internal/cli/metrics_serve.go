@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hermes-go/hermes/internal/metrics"
@@ -62,8 +61,8 @@ func metricsAuth(key string, h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(key)) != 1 {
+		got := httpapi.BearerToken(r.Header.Get("Authorization"))
+		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(key)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hermes metrics"`)
 			http.Error(w, "a bearer key (server.metrics_key) is required", http.StatusUnauthorized)
 			return

@@ -325,15 +325,19 @@ const (
 	localWho       = "hermes.who"
 )
 
-func bearer(h string) string {
-	if v, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(v)
+// BearerToken is the token of an Authorization header of the Bearer scheme ("" for any
+// other). The scheme's name is case-insensitive (RFC 9110 §11.1): "bearer <key>" is a bearer
+// token too.
+func BearerToken(h string) string {
+	const scheme = "bearer "
+	if len(h) > len(scheme) && strings.EqualFold(h[:len(scheme)], scheme) {
+		return strings.TrimSpace(h[len(scheme):])
 	}
 	return ""
 }
 
 func (s *Server) auth(c *fiber.Ctx) error {
-	p, ok := s.principalOf(bearer(c.Get(fiber.HeaderAuthorization)))
+	p, ok := s.principalOf(BearerToken(c.Get(fiber.HeaderAuthorization)))
 	if !ok {
 		return writeError(c, &wire.Error{Status: fiber.StatusUnauthorized, Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"})
 	}

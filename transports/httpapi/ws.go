@@ -26,7 +26,7 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	}
 	tok := c.Query("token")
 	if tok == "" {
-		tok = bearer(c.Get(fiber.HeaderAuthorization))
+		tok = BearerToken(c.Get(fiber.HeaderAuthorization))
 	}
 	if tok == "" {
 		// A browser cannot set headers on a WebSocket: the dashboard offers the key as a
