@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/enginetest"
@@ -714,7 +715,7 @@ func (tg *target) raw(t *testing.T) *rawConn {
 				return
 			}
 			var m map[string]any
-			if json.Unmarshal(line, &m) != nil {
+			if !utf8.Valid(line) || json.Unmarshal(line, &m) != nil { // not JSON (RFC 8259 §8.1)
 				m = map[string]any{"unparsable": string(line)}
 			}
 			rc.frames <- m
@@ -838,6 +839,39 @@ func TestGatewayAnswersWhatWasReadBeforeEOF(t *testing.T) {
 	case <-rc.served:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the connection did not end once everything was answered")
+	}
+}
+
+// TestGatewayIDNotUTF8: a request whose id is a string that is not valid UTF-8 is refused
+// -32600 with id null (echoing it would make the answer invalid JSON); the connection goes on.
+func TestGatewayIDNotUTF8(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, false, nil)
+	rc := tg.raw(t)
+	rc.send(t, "{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}", `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	timeout := time.After(20 * time.Second)
+	for refused := false; !refused; {
+		select {
+		case m, ok := <-rc.frames:
+			if !ok {
+				t.Fatal("the output ended")
+			}
+			if u, bad := m["unparsable"]; bad {
+				t.Fatalf("a frame that is not JSON: %q", u)
+			}
+			if m["method"] != nil {
+				continue
+			}
+			if id, has := m["id"]; !has || id != nil || rpcCode(m) != -32600 {
+				t.Fatalf("want -32600 with id null first, got %v", m)
+			}
+			refused = true
+		case <-timeout:
+			t.Fatal("no answer to the bad id")
+		}
+	}
+	if r, _ := rc.answer(t, 2)["result"].(map[string]any); r["pong"] != true {
+		t.Fatalf("ping after the bad id: %v", r)
 	}
 }
 

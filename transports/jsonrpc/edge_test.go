@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 )
 
 // rawID reads the id member of a frame exactly as written.
@@ -67,8 +68,9 @@ func TestIDsEchoedByteForByte(t *testing.T) {
 	}
 }
 
-// TestBadRPCIDRefused: an id that is not valid UTF-8 or is over-long is refused (echoed as
-// sent) and the handler never sees the request.
+// TestBadRPCIDRefused: an id that is not valid UTF-8 or is over-long is refused and the
+// handler never sees the request. An over-long id is echoed as sent; one that is not valid
+// UTF-8 cannot be (the response would not be JSON) and is answered with id null.
 func TestBadRPCIDRefused(t *testing.T) {
 	var calls atomic.Int32
 	h := handlerFunc(func(ctx context.Context, c *Conn, r *Request) (any, error) {
@@ -76,16 +78,26 @@ func TestBadRPCIDRefused(t *testing.T) {
 		return "ok", nil
 	})
 	p := newPeer(t, h, 0)
-	for _, id := range []string{"\"a\xffb\"", `"` + strings.Repeat("x", 2000) + `"`} {
-		p.send(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"echo"}`)
+	long := `"` + strings.Repeat("x", 2000) + `"`
+	for _, tc := range []struct{ id, echoed string }{
+		{"\"\xff\"", "null"},
+		{"\"a\xffb\"", "null"},
+		{"\"\xc3\"", "null"}, // a truncated sequence
+		{long, long},
+	} {
+		p.send(t, `{"jsonrpc":"2.0","id":`+tc.id+`,"method":"echo"}`)
 		frame := p.recvRaw(t)
-		if got := rawID(t, frame); got != id {
-			t.Errorf("bad id %.20q echoed as %.20q", id, got)
+		if !utf8.Valid(frame) || !json.Valid(frame) {
+			t.Errorf("bad id %.20q: the answer is not valid JSON: %q", tc.id, frame)
+			continue
+		}
+		if got := rawID(t, frame); got != tc.echoed {
+			t.Errorf("bad id %.20q answered with id %.20q, want %.20q", tc.id, got, tc.echoed)
 		}
 		var m map[string]any
 		_ = json.Unmarshal(frame, &m)
 		if code(m) != codeInvalidRequest {
-			t.Errorf("bad id %.20q: %s", id, frame)
+			t.Errorf("bad id %.20q: %s", tc.id, frame)
 		}
 	}
 	if calls.Load() != 0 {
@@ -228,7 +240,8 @@ func inUse() uint64 {
 }
 
 // FuzzDecodeEcho: decode never panics; a request it accepts has a method and object params; an
-// error it answers goes to null or to an id copied byte for byte from the frame.
+// error it answers goes to null or to an id copied byte for byte from the frame, and that id
+// is valid UTF-8 (the answer must be JSON).
 func FuzzDecodeEcho(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"a"}`, `{"jsonrpc":"2.0","id":"x","method":5}`,
@@ -242,6 +255,9 @@ func FuzzDecodeEcho(f *testing.F) {
 		if e != nil {
 			if string(id) != "null" && !bytes.Contains(frame, id) {
 				t.Fatalf("error id %q is not from the frame %q", id, frame)
+			}
+			if !utf8.Valid(id) {
+				t.Fatalf("error id %q of frame %q is not valid UTF-8", id, frame)
 			}
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/hermes-go/hermes/engine/ids"
 )
@@ -73,7 +74,8 @@ var nullID = json.RawMessage("null")
 
 // decode validates one frame. On failure it returns the error to send and the id to send it
 // with: the request's own id, byte for byte, whenever the frame has one that is a string or a
-// number; null otherwise.
+// number of valid UTF-8; null otherwise (an id that is not valid UTF-8 cannot be echoed: the
+// response would not be JSON).
 func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 	frame = bytes.TrimSpace(frame)
 	if len(frame) == 0 || frame[0] != '{' {
@@ -103,7 +105,7 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 	id := nullID
 	if m.ID != nil && !isNull(m.ID) {
 		if err := ids.CheckRPC(m.ID); err != nil {
-			if m.ID[0] == '"' || m.ID[0] == '-' || (m.ID[0] >= '0' && m.ID[0] <= '9') {
+			if (m.ID[0] == '"' || m.ID[0] == '-' || (m.ID[0] >= '0' && m.ID[0] <= '9')) && utf8.Valid(m.ID) {
 				id = m.ID // echoed as sent, so the peer can still match the refusal
 			}
 			return decoded{}, &Error{Code: codeInvalidRequest, Message: "invalid request: " + err.Error()}, id
