@@ -224,6 +224,19 @@ func splitList(v string) []string {
 	return out
 }
 
+// warnKeys logs what hermes doctor says of the configured API keys when it is not ok (a
+// placeholder, a weak key): serve starts with them, as it always did, but says so where its
+// operator looks.
+func warnKeys(logger *slog.Logger, cfg *config.Config) {
+	var rep doctorReport
+	checkKeys(&rep, cfg)
+	for _, c := range rep.Checks {
+		if c.Status != statusOK {
+			logger.Warn("API key "+c.Name+": "+c.Detail, "fix", c.Fix)
+		}
+	}
+}
+
 func runServe(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.err)
@@ -265,6 +278,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		return fail(io, fmt.Errorf("the API key must be at least 16 characters (%s)", from))
 	}
 	logger := newLogger(io.err, slog.LevelInfo)
+	warnKeys(logger, cfg)
 	m := metrics.New()
 	a, err := assembleWith(cfg, runtimeOpts{logger: logger, metrics: m, remote: true})
 	if err != nil {
@@ -322,11 +336,14 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	case <-ctx.Done():
 	}
+	logger.Info("shutting down: no new connections; waiting up to 10s for the open ones")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	start := time.Now()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fail(io, err)
 	}
+	logger.Info("stopped", "after", time.Since(start).Round(time.Millisecond).String())
 	return 0
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -97,5 +98,31 @@ func TestServeKeyPrincipals(t *testing.T) {
 	}
 	if code := do(admin, "GET", "/api/sessions/primary-owned", ""); code != 200 {
 		t.Fatalf("admin: %d", code)
+	}
+}
+
+// hermes serve says in its log what hermes doctor says of a placeholder key (it still starts),
+// and a SIGTERM leaves a shutdown line and a stopped line.
+func TestServeLogsWeakKeysAndShutdown(t *testing.T) {
+	home := t.TempDir()
+	cfg := "server:\n  extra_api_keys:\n    - {name: ci, key: ci-changeme-0123456789}\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + home, "HERMES_API_KEY=" + testAPIKey, "HERMES_STORE_PROCESS=off"}, "serve", "--addr", "127.0.0.1:0")
+	_, exited, logs := startServeCmd(t, cmd)
+	if l := logs.String(); !strings.Contains(l, `API key extra_api_keys \"ci\": a placeholder (it contains \"changeme\"`) || strings.Contains(l, "ci-changeme") {
+		t.Fatalf("serve's log on a placeholder key (named, never shown):\n%s", l)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop on SIGTERM:\n%s", logs.String())
+	}
+	if l := logs.String(); !strings.Contains(l, `"msg":"shutting down`) || !strings.Contains(l, `"msg":"stopped"`) {
+		t.Fatalf("serve's log on SIGTERM:\n%s", l)
 	}
 }
