@@ -258,7 +258,7 @@ func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int, ids *infli
 					if rej.id != nil || rej.answer {
 						writeError(reply, rej.id, rej.code, rej.msg, rej.data)
 					} else {
-						log.Warn("acp: dropped a notification", "reason", rej.msg)
+						log.Warn("acp: dropped a message nobody waits an answer to", "reason", rej.msg)
 					}
 					break
 				}
@@ -306,23 +306,22 @@ type rejection struct {
 	data   any
 }
 
-// normalize checks one JSON line and rebuilds it for the SDK: a JSON-RPC object with a string
-// method (a request or notification) or an id with a result or error (the client's answer to
-// one of ours; nil and no rejection when it answered one the adapter sent itself). A request
-// goes on under a surrogate id (inflight) with only the members the SDK reads, so the SDK can
-// neither drop it nor answer it under a changed id. A sessionId in params is checked by the
-// identifier rule of every edge. It also supplies the mcpServers list some clients omit from
-// session/new and session/load: v1 requires it, but refusing the session over an empty list
-// helps nobody.
+// normalize checks one JSON line and rebuilds it for the SDK: a JSON-RPC object with a
+// string method (a request or notification) or an id with a result or error (the client's
+// answer to one of ours; nil and no rejection when it answered one the adapter sent itself).
+// A request is a message with an id member, null included (JSON-RPC 2.0 and ACP allow a null
+// id, and its answer carries null); only a message without one is a notification, which is
+// never answered. A request goes on under a surrogate id (inflight) with only the members the
+// SDK reads, so the SDK can neither drop it nor answer it under a changed id. A sessionId in
+// params is checked by the identifier rule of every edge. It also supplies the mcpServers list
+// some clients omit from session/new and session/load: v1 requires it, but refusing the
+// session over an empty list helps nobody.
 func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
 		return nil, &rejection{answer: true, code: codeInvalidRequest, msg: "a message must be a JSON object"}
 	}
 	rawID, hasID := m["id"]
-	if hasID && string(rawID) == "null" {
-		hasID = false
-	}
 	method, hasMethod := m["method"]
 	if hasMethod && string(method) == "null" {
 		hasMethod = false
@@ -331,6 +330,10 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 		_, res := m["result"]
 		_, errm := m["error"]
 		switch {
+		case hasID && string(rawID) == "null" && (res || errm):
+			// An answer the client could not match to a request: nothing waits for it, and
+			// an answer is never answered.
+			return nil, &rejection{code: codeInvalidRequest, msg: "a response with a null id"}
 		case hasID && (res || errm):
 			if inf.claim(rawID, line) {
 				return nil, nil
@@ -341,10 +344,12 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 		}
 		return nil, &rejection{answer: true, code: codeInvalidRequest, msg: "a message needs a method or an id"}
 	}
-	var id json.RawMessage
+	var id json.RawMessage // nil for a notification; null for a request with a null id
 	if hasID {
-		if err := ids.CheckRPC(rawID); err != nil {
-			return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: " + err.Error()}
+		if string(rawID) != "null" {
+			if err := ids.CheckRPC(rawID); err != nil {
+				return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: " + err.Error()}
+			}
 		}
 		id = rawID
 	}

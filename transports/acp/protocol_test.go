@@ -95,3 +95,38 @@ func TestAnswerError(t *testing.T) {
 		t.Error("no error must stay no error")
 	}
 }
+
+// initialized connects a raw client and initializes the connection.
+func initialized(t *testing.T) *raw {
+	t.Helper()
+	rw, _, _ := rawConnect(t)
+	rw.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	rw.response("1")
+	return rw
+}
+
+// TestNullIDIsARequest: a message with "id":null is a request (JSON-RPC 2.0 and ACP's
+// RequestId allow null; only a message without an id is a notification): it is served and
+// answered with id null. An answer from the client with a null id is not answered.
+func TestNullIDIsARequest(t *testing.T) {
+	rw := initialized(t)
+	rw.send(`{"jsonrpc":"2.0","id":null,"method":"session/list","params":{}}`)
+	if m := rw.response("null"); m["result"] == nil {
+		t.Fatalf("session/list with a null id: %v", m)
+	}
+	rw.send(`{"jsonrpc":"2.0","id":null,"method":"session/teleport","params":{}}`)
+	if code, _ := errorOf(t, rw.response("null")); code != -32601 {
+		t.Errorf("unknown method with a null id: code %d", code)
+	}
+	rw.send(`{"jsonrpc":"2.0","id":null,"method":"session/load","params":{"sessionId":"a/b","cwd":"/","mcpServers":[]}}`)
+	if code, _ := errorOf(t, rw.response("null")); code != -32602 {
+		t.Errorf("bad sessionId with a null id: code %d", code)
+	}
+	// The client's answer it could not match to a request: not answered (the next answer is
+	// the next request's).
+	rw.send(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`)
+	rw.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
+	if m := rw.response("2"); m["result"] == nil {
+		t.Fatalf("session/list: %v", m)
+	}
+}

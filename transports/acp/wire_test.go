@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -85,20 +86,28 @@ func (rw *raw) send(s string) {
 }
 
 // response waits for the response with the given id (null for id-less errors), skipping
-// notifications.
+// notifications. A minute without it fails the test.
 func (rw *raw) response(id string) map[string]json.RawMessage {
 	rw.t.Helper()
-	for m := range rw.out {
-		if _, isReq := m["method"]; isReq {
-			continue
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		select {
+		case m, ok := <-rw.out:
+			if !ok {
+				rw.t.Fatalf("connection closed waiting for id %s", id)
+			}
+			if _, isReq := m["method"]; isReq {
+				continue
+			}
+			if string(m["id"]) == id {
+				return m
+			}
+			rw.t.Fatalf("unexpected response %v while waiting for id %s", m, id)
+		case <-timeout.C:
+			rw.t.Fatalf("no response with id %s", id)
 		}
-		if string(m["id"]) == id {
-			return m
-		}
-		rw.t.Fatalf("unexpected response %v while waiting for id %s", m, id)
 	}
-	rw.t.Fatalf("connection closed waiting for id %s", id)
-	return nil
 }
 
 func errCode(rw *raw, m map[string]json.RawMessage) int {
