@@ -306,7 +306,7 @@ type rejection struct {
 	data   any
 }
 
-// normalize checks one JSON line and rebuilds it for the SDK: a JSON-RPC object with a
+// normalize checks one JSON line and rebuilds it for the SDK: a JSON-RPC 2.0 object with a
 // string method (a request or notification) or an id with a result or error (the client's
 // answer to one of ours; nil and no rejection when it answered one the adapter sent itself).
 // A request is a message with an id member, null included (JSON-RPC 2.0 and ACP allow a null
@@ -352,6 +352,13 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 			}
 		}
 		id = rawID
+	}
+	// A request or notification must say "jsonrpc":"2.0". (A response without it is taken
+	// above: an answer is never answered, and dropping it would leave the agent's request
+	// waiting.)
+	var version string
+	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
+		return nil, &rejection{id: id, code: codeInvalidRequest, msg: `invalid request: jsonrpc must be "2.0"`}
 	}
 	var name string
 	if json.Unmarshal(method, &name) != nil || name == "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -125,6 +126,33 @@ func TestNullIDIsARequest(t *testing.T) {
 	// The client's answer it could not match to a request: not answered (the next answer is
 	// the next request's).
 	rw.send(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`)
+	rw.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
+	if m := rw.response("2"); m["result"] == nil {
+		t.Fatalf("session/list: %v", m)
+	}
+}
+
+// TestJSONRPCVersionRequired: a request without "jsonrpc":"2.0" (missing, "1.0", a number) is
+// invalid (-32600, its id echoed when it may be); a notification without it is dropped.
+func TestJSONRPCVersionRequired(t *testing.T) {
+	rw := initialized(t)
+	for i, version := range []string{``, `"jsonrpc":"1.0",`, `"jsonrpc":2.0,`, `"jsonrpc":null,`, `"jsonrpc":"2.0 ",`} {
+		id := strconv.Itoa(10 + i)
+		rw.send(`{` + version + `"id":` + id + `,"method":"session/list","params":{}}`)
+		if code, msg := errorOf(t, rw.response(id)); code != -32600 || !strings.Contains(msg, "jsonrpc") {
+			t.Errorf("version %q: %d %q", version, code, msg)
+		}
+		// A notification without it gets no answer: the next answer is the next request's.
+		rw.send(`{` + version + `"method":"session/cancel","params":{"sessionId":"nope"}}`)
+	}
+	rw.send(`{"id":null,"method":"session/list","params":{}}`)
+	if code, _ := errorOf(t, rw.response("null")); code != -32600 {
+		t.Errorf("null id without jsonrpc: code %d", code)
+	}
+	rw.send(`{"id":"` + "\xff" + `","method":"session/list","params":{}}`)
+	if code, _ := errorOf(t, rw.response("null")); code != -32600 {
+		t.Errorf("bad id without jsonrpc: code %d", code)
+	}
 	rw.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
 	if m := rw.response("2"); m["result"] == nil {
 		t.Fatalf("session/list: %v", m)
