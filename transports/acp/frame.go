@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -313,9 +314,10 @@ type rejection struct {
 // id, and its answer carries null); only a message without one is a notification, which is
 // never answered. A request goes on under a surrogate id (inflight) with only the members the
 // SDK reads, so the SDK can neither drop it nor answer it under a changed id. A sessionId in
-// params is checked by the identifier rule of every edge. It also supplies the mcpServers list
-// some clients omit from session/new and session/load: v1 requires it, but refusing the
-// session over an empty list helps nobody.
+// params is checked by the identifier rule of every edge. Omitted or null params are {} for a
+// method whose params are all optional, and a -32602 naming the required ones otherwise. It
+// also supplies the mcpServers list some clients omit from session/new and session/load: v1
+// requires it, but refusing the session over an empty list helps nobody.
 func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
@@ -365,6 +367,12 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 		return nil, &rejection{id: id, answer: true, code: codeInvalidRequest, msg: "invalid request: method must be a non-empty string"}
 	}
 	params := m["params"]
+	if len(params) == 0 || string(params) == "null" {
+		if req := requiredParams[name]; req != nil {
+			return nil, &rejection{id: id, code: codeInvalidParams, msg: "invalid params: " + name + " requires params: " + strings.Join(req, ", "), data: map[string]any{"required": req}}
+		}
+		params = json.RawMessage("{}")
+	}
 	if sid, bad := badSessionID(params); bad != nil {
 		return nil, &rejection{id: id, code: codeInvalidParams, msg: "invalid params: sessionId: " + bad.Error(), data: map[string]any{"param": "sessionId", "length": len(sid)}}
 	}
@@ -374,10 +382,7 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 	if name == "session/new" || name == "session/load" {
 		params = withMCPServers(params)
 	}
-	out := map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "method": method}
-	if params != nil {
-		out["params"] = params
-	}
+	out := map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "method": method, "params": params}
 	if id != nil {
 		tok := inf.admit(id)
 		if tok == "" {
@@ -391,6 +396,26 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 		return nil, &rejection{id: id, answer: true, code: codeInvalidRequest, msg: "invalid request"}
 	}
 	return b, nil
+}
+
+// requiredParams names, for each method the agent serves whose params have required members,
+// the members the agent needs (the schema's required list, less mcpServers, which normalize
+// supplies). Every other method's params are all optional (session/list) or are the
+// handler's to judge (extension methods), and omitted params are {} for them.
+var requiredParams = map[string][]string{
+	"initialize":                {"protocolVersion"},
+	"authenticate":              {"methodId"},
+	"session/new":               {"cwd"},
+	"session/load":              {"sessionId", "cwd"},
+	"session/resume":            {"sessionId", "cwd"},
+	"session/fork":              {"sessionId", "cwd"},
+	"session/close":             {"sessionId"},
+	"session/cancel":            {"sessionId"},
+	"session/prompt":            {"sessionId", "prompt"},
+	"session/set_mode":          {"sessionId", "modeId"},
+	"session/set_config_option": {"sessionId", "configId", "value"},
+	"session/set_model":         {"sessionId", "modelId"},
+	"$/cancel_request":          {"requestId"},
 }
 
 // marshalPlain encodes without HTML escaping: what the client wrote reaches the SDK

@@ -158,3 +158,38 @@ func TestJSONRPCVersionRequired(t *testing.T) {
 		t.Fatalf("session/list: %v", m)
 	}
 }
+
+// TestOmittedParams: params may be omitted (JSON-RPC 2.0). For a method whose params are all
+// optional that is {}, as null is; a method with required params is answered -32602 naming
+// them; a notification without its required params is dropped.
+func TestOmittedParams(t *testing.T) {
+	rw := initialized(t)
+	for _, frame := range []string{
+		`{"jsonrpc":"2.0","id":"a","method":"session/list"}`,
+		`{"jsonrpc":"2.0","id":"a","method":"session/list","params":null}`,
+	} {
+		rw.send(frame)
+		if m := rw.response(`"a"`); m["result"] == nil {
+			t.Errorf("%s: %v", frame, m)
+		}
+	}
+	for _, tc := range []struct{ method, names string }{
+		{"session/prompt", "sessionId, prompt"},
+		{"session/new", "cwd"},
+		{"session/load", "sessionId, cwd"},
+		{"session/set_mode", "sessionId, modeId"},
+		{"authenticate", "methodId"},
+	} {
+		for _, params := range []string{``, `,"params":null`} {
+			rw.send(`{"jsonrpc":"2.0","id":"b","method":"` + tc.method + `"` + params + `}`)
+			if code, msg := errorOf(t, rw.response(`"b"`)); code != -32602 || !strings.Contains(msg, tc.names) {
+				t.Errorf("%s%s: %d %q, want -32602 naming %s", tc.method, params, code, msg, tc.names)
+			}
+		}
+	}
+	rw.send(`{"jsonrpc":"2.0","method":"session/cancel"}`)
+	rw.send(`{"jsonrpc":"2.0","id":"c","method":"_hermes/unknown"}`)
+	if code, _ := errorOf(t, rw.response(`"c"`)); code != -32601 {
+		t.Errorf("extension method without params: code %d", code)
+	}
+}
