@@ -246,7 +246,11 @@ func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int, ids *infli
 		if len(line) > 0 || over {
 			switch {
 			case over:
-				writeError(reply, idOf(line), codeInvalidRequest, "message too large", nil)
+				if id, ok := oversized(line); ok {
+					writeError(reply, id, codeInvalidRequest, "message too large", nil)
+				} else {
+					log.Warn("acp: dropped a message nobody waits an answer to", "reason", "message too large")
+				}
 			case len(bytes.TrimSpace(line)) == 0:
 			case !json.Valid(line):
 				writeError(reply, nil, codeParseError, "parse error", nil)
@@ -498,26 +502,141 @@ func withMCPServers(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// idOf finds the request id in a (possibly truncated) frame: a full parse when the line is
-// whole, else a scan of the prefix, where clients put "id" first or second.
-func idOf(line []byte) json.RawMessage {
-	var m struct {
-		ID json.RawMessage `json:"id"`
+// oversized decides the answer to a line over the frame limit from the start of it readLine
+// kept. Only the top-level members count, read with a small tokenizer: an "id" inside params
+// is not the message's. The message's id is echoed when the prefix holds it whole, as
+// normalize would echo it; a message with an id that cannot be told is answered with null
+// (JSON-RPC's rule for an undeterminable id). A message with a method and no id before the
+// prefix ends is taken for a notification (clients write a request's id before its params)
+// and not answered, nor is an answer from the client (a result or an error); anything else is
+// answered with null.
+func oversized(prefix []byte) (id json.RawMessage, answer bool) {
+	var (
+		rawID                     json.RawMessage // nil: not whole in the prefix
+		hasID, hasMethod, isReply bool
+	)
+	i := skipSpace(prefix, 0)
+	if i >= len(prefix) || prefix[i] != '{' {
+		return nil, true // not an object, so not a notification; no id to tell
 	}
-	if json.Unmarshal(line, &m) == nil {
-		return echoable(m.ID)
+	i++
+	for first := true; ; first = false {
+		i = skipSpace(prefix, i)
+		if i < len(prefix) && prefix[i] == '}' {
+			break
+		}
+		if !first {
+			if i >= len(prefix) || prefix[i] != ',' {
+				break
+			}
+			i = skipSpace(prefix, i+1)
+		}
+		end := stringEnd(prefix, i)
+		var key string
+		if end < 0 || json.Unmarshal(prefix[i:end], &key) != nil {
+			break
+		}
+		i = skipSpace(prefix, end)
+		if i >= len(prefix) || prefix[i] != ':' {
+			break
+		}
+		i = skipSpace(prefix, i+1)
+		end = valueEnd(prefix, i)
+		switch key {
+		case "id":
+			hasID, rawID = true, nil
+			if end > 0 {
+				rawID = prefix[i:end]
+			}
+		case "method":
+			hasMethod = end < 0 || string(prefix[i:end]) != "null"
+		case "result", "error":
+			isReply = true
+		}
+		if end < 0 {
+			break
+		}
+		i = end
 	}
-	i := bytes.Index(line, []byte(`"id"`))
-	if i < 0 {
-		return nil
+	switch {
+	case isReply && !hasMethod:
+		return nil, false // an answer is never answered
+	case hasID:
+		if rawID != nil && json.Valid(rawID) {
+			return echoable(rawID), true
+		}
+		return nil, true
+	case hasMethod:
+		return nil, false
 	}
-	rest := bytes.TrimLeft(line[i+4:], " \t:")
-	dec := json.NewDecoder(bytes.NewReader(rest))
-	var raw json.RawMessage
-	if dec.Decode(&raw) != nil {
-		return nil
+	return nil, true // a whole object without id or method is invalid, a prefix of one unknown
+}
+
+// skipSpace skips JSON whitespace from b[i].
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	return echoable(raw)
+	return i
+}
+
+// stringEnd returns the end of the JSON string starting at b[i], or -1 when there is none or
+// it does not end within b.
+func stringEnd(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// valueEnd returns the end of the JSON value starting at b[i], or -1 when it does not end
+// within b. A number or literal ends only at a delimiter: one running to the end of b may go
+// on past it.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end := stringEnd(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			if j == i {
+				return -1
+			}
+			return j
+		}
+	}
+	return -1
 }
 
 // writeError answers with an error, the id exactly as the client wrote it.

@@ -67,3 +67,26 @@ func TestIDNotValidUTF8IsAnsweredWithNull(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizedNotificationIsNotAnswered: a notification over the frame limit whose params
+// hold an "id" is not answered under that id (nor at all); an oversized request is answered
+// under its own, top-level id; one whose id cannot be told from its start is answered with
+// null.
+func TestOversizedNotificationIsNotAnswered(t *testing.T) {
+	rw := initialized(t) // a 1 MiB frame limit
+	big := strings.Repeat("x", 2<<20)
+	rw.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"id":99,"sessionId":"` + big + `"}}`)
+	rw.send(`{"jsonrpc":"2.0","method":"session/prompt","params":{"request":{"id":98},"prompt":[{"type":"text","text":"` + big + `"}]},"id":97}`)
+	rw.send(`{"jsonrpc":"2.0","id":"p-1","method":"session/prompt","params":{"prompt":[{"type":"text","text":"` + big + `"}]}}`)
+	if code, msg := errorOf(t, rw.response(`"p-1"`)); code != -32600 || msg != "message too large" {
+		t.Errorf("oversized request: %d %q", code, msg)
+	}
+	rw.send(`{"jsonrpc":"2.0","id":"` + big + `","method":"session/list","params":{}}`)
+	if code, _ := errorOf(t, rw.response("null")); code != -32600 {
+		t.Errorf("oversized request with an id longer than the prefix: code %d", code)
+	}
+	rw.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
+	if m := rw.response("2"); m["result"] == nil {
+		t.Fatalf("session/list: %v", m)
+	}
+}

@@ -25,16 +25,3 @@ func TestTruncateKeepsUTF8(t *testing.T) {
 		t.Fatal("short text changed")
 	}
 }
-
-func TestIDOfTruncatedFrame(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":{"x":"yyyy`: "12",
-		`{"id":"abc","method":"m"}`:        `"abc"`,
-		`{"method":"m","params":{"text":"`: "",
-		`{"id":{"nested":1}}`:              "",
-	} {
-		if got := string(idOf([]byte(in))); got != want {
-			t.Errorf("idOf(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
