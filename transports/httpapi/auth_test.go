@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"net"
 	"testing"
+	"time"
 
 	"github.com/hermes-go/hermes/transports/httpapi"
 )
@@ -28,5 +30,33 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		if got := httpapi.BearerToken(h); got != want {
 			t.Errorf("BearerToken(%q) = %q, want %q", h, got, want)
 		}
+	}
+}
+
+// A Shutdown that comes before Serve got going (a SIGTERM right after start) still ends it:
+// Serve returns at once instead of accepting forever.
+func TestServeAfterShutdownReturns(t *testing.T) {
+	tg := newTarget(t, nil)
+	if err := tg.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tg.srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve after Shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		ln.Close()
+		t.Fatal("Serve after Shutdown kept accepting")
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("the listener still accepts after Serve returned")
 	}
 }

@@ -222,17 +222,24 @@ func (l *limitListener) refuse(c net.Conn, msg []byte) {
 type listeners struct {
 	mu   sync.Mutex
 	list []*limitListener
+	shut bool // close was called: no listener is taken after it
 }
 
-func (ls *listeners) add(l *limitListener) {
+// add takes l for Shutdown to close; false once Shutdown began (l is not to be served).
+func (ls *listeners) add(l *limitListener) bool {
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.shut {
+		return false
+	}
 	ls.list = append(ls.list, l)
-	ls.mu.Unlock()
+	return true
 }
 
-// close stops every listener from accepting.
+// close stops every listener from accepting, and any added later.
 func (ls *listeners) close() {
 	ls.mu.Lock()
+	ls.shut = true
 	list := ls.list
 	ls.mu.Unlock()
 	for _, l := range list {

@@ -244,11 +244,14 @@ func New(eng *engine.Engine, gw *gateway.Server, opts Options) (*Server, error) 
 // App exposes the fiber app (tests, extra routes).
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown, within the connection limits of Options.Limits.
+// Serve serves on ln until Shutdown, within the connection limits of Options.Limits. After
+// Shutdown began (even one called before Serve got going) it closes ln and returns nil.
 func (s *Server) Serve(ln net.Listener) error {
 	l := newLimitListener(ln, s.opts.Limits, s.log)
 	l.onReject = s.opts.OnReject
-	s.lns.add(l)
+	if !s.lns.add(l) {
+		return l.Close()
+	}
 	return s.app.Listener(l)
 }
 
