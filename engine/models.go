@@ -40,6 +40,19 @@ type ModelNameError struct {
 
 func (e *ModelNameError) Error() string { return e.Err.Error() }
 
+// unservedError is a model its provider refused to serve (model.Checker): an invalid model to
+// every surface, said as what it is.
+type unservedError struct {
+	model string
+	err   error
+}
+
+func (e *unservedError) Error() string {
+	return "model " + e.model + " cannot be used: " + e.err.Error()
+}
+func (e *unservedError) Unwrap() error        { return e.err }
+func (e *unservedError) Is(target error) bool { return target == ErrInvalidModel }
+
 func (e *ModelNameError) Unwrap() error { return e.Err }
 
 // Catalog returns the model catalogue the engine checks names against and prices calls with.

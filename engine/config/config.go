@@ -339,6 +339,23 @@ func builtinProviders() map[string]Provider {
 	}
 }
 
+// MissingKey names the variable to set when provider name cannot be called for want of a key:
+// a built-in hosted provider (its default https endpoint) with no key and no auth header. ""
+// when it has one, or may need none (a local server, a base URL of the user's own).
+func MissingKey(name string, p Provider) string {
+	b, ok := builtinProviders()[name]
+	if !ok || p.APIKey != "" || b.KeyEnv == "" || !strings.HasPrefix(b.BaseURL, "https://") ||
+		strings.TrimRight(p.BaseURL, "/") != strings.TrimRight(b.BaseURL, "/") {
+		return ""
+	}
+	for h := range p.Headers {
+		if strings.EqualFold(h, "Authorization") || strings.EqualFold(h, "X-Api-Key") {
+			return ""
+		}
+	}
+	return b.KeyEnv
+}
+
 // BuiltinProvider reports whether name is a provider available without configuration; any
 // other provider is a saved custom endpoint.
 func BuiltinProvider(name string) bool {

@@ -244,3 +244,29 @@ func TestLoadStoreURL(t *testing.T) {
 		t.Fatalf("the store URL's password is shown:\n%s", shown)
 	}
 }
+
+// MissingKey names the variable of a hosted built-in provider left without a key, and nothing
+// for a provider that has one, may do without (local servers), or talks to an endpoint of the
+// user's own.
+func TestMissingKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Provider
+		want string
+	}{
+		{"openai", Provider{BaseURL: "https://api.openai.com/v1"}, "OPENAI_API_KEY"},
+		{"openai", Provider{BaseURL: "https://api.openai.com/v1/"}, "OPENAI_API_KEY"},
+		{"anthropic", Provider{BaseURL: "https://api.anthropic.com"}, "ANTHROPIC_API_KEY"},
+		{"openrouter", Provider{BaseURL: "https://openrouter.ai/api/v1"}, "OPENROUTER_API_KEY"},
+		{"openai", Provider{BaseURL: "https://api.openai.com/v1", APIKey: "k"}, ""},
+		{"openai", Provider{BaseURL: "http://127.0.0.1:8000/v1"}, ""}, // OPENAI_BASE_URL of the user's own
+		{"openai", Provider{BaseURL: "https://api.openai.com/v1", Headers: map[string]string{"authorization": "Bearer k"}}, ""},
+		{"vllm", Provider{BaseURL: "http://127.0.0.1:8000/v1"}, ""}, // its key is optional
+		{"ollama", Provider{BaseURL: "http://127.0.0.1:11434/v1"}, ""},
+		{"lab", Provider{BaseURL: "https://api.openai.com/v1", KeyEnv: "LAB_KEY"}, ""}, // a custom provider
+	} {
+		if got := MissingKey(tc.name, tc.p); got != tc.want {
+			t.Errorf("MissingKey(%s, %+v) = %q, want %q", tc.name, tc.p, got, tc.want)
+		}
+	}
+}

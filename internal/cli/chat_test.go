@@ -185,3 +185,19 @@ func TestChatRefusesAnEmptyQuery(t *testing.T) {
 		t.Fatalf("a refused chat stored a session:\n%s", ls.stdout)
 	}
 }
+
+// A hosted provider without its key fails the turn at once, saying what to set, once: no call
+// goes out to be turned away or retried. The prompt is kept (the session can go on once the key
+// is set). The same model over an endpoint of the user's own (which may need no key) is tried.
+func TestChatWithoutAKeySaysWhatToSet(t *testing.T) {
+	home, work := t.TempDir(), t.TempDir()
+	env := []string{"HERMES_HOME=" + home, "OPENAI_API_KEY=", "OPENAI_BASE_URL=", "HERMES_MODEL=openai:gpt-4o"}
+	r := hermes(t, work, env, "chat", "-q", "hi")
+	if r.code != 1 || strings.Count(r.err, "provider openai has no API key: set OPENAI_API_KEY") != 1 || strings.Contains(r.err, "unreachable") {
+		t.Fatalf("exit %d\n%s", r.code, r.err)
+	}
+	local := hermes(t, work, append(env, "OPENAI_BASE_URL=http://127.0.0.1:1/v1"), "chat", "-q", "hi")
+	if local.code != 1 || strings.Contains(local.err, "no API key") || !strings.Contains(local.err, "unreachable") {
+		t.Fatalf("own endpoint: exit %d\n%s", local.code, local.err)
+	}
+}

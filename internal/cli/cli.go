@@ -335,6 +335,9 @@ func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error
 			if c, ok := pr.(*cassettes); ok && o.remote {
 				c.serveOnly(cfg, name)
 			}
+			if env := config.MissingKey(name, p); env != "" {
+				pr = keyless{name: name, env: env}
+			}
 			providers[name] = pr
 		}
 	}
@@ -499,6 +502,20 @@ func (c *cassettes) Stream(ctx context.Context, r model.Request) iter.Seq2[model
 				return
 			}
 		}
+	}
+}
+
+// keyless is a hosted provider without its key: a turn that calls it fails at once saying what
+// to set, instead of sending a request to be turned away (or retried against an endpoint that
+// cannot answer). Switching a session to one of its models stays allowed, as it always was on
+// the wire: the key may be set before the next turn.
+type keyless struct {
+	name, env string
+}
+
+func (k keyless) Stream(context.Context, model.Request) iter.Seq2[model.Chunk, error] {
+	return func(yield func(model.Chunk, error) bool) {
+		yield(model.Chunk{}, fmt.Errorf("provider %s has no API key: set %s (in the environment or $HERMES_HOME/.env)", k.name, k.env))
 	}
 }
 
