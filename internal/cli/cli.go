@@ -6,6 +6,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -126,7 +127,17 @@ func commandHelp(ctx context.Context, c command, args []string, io stdio) int {
 		fmt.Fprintf(io.out, "usage: hermes %s\n\n%s\n", strings.TrimSpace(c.name+" "+sub), c.summary)
 		return 0
 	}
-	if code := c.run(ctx, args, stdio{io.in, io.out, io.out}); code != 2 {
+	var buf bytes.Buffer
+	code := c.run(ctx, args, stdio{io.in, &buf, &buf})
+	out := buf.String()
+	// The flag package's "Usage of NAME:" becomes a usage line and the command's summary.
+	if rest, ok := strings.CutPrefix(out, "Usage of "); ok {
+		if name, flags, ok := strings.Cut(rest, ":\n"); ok {
+			out = fmt.Sprintf("usage: hermes %s [flags]\n\n%s\n\nflags:\n%s", name, c.summary, flags)
+		}
+	}
+	fmt.Fprint(io.out, out)
+	if code != 2 {
 		return code
 	}
 	return 0

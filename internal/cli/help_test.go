@@ -26,6 +26,11 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		if code != 0 || out.Len() == 0 || errb.Len() != 0 || !strings.Contains(strings.ToLower(out.String()), "usage") {
 			t.Errorf("hermes %s: exit %d\nstdout %q\nstderr %q", strings.Join(args, " "), code, out.String(), errb.String())
 		}
+		// One form for every command: a usage line naming it, never the flag package's own.
+		head := strings.Join(strings.Fields(out.String()), " ") // "usage:\n  hermes policy …" too
+		if !strings.HasPrefix(head, "usage: hermes "+args[0]) || strings.Contains(out.String(), "Usage of ") {
+			t.Errorf("hermes %s: usage starts %q", strings.Join(args, " "), strings.SplitN(out.String(), "\n", 2)[0])
+		}
 	}
 	if entries, _ := os.ReadDir(home); len(entries) != 0 {
 		t.Errorf("asking for help wrote to the home: %v", entries)
