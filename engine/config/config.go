@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -379,7 +380,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("config %s: %w", path, readableYAMLError(err))
 		}
 		c.Path = path
 		switch d := c.Display.BusyInputMode; {
@@ -638,3 +639,82 @@ func (c *Config) ProviderNames() []string {
 func maskValues(m map[string]string) map[string]string { return redact.Values(m) }
 
 func mask(s string) string { return redact.Secret(s) }
+
+// readableYAMLError says a decoding error of config.yaml in the file's terms: an unknown key is
+// named as a key, with the known key it most likely meant ("line 1: unknown key "modle" (did
+// you mean "model"?)"), not as a field of a Go type.
+func readableYAMLError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	keys := map[string][]string{} // Go type name → its yaml keys
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Config]().PkgPath() {
+			return
+		}
+		name := "config." + t.Name()
+		if _, seen := keys[name]; seen {
+			return
+		}
+		keys[name] = []string{}
+		for f := range t.Fields() {
+			if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k != "" && k != "-" {
+				keys[name] = append(keys[name], k)
+			}
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeFor[Config]())
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		var line int
+		var field, typ string
+		if n, _ := fmt.Sscanf(m, "line %d: field %s not found in type %s", &line, &field, &typ); n != 3 {
+			continue
+		}
+		msgs[i] = fmt.Sprintf("line %d: unknown key %q", line, field)
+		if near := nearestKey(field, keys[typ]); near != "" {
+			msgs[i] += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// nearestKey is the key of keys closest to k, when it is a likely typo of it (at most two
+// edits away, one for short keys); "" otherwise.
+func nearestKey(k string, keys []string) string {
+	best, bestD := "", 3
+	for _, c := range keys {
+		if d := editDistance(k, c); d < bestD && (d <= 1 || len(c) > 4) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes: keys are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -270,3 +270,24 @@ func TestMissingKey(t *testing.T) {
 		}
 	}
 }
+
+// An unknown key is said as a key of config.yaml, with the key it most likely meant, at every
+// depth; a wrong type keeps yaml's own wording.
+func TestLoadUnknownKeySuggestsTheKnownOne(t *testing.T) {
+	for yml, want := range map[string]string{
+		"modle: x\n":                                  `line 1: unknown key "modle" (did you mean "model"?)`,
+		"server:\n  adr: 127.0.0.1:1\n":               `line 2: unknown key "adr" (did you mean "addr"?)`,
+		"providers:\n  lab:\n    base_ur: http://x\n": `line 3: unknown key "base_ur" (did you mean "base_url"?)`,
+		"telemetry:\n  zzzzzz: 1\n":                   `line 2: unknown key "zzzzzz"`,
+		"max_iterations: lots\n":                      "cannot unmarshal",
+	} {
+		home := t.TempDir()
+		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(yml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(env(map[string]string{"HERMES_HOME": home}))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "config.Config") || strings.HasSuffix(want, `"zzzzzz"`) && strings.Contains(err.Error(), "did you mean") {
+			t.Errorf("%q: %v, want %q", yml, err, want)
+		}
+	}
+}
