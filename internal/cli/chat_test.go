@@ -106,7 +106,7 @@ func TestChatOneShotFromCassette(t *testing.T) {
 	broken := filepath.Join(t.TempDir(), "broken.cassette.json")
 	os.WriteFile(broken, []byte(`{"version":1,`), 0o600)
 	r3 := hermes(t, work, env, "chat", "--session", id[1], "--model", "replay:"+broken, "-q", "again")
-	if r3.code != 1 || strings.Count(r3.err, "broken.cassette.json") != 1 || !strings.Contains(r3.err, "invalid cassette") {
+	if r3.code != 1 || strings.Count(r3.err, "invalid cassette") != 1 || strings.Count(r3.err, "\n") != 1 || !strings.Contains(r3.err, "broken.cassette.json") {
 		t.Fatalf("broken cassette: exit %d\n%s", r3.code, r3.err)
 	}
 	if ls := hermes(t, work, env, "sessions"); sessionRow(ls.stdout, id[1])["MODEL"] != "replay:"+next {

@@ -40,7 +40,7 @@ func TestCLIIsTheLocalOwner(t *testing.T) {
 		t.Fatalf("sessions: %d %s %s", r.code, r.stdout, r.err)
 	}
 	r = hermes(t, work, env, "sessions", "-all")
-	if r.code != 0 || !strings.Contains(r.stdout, "local-one") || !strings.Contains(r.stdout, "api-other") || !strings.Contains(r.stdout, "owner=key_0123456789abcdef") || strings.Contains(r.stdout, "local-gone") {
+	if r.code != 0 || !strings.Contains(r.stdout, "local-one") || !strings.Contains(r.stdout, "api-other") || sessionRow(r.stdout, "api-other")["OWNER"] != "key_0123456789abcdef" || strings.Contains(r.stdout, "local-gone") {
 		t.Fatalf("sessions -all: %d %s %s", r.code, r.stdout, r.err)
 	}
 	r = hermes(t, work, env, "chat", "--session", "api-other", "-q", "hello")

@@ -128,18 +128,37 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	defer stop()
 	f := jsonrpc.NewLineFramer(io.in, io.out, nil, 0)
 	// gateway.ready goes out before the store is opened; requests wait for it.
+	var mu sync.Mutex
 	var a *assembled
 	var gw *gateway.Server
-	err = gateway.ServeLazy(ctx, f, onFrame, func(epoch string) (*gateway.Server, error) {
-		var err error
-		if a, err = assemble(cfg, logger); err != nil {
-			return nil, err
+	served := make(chan error, 1)
+	go func() {
+		served <- gateway.ServeLazy(ctx, f, onFrame, func(epoch string) (*gateway.Server, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var err error
+			if a, err = assemble(cfg, logger); err != nil {
+				return nil, err
+			}
+			opts := gatewayOptions(cfg, a, logger)
+			opts.Epoch = epoch
+			gw = gateway.New(a.eng, opts)
+			return gw, nil
+		})
+	}()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		// A signal: the connection's requests are cancelled and answered. Its line reader
+		// blocks on stdin, which a host may keep open and which cannot be interrupted; the
+		// process does not wait for it past a moment.
+		select {
+		case err = <-served:
+		case <-time.After(signalGrace):
 		}
-		opts := gatewayOptions(cfg, a, logger)
-		opts.Epoch = epoch
-		gw = gateway.New(a.eng, opts)
-		return gw, nil
-	})
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	if gw != nil {
 		gw.Close()
 	}
@@ -151,6 +170,10 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	}
 	return 0
 }
+
+// signalGrace is how long hermes gateway waits after SIGINT or SIGTERM for its connection to
+// end by itself before it exits anyway.
+const signalGrace = 3 * time.Second
 
 // keyFile is where hermes serve keeps the API key it created, used while none is configured.
 func keyFile(cfg *config.Config) string { return filepath.Join(cfg.Home, "api_key") }

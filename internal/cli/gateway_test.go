@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,5 +164,55 @@ func TestGatewaySubprocessSmoke(t *testing.T) {
 	}
 	if h := call(t, c, "session.history", map[string]any{"session_id": sid}); h["count"] != float64(2) {
 		t.Fatalf("history: %v", h)
+	}
+}
+
+// SIGTERM ends `hermes gateway` even while its host keeps stdin open (a service manager's
+// stop): the process exits 0 within a moment instead of waiting for an input that may never end.
+func TestGatewayExitsOnSIGTERMWithStdinOpen(t *testing.T) {
+	cmd := hermesCmd(t, t.TempDir(), []string{"HERMES_HOME=" + t.TempDir(), "HERMES_MODEL=openai:m", "OPENAI_BASE_URL=http://127.0.0.1:1/v1"}, "gateway")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		defer close(exited)
+		r := bufio.NewReader(stdout)
+		if _, err := r.ReadString('\n'); err == nil { // gateway.ready: its signal handling is set
+			close(ready)
+		}
+		_, _ = io.Copy(io.Discard, r)
+		waitErr = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	select {
+	case <-ready:
+	case <-exited:
+		t.Fatalf("hermes gateway exited before gateway.ready: %v", waitErr)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v", waitErr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("hermes gateway still runs 30 s after SIGTERM with its stdin open")
 	}
 }

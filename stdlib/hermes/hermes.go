@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/hermes-go/hermes/engine"
@@ -194,6 +195,13 @@ func (a *API) create(ctx context.Context, args stdlib.Args) (any, error) {
 		case "model", "cwd", "title", "id", "policy":
 		default:
 			return nil, fmt.Errorf("%w: hermes.create: unknown option %q (model, cwd, title, id, policy)", stdlib.ErrArgument, k)
+		}
+	}
+	if co.Cwd != "" && !filepath.IsAbs(co.Cwd) {
+		// A script names folders from where it runs (hermes run, hermes test): the session's
+		// tools run there whatever process serves the session later.
+		if co.Cwd, err = filepath.Abs(co.Cwd); err != nil {
+			return nil, err
 		}
 	}
 	co.Source = a.o.Source
