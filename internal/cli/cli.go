@@ -20,11 +20,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/hermes-go/hermes/engine"
 	"github.com/hermes-go/hermes/engine/config"
@@ -197,14 +198,14 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 		return 1
 	}
 	// The table: aligned columns under a header, written once the widths are known.
-	out := tabwriter.NewWriter(buf, 0, 8, 2, ' ', 0)
+	var tab table
 	if !*jsonOut {
-		defer out.Flush()
-		header := "ID\tUPDATED\tMODEL\tROWS\tTITLE"
+		defer func() { tab.write(buf) }()
 		if *all {
-			header += "\tOWNER"
+			tab.add("ID", "UPDATED", "MODEL", "ROWS", "TITLE", "OWNER")
+		} else {
+			tab.add("ID", "UPDATED", "MODEL", "ROWS", "TITLE")
 		}
-		fmt.Fprintln(out, header)
 	}
 	// The CLI is the local owner: another principal's sessions are listed only with -all.
 	n := 0
@@ -229,14 +230,45 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 			}
 			continue
 		}
-		fmt.Fprintf(out, "%s\t%s\t%s\t%d\t%s", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"),
-			cell(s.Model), s.RowCount, cell(s.Title))
+		updated, rows := s.UpdatedAt.Local().Format("2006-01-02 15:04"), strconv.FormatInt(s.RowCount, 10)
 		if *all {
-			fmt.Fprintf(out, "\t%s", cell(s.Principal))
+			tab.add(s.ID, updated, cell(s.Model), rows, cell(s.Title), cell(s.Principal))
+		} else {
+			tab.add(s.ID, updated, cell(s.Model), rows, cell(s.Title))
 		}
-		fmt.Fprintln(out)
 	}
 	return 0
+}
+
+// table is a terminal table: rows of cells, written with each column as wide as its widest cell
+// (in runes) and two spaces between columns; the last column is not padded.
+type table struct {
+	rows   [][]string
+	widths []int
+}
+
+func (t *table) add(cells ...string) {
+	for i, c := range cells {
+		if i == len(t.widths) {
+			t.widths = append(t.widths, 0)
+		}
+		t.widths[i] = max(t.widths[i], utf8.RuneCountInString(c))
+	}
+	t.rows = append(t.rows, cells)
+}
+
+func (t *table) write(w *bufio.Writer) {
+	for _, r := range t.rows {
+		for i, c := range r {
+			w.WriteString(c)
+			if i < len(r)-1 {
+				for range t.widths[i] - utf8.RuneCountInString(c) + 2 {
+					w.WriteByte(' ')
+				}
+			}
+		}
+		w.WriteByte('\n')
+	}
 }
 
 // cell is a stored string as one cell of a terminal table: "-" when empty, and every control
