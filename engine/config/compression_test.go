@@ -37,8 +37,8 @@ func TestLoadCompressionAndOutputBudgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Compression.CompactThreshold() != 0 { // 0: the engine's default
-		t.Fatalf("default threshold %v", c.Compression.CompactThreshold())
+	if c.Compression.CompactThreshold() != 0.5 || c.Compression.ContextWindow != 128000 || c.Compression.Enabled == nil || !*c.Compression.Enabled {
+		t.Fatalf("defaults: %+v", c.Compression)
 	}
 	for yml, want := range map[string]string{
 		"compression:\n  threshold: 1.5\n":         "compression.threshold",

@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hermes-go/hermes/engine/model/catalog"
+	"github.com/hermes-go/hermes/engine/policy"
 	"github.com/hermes-go/hermes/engine/redact"
 )
 
@@ -327,6 +328,10 @@ func DefaultHome() string {
 	return ".hermes"
 }
 
+// defaultContextWindow is the engine's window for a model no catalogue knows
+// (engine.DefaultContextWindow; this package does not import the engine).
+const defaultContextWindow = 128000
+
 // Builtin providers, available without configuration.
 func builtinProviders() map[string]Provider {
 	return map[string]Provider{
@@ -479,11 +484,32 @@ func Load(getenv func(string) string) (*Config, error) {
 	if c.MaxIterations == 0 {
 		c.MaxIterations = 90
 	}
+	// The engine's defaults, filled here so config show prints what runs.
+	c.BusyInputMode = policy.NormalizeBusyMode(c.BusyInputMode)
+	if c.Delegation.MaxIterations == 0 {
+		c.Delegation.MaxIterations = 50
+	}
+	if c.Delegation.MaxDepth == 0 {
+		c.Delegation.MaxDepth = 2
+	}
+	if c.Delegation.MaxConcurrent == 0 {
+		c.Delegation.MaxConcurrent = 3
+	}
 	if t := c.Compression.Threshold; t < 0 || t > 1 {
 		return nil, fmt.Errorf("compression.threshold %v: want a fraction of the context window above 0 and at most 1", t)
 	}
 	if c.Compression.ContextWindow < 0 {
 		return nil, fmt.Errorf("compression.context_window %d: want a positive number of tokens", c.Compression.ContextWindow)
+	}
+	if c.Compression.Enabled == nil {
+		on := true
+		c.Compression.Enabled = &on
+	}
+	if c.Compression.Threshold == 0 {
+		c.Compression.Threshold = policy.DefaultCompactThreshold
+	}
+	if c.Compression.ContextWindow == 0 {
+		c.Compression.ContextWindow = defaultContextWindow
 	}
 	if c.Tools.OutputBudget < 0 {
 		return nil, fmt.Errorf("tools.output_budget %d: want a positive number of bytes", c.Tools.OutputBudget)

@@ -291,3 +291,23 @@ func TestLoadUnknownKeySuggestsTheKnownOne(t *testing.T) {
 		}
 	}
 }
+
+// config show prints what runs: the engine's defaults where the file and the environment say
+// nothing (busy input interrupt, delegation 50/2/3, compression on at half the window).
+func TestShowPrintsEffectiveDefaults(t *testing.T) {
+	c, err := Load(env(map[string]string{"HERMES_HOME": t.TempDir()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := c.Show()
+	for _, want := range []string{"busy_input_mode: interrupt", "max_iterations: 90", "max_iterations: 50", "max_depth: 2", "max_concurrent: 3", "enabled: true", "threshold: 0.5", "context_window: 128000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config show lacks %q:\n%s", want, out)
+		}
+	}
+	for yml, want := range map[string]string{"busy_input_mode: steer\n": "steer", "display:\n  busy_input_mode: queue\n": "queue", "busy_input_mode: bogus\n": "interrupt"} {
+		if c, err := loadYAML(t, yml); err != nil || c.BusyInputMode != want {
+			t.Errorf("%q: %v %q, want %q", yml, err, c.BusyInputMode, want)
+		}
+	}
+}
