@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -124,12 +125,15 @@ func jsonResult(v any) (*mcp.CallToolResult, error) {
 }
 
 func (s *Server) createSession(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	sess, err := s.eng.Create(ctx, engine.CreateOptions{
-		Model:  req.GetString("model", ""),
-		Cwd:    req.GetString("cwd", ""),
-		Title:  req.GetString("title", ""),
-		Source: Source,
-	})
+	var model, cwd, title string
+	for name, dst := range map[string]*string{"model": &model, "cwd": &cwd, "title": &title} {
+		v, err := optString(req, name)
+		if err != nil {
+			return toolError("create_session: %v", err), nil
+		}
+		*dst = v
+	}
+	sess, err := s.eng.Create(ctx, engine.CreateOptions{Model: model, Cwd: cwd, Title: title, Source: Source})
 	if err != nil {
 		return toolError("create_session: %v", err), nil
 	}
@@ -245,8 +249,11 @@ type SessionSummary struct {
 }
 
 func (s *Server) listSessions(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	limit := req.GetInt("limit", 20)
-	if limit <= 0 {
+	limit, err := optCount(req, "limit")
+	if err != nil {
+		return toolError("list_sessions: %v", err), nil
+	}
+	if limit == 0 {
 		limit = 20
 	}
 	list, err := s.eng.List(ctx, engine.ListOptions{Limit: limit})
@@ -276,6 +283,10 @@ func (s *Server) getHistory(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return toolError("%v", err), nil
 	}
+	limit, err := optCount(req, "limit")
+	if err != nil {
+		return toolError("get_history: %v", err), nil
+	}
 	sess, err := s.eng.Open(ctx, id)
 	if err != nil {
 		return toolError("get_history: %v", err), nil
@@ -284,7 +295,7 @@ func (s *Server) getHistory(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return toolError("get_history: %v", err), nil
 	}
-	if limit := req.GetInt("limit", 0); limit > 0 && len(rows) > limit {
+	if limit > 0 && len(rows) > limit {
 		rows = rows[len(rows)-limit:]
 	}
 	out := make([]HistoryRow, 0, len(rows))
@@ -292,4 +303,35 @@ func (s *Server) getHistory(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		out = append(out, HistoryRow{ID: r.ID, Role: r.Role, Content: r.Content, ToolName: r.ToolName, ToolCallID: r.ToolCallID, ToolCalls: r.ToolCalls, Time: r.Time.UTC().Format("2006-01-02T15:04:05.000Z")})
 	}
 	return jsonResult(map[string]any{"session_id": id, "rows": out})
+}
+
+// optString is an optional string argument: "" when absent or null; a value of another type is
+// an error naming the argument (not silently the default).
+func optString(req mcp.CallToolRequest, name string) (string, error) {
+	switch v := req.GetArguments()[name].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s must be a string, not %T", name, v)
+	}
+}
+
+// optCount is an optional non-negative integer argument: 0 when absent or null; a fraction, a
+// negative number or another type is an error naming the argument.
+func optCount(req mcp.CallToolRequest, name string) (int, error) {
+	switch v := req.GetArguments()[name].(type) {
+	case nil:
+		return 0, nil
+	case float64:
+		if v >= 0 && v == math.Trunc(v) && v <= math.MaxInt32 {
+			return int(v), nil
+		}
+	case int:
+		if v >= 0 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("%s must be a non-negative integer, got %v", name, req.GetArguments()[name])
 }

@@ -146,6 +146,11 @@ func TestArgumentErrors(t *testing.T) {
 		{"get_history", map[string]any{"session_id": "missing"}, "missing"},
 		{"create_session", map[string]any{"model": "nosuch:model"}, "nosuch"},
 		{"create_session", map[string]any{"cwd": "relative/dir"}, "not an absolute path"},
+		{"create_session", map[string]any{"title": 5}, "title must be a string"},
+		{"list_sessions", map[string]any{"limit": "x"}, "limit must be a non-negative integer"},
+		{"list_sessions", map[string]any{"limit": 1.7}, "limit must be a non-negative integer"},
+		{"list_sessions", map[string]any{"limit": -3}, "limit must be a non-negative integer"},
+		{"get_history", map[string]any{"session_id": "x", "limit": true}, "limit must be a non-negative integer"},
 		{"create_session", map[string]any{"cwd": "/nonexistent/dir"}, "not a directory"},
 	} {
 		res, _ := callTool(t, c, tc.tool, tc.args)
