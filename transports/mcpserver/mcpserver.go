@@ -82,7 +82,12 @@ func New(eng *engine.Engine, o Options) *Server {
 
 // ServeStdio serves newline-delimited JSON-RPC on in/out until in ends or ctx is done.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	err := server.NewStdioServer(s.mcp).Listen(ctx, in, out)
+	// mcp-go reads what the guard passes on; what it refuses, the guard answers itself.
+	w := &frameWriter{w: out}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(guard(in, pw, w, maxFrame)) }() // ends with in, or once pr is closed
+	err := server.NewStdioServer(s.mcp).Listen(ctx, pr, w)
+	pr.Close()
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
