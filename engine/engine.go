@@ -259,7 +259,7 @@ func (e *Engine) ResolveModel(name string) (string, model.Provider, error) {
 	}
 	if c, ok := p.(model.Checker); ok {
 		if err := c.CheckModel(m); err != nil {
-			return "", nil, &ModelNameError{Model: name, Provider: prov, Err: &unservedError{model: prov + ":" + m, err: err}, unserved: err}
+			return "", nil, &ModelNameError{Model: name, Provider: prov, Err: &unservedError{model: prov + ":" + m, err: err}}
 		}
 	}
 	return prov + ":" + m, &routed{e: e, name: prov + ":" + m, prov: p}, nil

@@ -33,15 +33,12 @@ type ModelNameError struct {
 	Provider    string
 	Suggestions []string
 	Err         error
-	// unserved is the provider's own refusal (model.Checker), which a turn reports as the
-	// provider's error.
-	unserved error
 }
 
 func (e *ModelNameError) Error() string { return e.Err.Error() }
 
 // unservedError is a model its provider refused to serve (model.Checker): an invalid model to
-// every surface, said as what it is.
+// every surface, said as what it is; a turn whose model it is fails with the provider's error.
 type unservedError struct {
 	model string
 	err   error

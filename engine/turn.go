@@ -284,10 +284,10 @@ func (t *turnState) run() Outcome {
 	s := t.s
 	out := Outcome{TurnID: t.id}
 	name, prov, err := s.e.ResolveModel(s.Record().Model)
-	if mn := (*ModelNameError)(nil); errors.As(err, &mn) && mn.unserved != nil {
+	if ue := (*unservedError)(nil); errors.As(err, &ue) {
 		// The provider cannot serve the session's model (a cassette gone since): its failure,
 		// as a call to it would have reported it.
-		return t.fail(out, "provider_error("+clip(mn.unserved.Error(), 80)+")", mn.unserved)
+		return t.fail(out, "provider_error("+clip(ue.err.Error(), 80)+")", ue.err)
 	}
 	if err != nil {
 		return t.fail(out, "unknown", err)
