@@ -118,7 +118,7 @@ func check(line []byte, out io.Writer) []byte {
 	reply := func(code int, msg string) []byte {
 		// A notification (a method, no id) and a response are never answered.
 		if request && hasID || !request && !response {
-			answer(out, id, code, msg)
+			answer(out, id, code, msg) // id is nil (null) when the one given is not valid
 		}
 		return nil
 	}
@@ -126,10 +126,7 @@ func check(line []byte, out io.Writer) []byte {
 	case version != "2.0":
 		return reply(codeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
 	case hasID && id == nil:
-		if request || !response {
-			answer(out, nil, codeInvalidRequest, "Invalid Request: an id is a string or an integer")
-		}
-		return nil
+		return reply(codeInvalidRequest, "Invalid Request: an id is a string or an integer")
 	case !request && !response:
 		return reply(codeInvalidRequest, "Invalid Request: neither a request (method) nor a response (result or error)")
 	case request && !isString(method):
@@ -166,21 +163,23 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
+// errorResponse is a JSON-RPC error response.
+type errorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   rpcError        `json:"error"`
+}
+
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
 // answer writes one JSON-RPC error response (id null when id is nil).
 func answer(out io.Writer, id json.RawMessage, code int, msg string) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id, Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{code, msg}})
+	b, _ := json.Marshal(errorResponse{JSONRPC: "2.0", ID: id, Error: rpcError{code, msg}})
 	_, _ = out.Write(append(b, '\n'))
 }

@@ -165,35 +165,13 @@ func TestArgumentErrors(t *testing.T) {
 func TestPromptOnABusySessionReturnsTheAdmission(t *testing.T) {
 	t.Parallel()
 	srv, c, _ := setupBusy(t, policy.Queue)
-	gate := openaitest.NewGate()
-	first := openaitest.Text("first answer")
-	first.Gate = gate
-	srv.Enqueue(first, openaitest.Text("second answer"))
-	_, created := callTool(t, c, "create_session", map[string]any{})
-	id := created["session_id"]
-	type result struct{ res *mcp.CallToolResult }
-	done := make(chan result, 1)
-	go func() {
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = "prompt", map[string]any{"session_id": id, "text": "one"}
-		res, err := c.CallTool(context.Background(), req)
-		if err != nil {
-			done <- result{}
-			return
-		}
-		done <- result{res: res}
-	}()
-	select {
-	case <-gate.Reached():
-	case <-ctxT(t).Done():
-		t.Fatal("the first turn never reached the model")
-	}
+	id, gate, done := heldPrompt(t, srv, c)
 	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "two"})
 	gate.Release()
 	if res.IsError || out["status"] != "queued" || out["turn_id"] != nil || !strings.HasPrefix(text(res), "[queued]") {
 		t.Fatalf("busy prompt: %q %v", text(res), out)
 	}
-	if r := <-done; r.res == nil {
+	if r := <-done; r == nil {
 		t.Fatal("the first prompt call failed")
 	}
 }
@@ -307,35 +285,43 @@ func TestServeStdio(t *testing.T) {
 func TestPromptThatInterruptsWaitsForItsTurn(t *testing.T) {
 	t.Parallel()
 	srv, c, _ := setupBusy(t, policy.Interrupt)
-	gate := openaitest.NewGate()
+	id, gate, done := heldPrompt(t, srv, c)
+	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "two"})
+	gate.Release()
+	if res.IsError || out["status"] != "completed" || out["text"] != "second answer" || out["turn_id"] == nil || text(res) != "second answer" {
+		t.Fatalf("interrupting prompt: %q %v", text(res), out)
+	}
+	r := <-done
+	if r == nil {
+		t.Fatal("the interrupted prompt call failed")
+	}
+	if st, _ := r.StructuredContent.(map[string]any); st["status"] != "cancelled" {
+		t.Fatalf("the interrupted prompt: %v", r.StructuredContent)
+	}
+}
+
+// heldPrompt creates a session and calls prompt "one" on it in the background, its model call
+// held at the returned gate (reached when heldPrompt returns); the fake model answers the
+// next call "second answer". done gets the call's result (nil when the call failed).
+func heldPrompt(t *testing.T, srv *openaitest.Server, c *client.Client) (id any, gate *openaitest.Gate, done <-chan *mcp.CallToolResult) {
+	t.Helper()
+	gate = openaitest.NewGate()
 	first := openaitest.Text("first answer")
 	first.Gate = gate
 	srv.Enqueue(first, openaitest.Text("second answer"))
 	_, created := callTool(t, c, "create_session", map[string]any{})
-	id := created["session_id"]
-	done := make(chan map[string]any, 1)
+	id = created["session_id"]
+	results := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		req := mcp.CallToolRequest{}
 		req.Params.Name, req.Params.Arguments = "prompt", map[string]any{"session_id": id, "text": "one"}
-		res, err := c.CallTool(context.Background(), req)
-		if err != nil {
-			done <- nil
-			return
-		}
-		out, _ := res.StructuredContent.(map[string]any)
-		done <- out
+		res, _ := c.CallTool(context.Background(), req)
+		results <- res
 	}()
 	select {
 	case <-gate.Reached():
 	case <-ctxT(t).Done():
 		t.Fatal("the first turn never reached the model")
 	}
-	res, out := callTool(t, c, "prompt", map[string]any{"session_id": id, "text": "two"})
-	gate.Release()
-	if res.IsError || out["status"] != "completed" || out["text"] != "second answer" || out["turn_id"] == nil || text(res) != "second answer" {
-		t.Fatalf("interrupting prompt: %q %v", text(res), out)
-	}
-	if r := <-done; r == nil || r["status"] != "cancelled" {
-		t.Fatalf("the interrupted prompt: %v", r)
-	}
+	return id, gate, results
 }
