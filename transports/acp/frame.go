@@ -242,7 +242,8 @@ func (f *inflight) restore(frame []byte) []byte {
 func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int, ids *inflight, log *slog.Logger) error {
 	r := bufio.NewReaderSize(in, 64*1024)
 	for {
-		line, over, err := readLine(r, maxLine)
+		line, over, err := jsonrpc.ReadLine(r, maxLine) // maxLine counts the newline
+		line = bytes.TrimRight(line, "\r")
 		if len(line) > 0 || over {
 			switch {
 			case over:
@@ -278,27 +279,6 @@ func guard(in io.Reader, out io.Writer, reply io.Writer, maxLine int, ids *infli
 			}
 			return err
 		}
-	}
-}
-
-// readLine reads one newline-terminated line. When the line exceeds max it keeps only a
-// prefix (enough to find the request id) and drains the rest, so memory stays bounded.
-func readLine(r *bufio.Reader, max int) (line []byte, over bool, err error) {
-	for {
-		frag, err := r.ReadSlice('\n')
-		if !over {
-			if len(line)+len(frag) > max {
-				over = true
-				keep := min(len(frag), 256-min(len(line), 256))
-				line = append(line, frag[:keep]...)
-			} else {
-				line = append(line, frag...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimRight(line, "\r\n"), over, err
 	}
 }
 
@@ -502,7 +482,7 @@ func withMCPServers(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// oversized decides the answer to a line over the frame limit from the start of it readLine
+// oversized decides the answer to a line over the frame limit from the start of it ReadLine
 // kept. Only the top-level members count, read with a small tokenizer: an "id" inside params
 // is not the message's. The message's id is echoed when the prefix holds it whole, as
 // normalize would echo it; a message with an id that cannot be told is answered with null

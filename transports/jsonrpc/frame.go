@@ -45,40 +45,46 @@ func NewLineFramer(r io.Reader, w io.Writer, closer io.Closer, max int) Framer {
 
 func (f *lineFramer) Read(_ context.Context) ([]byte, error) {
 	for {
-		var line []byte
-		tooLarge := false
-		for {
-			chunk, err := f.r.ReadSlice('\n')
-			if !tooLarge {
-				if len(line)+len(chunk) > f.max+1 { // +1: the newline itself
-					tooLarge = true
-					line = nil
-				} else {
-					line = append(line, chunk...)
-				}
-			}
-			if err == nil {
-				break
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			if errors.Is(err, io.EOF) && len(line) > 0 && !tooLarge {
-				return bytes.TrimSpace(line), nil // last message without a newline
-			}
-			if tooLarge && errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w (limit %d bytes)", errFrameTooLarge, f.max)
-			}
+		line, over, err := ReadLine(f.r, f.max+1) // +1: the newline
+		switch {
+		case over && (err == nil || errors.Is(err, io.EOF)):
+			return nil, fmt.Errorf("%w (limit %d bytes)", errFrameTooLarge, f.max)
+		case err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)):
 			return nil, err
 		}
-		if tooLarge {
-			return nil, fmt.Errorf("%w (limit %d bytes)", errFrameTooLarge, f.max)
-		}
 		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
+		if len(line) == 0 && err == nil {
+			continue // a blank line
 		}
-		return line, nil
+		return line, nil // err is nil, or io.EOF after a last message without a newline
+	}
+}
+
+// keptOfOver is the least ReadLine keeps of a line over the limit: enough for the start of a
+// message, where a request's id usually is.
+const keptOfOver = 256
+
+// ReadLine reads one line from r and returns it without its newline, in memory of its own. A
+// line over limit (more than limit bytes of r, its newline included) is read to its end but not
+// kept whole: over is true and line holds only its start, what had been read of it before the
+// read that passed the limit or its first keptOfOver bytes if that is more. err is what ended
+// the line if not a newline: io.EOF after a last line without one, or the read error that cut
+// it off; line and over tell what was read before it.
+func ReadLine(r *bufio.Reader, limit int) (line []byte, over bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		switch {
+		case !over && len(line)+len(chunk) > limit:
+			over = true
+			fallthrough
+		case over:
+			line = append(line, chunk[:min(len(chunk), max(keptOfOver-len(line), 0))]...)
+		default:
+			line = append(line, chunk...)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return bytes.TrimSuffix(line, []byte("\n")), over, err
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"io"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/hermes-go/hermes/transports/jsonrpc"
 )
 
 // maxFrame bounds one message on stdio, as the gateway's framing does: a longer line is refused
@@ -45,7 +47,8 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 func guard(in io.Reader, next io.Writer, out io.Writer, max int) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
-		line, over, err := readLine(r, max)
+		line, over, err := jsonrpc.ReadLine(r, max+1) // +1: the newline
+		line = bytes.TrimSpace(line)
 		if len(line) > 0 || over {
 			var fwd []byte
 			if over {
@@ -62,25 +65,6 @@ func guard(in io.Reader, next io.Writer, out io.Writer, max int) error {
 			}
 			return err
 		}
-	}
-}
-
-// readLine reads one line without its newline; over says it was longer than max (its bytes
-// past max are read and dropped).
-func readLine(r *bufio.Reader, max int) (line []byte, over bool, err error) {
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if !over {
-			if len(line)+len(chunk) > max+1 {
-				over, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimSpace(line), over, err
 	}
 }
 
