@@ -326,7 +326,7 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 			}
 			return line, nil // the client's response to a request of the SDK's
 		case hasID:
-			return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: method must be a non-empty string"}
+			return nil, &rejection{id: jsonrpc.EchoID(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: method must be a non-empty string"}
 		}
 		return nil, &rejection{answer: true, code: codeInvalidRequest, msg: "a message needs a method or an id"}
 	}
@@ -334,7 +334,7 @@ func normalize(line []byte, inf *inflight) ([]byte, *rejection) {
 	if hasID {
 		if string(rawID) != "null" {
 			if err := ids.CheckRPC(rawID); err != nil {
-				return nil, &rejection{id: echoable(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: " + err.Error()}
+				return nil, &rejection{id: jsonrpc.EchoID(rawID), answer: true, code: codeInvalidRequest, msg: "invalid request: " + err.Error()}
 			}
 		}
 		id = rawID
@@ -412,17 +412,6 @@ func marshalPlain(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// echoable keeps an id that may be echoed back (a string or a number, even a refused one: the
-// client matches the refusal by it). An id that is not valid UTF-8 is not: echoed, it would
-// make the answer invalid JSON (RFC 8259 §8.1), so it is answered with null. The id comes
-// from a line json.Valid accepted, which does not check UTF-8.
-func echoable(raw json.RawMessage) json.RawMessage {
-	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) && utf8.Valid(raw) {
-		return raw
-	}
-	return nil
 }
 
 // badSessionID checks params.sessionId when it is a string.
@@ -543,7 +532,7 @@ func oversized(prefix []byte) (id json.RawMessage, answer bool) {
 		return nil, false // an answer is never answered
 	case hasID:
 		if rawID != nil && json.Valid(rawID) {
-			return echoable(rawID), true
+			return jsonrpc.EchoID(rawID), true
 		}
 		return nil, true
 	case hasMethod:
@@ -621,22 +610,5 @@ func valueEnd(b []byte, i int) int {
 
 // writeError answers with an error, the id exactly as the client wrote it.
 func writeError(w io.Writer, id json.RawMessage, code int, msg string, data any) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	e, err := json.Marshal(struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Data    any    `json:"data,omitempty"`
-	}{code, msg, data})
-	if err != nil {
-		return
-	}
-	b := make([]byte, 0, len(id)+len(e)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":`...)
-	b = append(b, e...)
-	b = append(b, "}\n"...)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(jsonrpc.ErrorFrame(id, &jsonrpc.Error{Code: code, Message: msg, Data: data}), '\n'))
 }

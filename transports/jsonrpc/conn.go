@@ -398,12 +398,16 @@ func toError(err error) *Error {
 	return &Error{Code: codeInternalError, Message: "internal error: " + err.Error()}
 }
 
-func (c *Conn) writeError(id json.RawMessage, e *Error) {
+func (c *Conn) writeError(id json.RawMessage, e *Error) { c.WriteRaw(ErrorFrame(id, e)) }
+
+// ErrorFrame encodes the error response e to the request with id (null when id is empty), the
+// id exactly as the peer wrote it. Data that does not marshal is left out.
+func ErrorFrame(id json.RawMessage, e *Error) []byte {
 	b, err := json.Marshal(e)
-	if err != nil { // Data that does not marshal: send the error without it
+	if err != nil {
 		b, _ = json.Marshal(&Error{Code: e.Code, Message: e.Message})
 	}
-	c.WriteRaw(responseFrame(id, "error", b))
+	return responseFrame(id, "error", b)
 }
 
 // write marshals and sends one frame; frames never interleave.

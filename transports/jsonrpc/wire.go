@@ -105,8 +105,8 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 	id := nullID
 	if m.ID != nil && !isNull(m.ID) {
 		if err := ids.CheckRPC(m.ID); err != nil {
-			if (m.ID[0] == '"' || m.ID[0] == '-' || (m.ID[0] >= '0' && m.ID[0] <= '9')) && utf8.Valid(m.ID) {
-				id = m.ID // echoed as sent, so the peer can still match the refusal
+			if echo := EchoID(m.ID); echo != nil {
+				id = echo
 			}
 			return decoded{}, &Error{Code: codeInvalidRequest, Message: "invalid request: " + err.Error()}, id
 		}
@@ -127,6 +127,17 @@ func decode(frame []byte) (decoded, *Error, json.RawMessage) {
 		return decoded{}, &Error{Code: CodeInvalidParams, Message: "invalid params: expected an object"}, id
 	}
 	return decoded{kind: kindRequest, req: Request{ID: m.ID, Method: name, Params: params}}, nil, nil
+}
+
+// EchoID returns the id an answer to a message with id may carry: id itself, byte for byte,
+// when it is a string or a number of valid UTF-8, even one refused (the peer matches the
+// refusal by it); nil otherwise, for an answer with null. An id that is not valid UTF-8 would
+// make the answer invalid JSON (RFC 8259 §8.1); json.Valid does not check UTF-8.
+func EchoID(id json.RawMessage) json.RawMessage {
+	if len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) && utf8.Valid(id) {
+		return id
+	}
+	return nil
 }
 
 // isNull reports a member that is absent or null.

@@ -147,23 +147,11 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
-// errorResponse is a JSON-RPC error response.
-type errorResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Error   rpcError        `json:"error"`
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// answer writes one JSON-RPC error response (id null when id is nil).
+// answer writes one JSON-RPC error response (id null when id is nil). Its id is written as
+// encoding/json writes it, with '<', '>', '&', U+2028 and U+2029 escaped.
 func answer(out io.Writer, id json.RawMessage, code int, msg string) {
-	if id == nil {
-		id = json.RawMessage("null")
+	if id != nil {
+		id, _ = json.Marshal(id)
 	}
-	b, _ := json.Marshal(errorResponse{JSONRPC: "2.0", ID: id, Error: rpcError{code, msg}})
-	_, _ = out.Write(append(b, '\n'))
+	_, _ = out.Write(append(jsonrpc.ErrorFrame(id, &jsonrpc.Error{Code: code, Message: msg}), '\n'))
 }
