@@ -62,6 +62,12 @@ func runChat(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintf(io.err, "hermes chat: unexpected argument %q (the prompt goes after -q, quoted)\n", fs.Arg(0))
 		return 2
 	}
+	cwd, err := flagCwd(f.cwd)
+	if err != nil {
+		fmt.Fprintln(io.err, "hermes chat:", err)
+		return 2
+	}
+	f.cwd = cwd
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
 		return fail(io, err)

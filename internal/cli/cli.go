@@ -562,6 +562,35 @@ func (k keyless) Stream(context.Context, model.Request) iter.Seq2[model.Chunk, e
 	}
 }
 
+// flagCwd resolves a --cwd flag the way hermes.create({cwd}) does in a script: a relative
+// path is taken from the process's working directory, so the session stores an absolute one.
+// A path that is not an existing directory is refused here, as every other surface refuses
+// it (engine.ErrInvalidCwd), instead of failing the session's first tool call. Empty stays
+// empty: the command's default.
+func flagCwd(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--cwd %q: %w", dir, err)
+	}
+	named := strconv.Quote(dir)
+	if abs != dir {
+		named += " (" + abs + ")"
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("--cwd %s: no such directory", named)
+	case err != nil:
+		return "", fmt.Errorf("--cwd %s: %w", named, errors.Unwrap(err))
+	case !fi.IsDir():
+		return "", fmt.Errorf("--cwd %s: not a directory", named)
+	}
+	return abs, nil
+}
+
 // exitError reports a command failure with its exit code.
 type exitError struct {
 	code int

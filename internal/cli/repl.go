@@ -46,6 +46,10 @@ func runRepl(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "usage: hermes repl [--lang js|lua] [flags]")
 		return 2
 	}
+	if err := f.resolveCwd(); err != nil {
+		fmt.Fprintln(io.err, "hermes repl:", err)
+		return 2
+	}
 	env, err := newScriptEnv(f, *lang, "repl", nil, io.out, io.err, nil, true)
 	if err != nil {
 		return fail(io, err)

@@ -52,6 +52,13 @@ func (f *scriptFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxMemory, "max-memory", 0, "interrupt the script when the heap grows by more than this many MiB (0: no limit)")
 }
 
+// resolveCwd makes --cwd absolute and refuses one that is not a directory (flagCwd).
+func (f *scriptFlags) resolveCwd() error {
+	cwd, err := flagCwd(f.cwd)
+	f.cwd = cwd
+	return err
+}
+
 // ephemeralHome makes a temporary HERMES_HOME for one run (--ephemeral, hermes test): the
 // sessions the script creates go to a store there, removed when done. The configuration,
 // providers and the policy in effect are still those of the real home.
@@ -248,6 +255,10 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
+		return 2
+	}
+	if err := f.resolveCwd(); err != nil {
+		fmt.Fprintln(io.err, "hermes run:", err)
 		return 2
 	}
 	file := fs.Arg(0)

@@ -53,6 +53,10 @@ func runTest(ctx context.Context, args []string, io stdio) int {
 	if err := fset.Parse(args); err != nil {
 		return 2
 	}
+	if err := f.resolveCwd(); err != nil {
+		fmt.Fprintln(io.err, "hermes test:", err)
+		return 2
+	}
 	var re *regexp.Regexp
 	if *filter != "" {
 		var err error
