@@ -169,11 +169,15 @@ func runConfig(_ context.Context, args []string, io stdio) int {
 func runSessions(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	fs.SetOutput(io.err)
-	limit := fs.Int("n", 20, "how many sessions to list")
+	limit := fs.Int("n", 20, "how many sessions to list (0: all)")
 	all := fs.Bool("all", false, "list every principal's sessions, also those API keys of hermes serve created")
 	jsonOut := fs.Bool("json", false, "print one JSON object a session (the stored record)")
 	empty := fs.Bool("empty", false, "list also the sessions never used (no message, no title)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *limit < 0 {
+		fmt.Fprintf(io.err, "hermes sessions: -n must be 0 (all) or more, not %d\n", *limit)
 		return 2
 	}
 	// One write for the listing, not one a line (10,000 sessions are 10,000 writes otherwise).
