@@ -10,7 +10,7 @@ var (
 	ErrSessionNotFound = errors.New("session not found")
 	ErrSessionClosed   = errors.New("session closed")
 	ErrEmptyPrompt     = errors.New("prompt text is empty")
-	ErrBusy            = errors.New("session busy") // a truncating submit while a turn runs (never queued)
+	ErrBusy            = errors.New("session busy") // a truncating or IfIdle submit while a turn runs (never queued)
 	ErrNotRunning      = errors.New("no turn is running")
 	ErrEmptySteer      = errors.New("steer text is empty")
 	ErrUnknownRequest  = errors.New("no open request with that id")

@@ -329,6 +329,11 @@ type Prompt struct {
 	// turn) and returns once the prompt's own turn has started, or with ctx's error. The busy
 	// policy does not see it, an interrupt does not drop it, and it is never merged.
 	InLine bool
+	// IfIdle admits the prompt only when no turn runs, here or in the process holding the
+	// session's lease: otherwise Submit and Run fail with ErrBusy and nothing is stored,
+	// queued or interrupted (the busy policy does not see it). For surfaces that answer one
+	// prompt with one turn of its own.
+	IfIdle bool
 	// Claim is a durable admission's start (a run of the runs ledger): it is called once the
 	// prompt's turn is claimed — the session is the prompt's, no other turn can start — and
 	// before its user row is written, with the turn's id. An error gives the turn back
@@ -435,7 +440,7 @@ func (s *Session) admit(ctx context.Context, p Prompt) (Admission, ticket, error
 	}
 	var t *turnState
 	switch {
-	case s.turn != nil && p.Truncate != nil:
+	case s.turn != nil && (p.Truncate != nil || p.IfIdle):
 		s.mu.Unlock()
 		return Admission{}, ticket{}, ErrBusy
 	case s.turn != nil && p.InLine:

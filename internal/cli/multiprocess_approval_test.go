@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -211,6 +212,26 @@ func TestApprovalFromACPAnsweredOverAPIWS(t *testing.T) {
 		if err != nil || !snap.Running || snap.Status != "waiting" || snap.Inflight["streaming"] != true ||
 			snap.Inflight["user"] != "tidy "+tc.dir || snap.Info["running"] != true {
 			t.Fatalf("%s: session.resume through serve while the acp process runs the turn: %v %+v", tc.dir, err, snap)
+		}
+		// An OpenAI-compatible request for the session is refused while the acp process runs
+		// its turn, as in one process: the prompt is not run there, queued or steered, and the
+		// turn is not interrupted (it ends end_turn below).
+		hr, err := http.NewRequestWithContext(ctx, "POST", srv.base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"openai:fake-agent","messages":[{"role":"user","content":"hi from http"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Authorization", "Bearer "+testAPIKey)
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("X-Hermes-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), `"session_busy"`) || !strings.Contains(string(body), "busy with another turn") {
+			t.Fatalf("%s: chat completion for the session the acp process runs: %d %s", tc.dir, resp.StatusCode, body)
 		}
 		req.Answer(map[string]any{"choice": tc.choice})
 

@@ -80,20 +80,21 @@ func (s *Server) release() {
 }
 
 // startTurn submits p to sess and follows the turn it starts. These routes answer one prompt
-// with one turn: a session busy with another turn is a 409, also when the busy policy would
-// have queued or steered the prompt. A run's prompt (a durable admission, engine.Prompt.Claim)
-// waits in the session's line for the turns before it instead.
+// with one turn: a session busy with another turn, in this process or in the one running the
+// session, is a 409 and the prompt is dropped (engine.Prompt.IfIdle), also when the busy
+// policy would have queued or steered it. A run's prompt (a durable admission,
+// engine.Prompt.Claim) waits in the session's line for the turns before it instead.
 func startTurn(ctx context.Context, sess *engine.Session, p engine.Prompt, quiet time.Duration) (*turnRun, error) {
-	if st := sess.Status(); st != engine.StatusIdle && !sess.Released() && !p.InLine && p.Claim == nil {
+	p.IfIdle = !p.InLine && p.Claim == nil
+	adm, f, err := sess.Run(ctx, p)
+	if errors.Is(err, engine.ErrBusy) && p.IfIdle {
 		return nil, &wire.Error{Status: 409, Message: "session " + sess.ID() + " is busy with another turn", Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
-	adm, f, err := sess.Run(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if adm.Status != engine.AdmitStarted {
-		// Lost a race with another client: the busy policy absorbed the prompt (queued or
-		// steered into the running turn). There is no turn of ours to report.
+		// A prompt the engine answered without a turn (a /model command).
 		f.Close()
 		return nil, &wire.Error{Status: 409, Message: "session " + sess.ID() + " is busy; the prompt was " + adm.Status, Type: "invalid_request_error", Code: "session_busy", NoRetry: true}
 	}
