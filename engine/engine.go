@@ -174,6 +174,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: working directory: %w", err)
 		}
 		cfg.Cwd = wd
+	} else if err := checkCwd(cfg.Cwd); err != nil {
+		return nil, fmt.Errorf("engine: default working directory: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -29,7 +29,7 @@ func runACP(ctx context.Context, args []string, io stdio) int {
 	check := fs.Bool("check", false, "report configuration, store and provider readiness, then exit")
 	setup := fs.Bool("setup", false, "choose a provider and model and write them to $HERMES_HOME/config.yaml")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	if *showVersion {

@@ -173,7 +173,7 @@ func runSessions(ctx context.Context, args []string, io stdio) int {
 	all := fs.Bool("all", false, "list every principal's sessions, also those API keys of hermes serve created")
 	jsonOut := fs.Bool("json", false, "print one JSON object a session (the stored record)")
 	empty := fs.Bool("empty", false, "list also the sessions never used (no message, no title)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	if *limit < 0 {
@@ -368,6 +368,11 @@ func (a *assembled) Close() error {
 
 // build assembles the engine from configuration.
 func build(cfg *config.Config, st store.Store, o runtimeOpts) (*assembled, error) {
+	if o.cwd == "" && cfg.Cwd != "" {
+		if err := configCwd(cfg.Cwd); err != nil {
+			return nil, err
+		}
+	}
 	a := &assembled{st: st, busy: policy.NewBusySetting(cfg.BusyInputMode)}
 	var httpClient *http.Client
 	if o.record != "" {
@@ -593,6 +598,35 @@ func flagCwd(dir string) (string, error) {
 		return "", fmt.Errorf("--cwd %s: not a directory", named)
 	}
 	return abs, nil
+}
+
+// noArgs refuses arguments after a command's flags where it takes none (a typo such as
+// `hermes sessions all` for -all would otherwise be ignored). Usage error: exit 2.
+func noArgs(fs *flag.FlagSet, io stdio) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(io.err, "hermes %s: unexpected argument %q (hermes %s --help lists the flags)\n", fs.Name(), fs.Arg(0), fs.Name())
+	return false
+}
+
+// configCwd checks the cwd of config.yaml, every new session's working directory when no
+// --cwd names one: it must be an absolute path to an existing directory (a relative one would
+// mean another folder for each process sharing the home).
+func configCwd(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("cwd %q in config.yaml is not an absolute path", dir)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cwd %q in config.yaml: no such directory", dir)
+	case err != nil:
+		return fmt.Errorf("cwd %q in config.yaml: %w", dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("cwd %q in config.yaml: not a directory", dir)
+	}
+	return nil
 }
 
 // exitError reports a command failure with its exit code.

@@ -27,7 +27,7 @@ func runDemo(ctx context.Context, args []string, io stdio) int {
 	fs.SetOutput(io.err)
 	keep := fs.Bool("keep", false, "keep the scratch directory (store and files) and print where it is")
 	verbose := fs.Bool("v", false, "show tool results")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	root, err := os.MkdirTemp("", "hermes-demo-")

@@ -102,7 +102,7 @@ func runGateway(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	transcript := fs.String("transcript", "", "append every frame (in and out) to this file, for debugging")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)
@@ -267,7 +267,7 @@ func runServe(ctx context.Context, args []string, io stdio) int {
 	browserControl := fs.Bool("browser-control", false, "enable browser control (a registered browser extension carries out the agent's browser tool calls)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics on this address (default server.metrics_addr; metrics are always on the API's address)")
 	ui := fs.Bool("ui", false, "serve the dashboard at /ui (also server.ui: true)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)

@@ -32,7 +32,7 @@ func runMCP(ctx context.Context, args []string, io stdio) int {
 	fs := flag.NewFlagSet("mcp serve", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) instead of stdio")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args[1:]); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)

@@ -81,7 +81,7 @@ func runStoreServer(ctx context.Context, args []string, io stdio) int {
 	dir := fs.String("dir", "", "the badger directory (default the configured store.dir)")
 	sync := fs.Bool("sync", true, "fsync every commit before acknowledging it")
 	idle := fs.Duration("idle", 0, "exit after this long without clients (default $HERMES_STORE_IDLE or 30s)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || !noArgs(fs, io) {
 		return 2
 	}
 	if *home == "" || *dir == "" {
