@@ -81,7 +81,7 @@ func (rs *Runs) Adopted(sess *engine.Session, f *engine.Follow) {
 		r.mu.Lock()
 		r.prefixLocked()
 		r.mu.Unlock()
-		rs.catchUp(r, sess)
+		rs.catchUp(rs.ctx, r, sess)
 		if rs.slots != nil {
 			select {
 			case rs.slots <- struct{}{}:

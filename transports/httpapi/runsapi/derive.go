@@ -231,7 +231,7 @@ func (rs *Runs) deriveLog(r *run) {
 		}
 		if rec.Settled() || unknown {
 			if sess != nil {
-				rs.catchUp(r, sess)
+				rs.catchUp(rs.ctx, r, sess)
 			}
 			r.mu.Lock()
 			if unknown || wasUnknown(rec) {
@@ -274,9 +274,9 @@ func (rs *Runs) deriveLog(r *run) {
 // after its turn's last event was stored, so what the store holds now is all of the turn there
 // will ever be, and reading it from the store to its end makes this log the one every process
 // derives, whatever this process's copy of the session holds: a read that fails (a store
-// outage, this process stopped for a while) is tried again until it succeeds; only the
-// server's shutdown ends the wait.
-func (rs *Runs) catchUp(r *run, sess *engine.Session) {
+// outage, this process stopped for a while) is tried again until it succeeds; only ctx's end
+// (the server's shutdown, or the bound of a settlement's wait) ends the wait.
+func (rs *Runs) catchUp(ctx context.Context, r *run, sess *engine.Session) {
 	wait := 50 * time.Millisecond
 	for {
 		r.mu.Lock()
@@ -285,7 +285,7 @@ func (rs *Runs) catchUp(r *run, sess *engine.Session) {
 		if done {
 			return
 		}
-		evs, err := sess.StoredEvents(rs.ctx, cur)
+		evs, err := sess.StoredEvents(ctx, cur)
 		for _, ev := range evs {
 			rs.take(r, sess, ev)
 		}
@@ -297,7 +297,7 @@ func (rs *Runs) catchUp(r *run, sess *engine.Session) {
 		}
 		select {
 		case <-time.After(wait):
-		case <-rs.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 		wait = min(2*wait, 2*time.Second)

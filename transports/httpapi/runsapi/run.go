@@ -215,8 +215,14 @@ func (r *run) started() (*engine.Session, Turn) {
 func (r *run) statusObject() fiber.Map {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	last := r.last
+	if !r.final && r.rec.Settled() {
+		// Settled, its log not derived here yet (derive.go): whatever it holds, it ends with
+		// the terminal event.
+		last = "run." + r.rec.Status
+	}
 	m := fiber.Map{"object": "hermes.run", "run_id": r.id, "status": r.status, "created_at": r.created.Unix(),
-		"updated_at": r.updated.Unix(), "session_id": r.sessionID, "model": r.model, "last_event": r.last,
+		"updated_at": r.updated.Unix(), "session_id": r.sessionID, "model": r.model, "last_event": last,
 		"admission_id": r.rec.AdmissionID, "execution_generation": r.rec.Generation}
 	for k, v := range r.result {
 		m[k] = v
@@ -265,7 +271,7 @@ type runRequest struct {
 }
 
 // follow takes the turn's events into the run's log until the turn ends or the server stops
-// (then the turn is interrupted and the run settled interrupted).
+// (then the turn is interrupted and the run settled interrupted once its end is stored).
 func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
 	// The log takes the turn's events as the store holds them, as every other process reads
 	// them (derive.go), not as the turn publishes them: an event this process published and
@@ -277,23 +283,69 @@ func (rs *Runs) follow(r *run, sess *engine.Session, tr Turn) {
 		}
 	})
 	// The turn's events are in the store before its record says it ended: a process deriving
-	// the run's log reads them there once it sees the record settled (derive.go).
-	sctx, cancel := context.WithTimeout(rs.ctx, storedWithin)
-	_ = sess.EventsStored(sctx) // not stored: the settlement is refused too, or tried again
-	cancel()
-	stopLog()
-	rs.catchUp(r, sess) // what the store holds of the turn that the subscription had yet to pass on
-	// Free the slot before the terminal event: a client that saw it may start the next turn.
-	tr.Close("shutdown")
-	rs.release()
+	// the run's log reads them there once it sees the record settled (derive.go). The reads
+	// and waits that ensure it are not cut short by the server stopping: they get storedWithin
+	// from then, which is when an interrupted turn's last events are being stored.
+	gctx, cancel := rs.untilStoppedFor(storedWithin)
+	defer cancel()
 	if err != nil {
+		// The server stops with the turn still running. It is interrupted, and the run is
+		// settled only once the turn's end (what the interrupted tool calls report, then its
+		// message.complete) is in the store and in this log: settled before, this log would
+		// end where every later process's goes on with those events, under the same ids.
+		tr.Interrupt("shutdown")
+		stopLog()
+		ended := rs.turnEnded(gctx, r, sess, tr.ID())
+		tr.Close("shutdown")
+		rs.release()
+		if !ended {
+			// Left running: the record reads as restart-unknown once this process is gone,
+			// and every process's log goes on from what the store holds of the turn.
+			rs.log.Warn("runs: the turn of a run did not end in the store before the server stopped; the run is left unsettled",
+				"run_id", r.id, "session_id", r.sessionID)
+			return
+		}
 		rs.settle(r, runInterrupted, map[string]any{"completed": false, "partial": false, "interrupted": true,
 			"turn_exit_reason": "interrupted_by_system(server_shutdown)", "error": msgShutdown})
 		return
 	}
+	sctx, scancel := context.WithTimeout(gctx, storedWithin)
+	_ = sess.EventsStored(sctx) // not stored: the settlement is refused too, or tried again
+	scancel()
+	stopLog()
+	rs.catchUp(gctx, r, sess) // what the store holds of the turn that the subscription had yet to pass on
+	// Free the slot before the terminal event: a client that saw it may start the next turn.
+	tr.Close("shutdown")
+	rs.release()
 	status, res := outcomeResult(out)
 	wire.AddContext(res, sess.Context())
 	rs.settle(r, status, res)
+}
+
+// turnEnded waits, within ctx, for the interrupted turn to end and its events to be stored,
+// and takes them from the store; it reports whether the log reached the turn's end (its
+// message.complete, or a takeover that ends it). Events this process could not store end the
+// wait at once: the settlement would not reach the store either.
+func (rs *Runs) turnEnded(ctx context.Context, r *run, sess *engine.Session, turnID string) bool {
+	_, err := sess.Wait(ctx, turnID)
+	here := err == nil // else run by another process (or gone from this one), or ctx ended
+	if here && sess.EventsStored(ctx) != nil {
+		return false
+	}
+	for {
+		rs.catchUp(ctx, r, sess)
+		r.mu.Lock()
+		done := r.view.done
+		r.mu.Unlock()
+		if done || here {
+			return done // run here: all of it is stored, and taken
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // the process running it is still ending it
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // logStored takes the events of the turn the run executes here into its log as the store
@@ -339,6 +391,25 @@ func (rs *Runs) logStored(r *run, sess *engine.Session, turnID string) (stop fun
 		cancel()
 		<-done
 	}
+}
+
+// untilStoppedFor returns a context that ends grace after the server stops (or when cancel is
+// called), for what a run's settlement must still read or wait for as the server stops.
+func (rs *Runs) untilStoppedFor(grace time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(rs.storeCtx())
+	go func() {
+		defer cancel()
+		select {
+		case <-rs.ctx.Done():
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(grace):
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // storedWithin bounds how long a run's settlement waits for its turn's events to be stored.
