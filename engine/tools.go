@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermes-go/hermes/engine/model"
 	"github.com/hermes-go/hermes/engine/policy"
+	"github.com/hermes-go/hermes/engine/redact"
 	"github.com/hermes-go/hermes/engine/store"
 	"github.com/hermes-go/hermes/engine/tool"
 )
@@ -68,6 +69,10 @@ func (t *turnState) runTool(c model.ToolCall) tool.Result {
 	start := time.Now()
 	ctx, span := t.toolSpan(c)
 	res, blocked := t.callTool(ctx, c, args)
+	// The server's own credentials never leave through a tool (a terminal that cats
+	// config.yaml, a file tool reading it): the model, the transcript and every client see them
+	// masked.
+	res.Content = redact.Registered(res.Content)
 	t.endToolSpan(ctx, span, c, res, blocked)
 	s.j.append(Event{Type: EvToolComplete, TurnID: t.id, Data: ToolComplete{CallID: c.ID, Name: c.Name, Args: args, Result: res, Duration: time.Since(start), Blocked: blocked}})
 	return res
@@ -279,7 +284,7 @@ func (s *Session) toolEnv(t *turnState, c model.ToolCall) *tool.Env {
 			return s.requestHost().ask(ctx, t.id, q.Kind, p, s.e.cfg.RequestTimeout)
 		},
 		Progress: func(text string) {
-			s.j.append(Event{Type: EvToolProgress, TurnID: t.id, Text: text, Data: ToolProgress{CallID: c.ID, Name: c.Name}})
+			s.j.append(Event{Type: EvToolProgress, TurnID: t.id, Text: redact.Registered(text), Data: ToolProgress{CallID: c.ID, Name: c.Name}})
 		},
 		Processes: &s.procs,
 		FS:        s.fileSystem(),

@@ -56,6 +56,12 @@ func Register(values ...string) { std.Register(values...) }
 // unchanged.
 func String(s string) string { return std.String(s) }
 
+// Registered returns s with only the registered secrets masked (the configured API keys,
+// provider headers and MCP credentials), none of the pattern rules: for text whose look-alike
+// values are the user's own business, such as a tool's output, where only the server's own
+// credentials must not show.
+func Registered(s string) string { return std.registered(s) }
+
 // Register adds values that must never be printed; see the package-level Register.
 func (r *Redactor) Register(values ...string) {
 	r.mu.Lock()
