@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -34,13 +36,32 @@ func (s *Server) uiRoutes() {
 
 // sameOrigin reports whether the request's Origin is the server's own (the dashboard's
 // requests): a browser sends Origin on its same-origin POSTs and WebSocket handshakes, and
-// those are not cross-origin requests for CORS to refuse. Only with the dashboard on.
+// those are not cross-origin requests for CORS to refuse. Only with the dashboard on, and only
+// for a Host that is an IP address or localhost: a page of another site whose name was made to
+// resolve to this server (DNS rebinding) sends its own name as Host and as Origin, and must
+// meet the CORS check like any other origin. A dashboard served under a name has its origin
+// listed in HERMES_CORS_ORIGINS.
 func (s *Server) sameOrigin(c *fiber.Ctx, origin string) bool {
 	if !s.opts.UI {
 		return false
 	}
 	host := string(c.Request().Host())
-	return host != "" && (origin == "http://"+host || origin == "https://"+host)
+	return host != "" && addressHost(host) && (origin == "http://"+host || origin == "https://"+host)
+}
+
+// addressHost reports whether a Host header names the server by address (an IP literal) or
+// as localhost, names no other site can take over.
+func addressHost(hostport string) bool {
+	h, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h = hostport
+	}
+	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	_, err = netip.ParseAddr(h)
+	return err == nil
 }
 
 // wsProtocolKey returns the API key a browser sent as a subprotocol of /api/ws
