@@ -60,7 +60,7 @@ func TestSessionsTable(t *testing.T) {
 	ctx := context.Background()
 	for _, s := range []store.Session{
 		{ID: "s-plain", Title: "fix the build", Model: "openai:gpt-4o", Source: "cli"},
-		{ID: "s-hostile", Title: "evil\nforged-row 1 2 3\x1b[2J\ttab", Model: "replay:a-very-long-model-name/with-a-path.cassette.json", Source: "api", Principal: "key-b"},
+		{ID: "s-hostile", Title: "evil\nforged-row 1 2 3\x1b[2J\ttab\u202egpj", Model: "replay:a-very-long-model-name/with-a-path.cassette.json", Source: "api", Principal: "key-b"},
 		{ID: "s-untitled", Model: "ollama:llama3.1", Source: "cli"},
 	} {
 		if _, err := st.CreateSession(ctx, s); err != nil {
@@ -83,7 +83,7 @@ func TestSessionsTable(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ID ") {
 		t.Fatalf("want a header and three rows:\n%s", r.stdout)
 	}
-	if strings.ContainsAny(r.stdout, "\x1b\t\r") {
+	if strings.ContainsAny(r.stdout, "\x1b\t\r\u202e") {
 		t.Fatalf("a control character reached the terminal: %q", r.stdout)
 	}
 	// Aligned: every column starts at the same offset on every line.

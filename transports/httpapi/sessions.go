@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -243,7 +244,9 @@ func checkTitle(t string) error {
 	if len(t) > maxTitle {
 		return wire.BadRequest("title", "invalid_title", fmt.Sprintf("title too long (max %d characters)", maxTitle))
 	}
-	if wire.HasControl(t) {
+	if wire.HasControl(t) || strings.ContainsFunc(t, func(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }) {
+		// Bidirectional controls (U+202E and the like) would let a title print reversed or
+		// spill its direction into what a listing shows after it.
 		return wire.BadRequest("title", "invalid_title", "title must not contain control characters")
 	}
 	return nil

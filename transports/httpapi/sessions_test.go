@@ -268,6 +268,7 @@ func TestSessionsBadInput(t *testing.T) {
 		{"POST", "/api/sessions", `{"title":["x"]}`, 400, "invalid_title"},
 		{"POST", "/api/sessions", `{"title":"` + strings.Repeat("t", 101) + `"}`, 400, "invalid_title"},
 		{"POST", "/api/sessions", `{"title":"a\u0007b"}`, 400, "invalid_title"},
+		{"POST", "/api/sessions", `{"title":"invoice \u202egpj.exe"}`, 400, "invalid_title"},
 		{"POST", "/api/sessions", `{"system_prompt":{}}`, 400, "invalid_system_prompt"},
 		{"POST", "/api/sessions", `{"model":"nope"}`, 404, "model_not_found"},
 		{"POST", "/api/sessions", `{"cwd":"/"}`, 400, "unsupported_session_field"},
