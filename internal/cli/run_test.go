@@ -189,3 +189,31 @@ for (const ev of s.events({ since: 0 })) print(ev.type);
 		t.Fatalf("rerun with a fixed title: %d %q, %d %q %s", first.code, first.stdout, second.code, second.stdout, second.err)
 	}
 }
+
+// TestRunUnhandledRejection: a promise left rejected with no handler when the script ends
+// fails the run like an uncaught exception (exit 1, file:line and stack); hermes.exit in an
+// async function still sets the exit code; a handled rejection is no failure.
+func TestRunUnhandledRejection(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	writeTemp(t, dir, "reject.js", "Promise.reject(new Error(\"x\"));\n")
+	writeTemp(t, dir, "main.js", "async function main() {\n  await null;\n  throw new Error(\"x\");\n}\nmain();\n")
+	writeTemp(t, dir, "exit.js", "async function main() {\n  await null;\n  require(\"hermes\").exit(4);\n}\nmain();\n")
+	writeTemp(t, dir, "handled.js", "Promise.reject(new Error(\"x\")).catch((e) => print(\"caught\", e.message));\n")
+	if r := hermes(t, dir, env, "run", "reject.js"); r.code != 1 || !strings.Contains(r.err, "reject.js:1: Uncaught (in promise) Error: x") {
+		t.Errorf("reject: exit %d %s", r.code, r.err)
+	}
+	if r := hermes(t, dir, env, "run", "main.js"); r.code != 1 || !strings.Contains(r.err, "main.js:3: Uncaught (in promise) Error: x\n    at main (main.js:3") {
+		t.Errorf("async main: exit %d %s", r.code, r.err)
+	}
+	r := hermes(t, dir, env, "run", "--json", "main.js")
+	if want := `{"type":"script.result","status":"failed","exit_code":1,"error":"Uncaught (in promise) Error: x","file":"main.js","line":3}`; r.code != 1 || strings.TrimSpace(r.stdout) != want {
+		t.Errorf("--json: exit %d %s", r.code, r.stdout)
+	}
+	if r := hermes(t, dir, env, "run", "exit.js"); r.code != 4 || r.err != "" {
+		t.Errorf("exit in async: exit %d %q", r.code, r.err)
+	}
+	if r := hermes(t, dir, env, "run", "handled.js"); r.code != 0 || r.stdout != "caught x\n" {
+		t.Errorf("handled: exit %d %q %s", r.code, r.stdout, r.err)
+	}
+}

@@ -248,3 +248,53 @@ func TestHermesTestWatch(t *testing.T) {
 		t.Fatalf("exit after Ctrl-C: %v (the last run failed: want 1)", err)
 	}
 }
+
+// TestHermesTestAsyncTests: the runner awaits what a test returns. A rejected promise fails
+// the test with its message and line (an assertion stays an assertion), a promise that can no
+// longer settle fails at once as never settled, a spinning async test fails at --timeout, and
+// the passing async test and the Lua tests are unaffected.
+func TestHermesTestAsyncTests(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"async_test.js": `const assert = require("assert");
+test("async rejects", async () => { await null; throw new Error("async boom"); });
+test("async assert fail", async () => { assert.equal(1, 2); });
+test("then-chain fail", () => Promise.resolve().then(() => { throw new Error("in then") }));
+test("never settles", () => new Promise(() => {}));
+test("async passes", async () => { await null; assert.equal(1, 1); });
+test("spins", async () => { await null; for (;;) {} });
+`,
+		"plain_test.lua": "test('returns a value', function() return 1 end)\ntest('fails', function() error('lua boom') end)\n",
+	})
+	r := hermes(t, dir, []string{"HERMES_HOME=" + t.TempDir()}, "test", "--timeout", "1s", "--reporter", "json")
+	if r.code != 1 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	type result struct {
+		Name, Status, Error, Kind string
+		Line                      int `json:"error_line"`
+	}
+	got := map[string]result{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var res result
+		if err := json.Unmarshal([]byte(l), &res); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		got[res.Name] = res
+	}
+	for name, want := range map[string]result{
+		"async rejects":     {Status: "fail", Error: "Error: async boom", Kind: "Error", Line: 2},
+		"async assert fail": {Status: "fail", Error: "assertion failed: expected 2, got 1", Kind: "AssertionError", Line: 3},
+		"then-chain fail":   {Status: "fail", Error: "Error: in then", Kind: "Error", Line: 4},
+		"never settles":     {Status: "fail", Error: "the promise the test returned never settled", Kind: "Error"},
+		"async passes":      {Status: "pass"},
+		"spins":             {Status: "fail", Error: "--timeout 1s", Kind: "Timeout", Line: 7},
+		"returns a value":   {Status: "pass"},
+		"fails":             {Status: "fail", Error: "lua boom", Kind: "Error", Line: 2},
+	} {
+		g := got[name]
+		if g.Status != want.Status || !strings.Contains(g.Error, want.Error) || g.Kind != want.Kind || g.Line != want.Line {
+			t.Errorf("%s: %+v, want %+v", name, g, want)
+		}
+	}
+}

@@ -65,6 +65,15 @@ type VM struct {
 	// lineKey is the global the policy instrumentation writes return lines to.
 	global *goja.Object
 
+	// Promises rejected with no handler during a RunFile, Call or Eval (tracking), in the order
+	// they were rejected; settle marks the next Callable the host calls as a test whose
+	// returned promise is awaited.
+	tracking bool
+	rejected map[*goja.Promise]int
+	rejects  int
+	settle   bool
+	thrower  goja.Callable
+
 	meter   guard.Meter           // the run's memory budget; nil: only MaxString
 	tripped error                 // the limit the run hit (under mu)
 	joining map[*goja.Object]bool // arrays being joined, for cycles
@@ -91,6 +100,8 @@ func New(o Options) (*VM, error) {
 	v := &VM{rt: rt, opts: o, mods: map[string]*stdlib.Module{}, req: map[string]goja.Value{}, global: rt.GlobalObject(),
 		files: map[string]goja.Value{}, loading: map[string]*goja.Object{}}
 	v.ctx, v.cancel = context.WithCancelCause(context.Background())
+	rt.SetPromiseRejectionTracker(v.trackRejection)
+	v.thrower, _ = goja.AssertFunction(rt.ToValue(func(call goja.FunctionCall) goja.Value { panic(call.Argument(0)) }))
 	for _, m := range o.Modules {
 		v.mods[m.Name] = m
 	}
@@ -155,6 +166,10 @@ func (v *VM) watch(ctx context.Context) func() bool {
 // RunFile runs a script in the global scope; one written with ES module syntax, or in
 // TypeScript, runs as a module (its own scope) after esbuild turned it into CommonJS. ctx ending
 // interrupts it.
+//
+// Promise jobs run to the end before it returns (there is no event loop: no timers, no
+// asynchronous I/O). A promise still rejected with no handler then fails the run, as an
+// uncaught exception would: "Uncaught (in promise) Error: …" at the line that created the error.
 func (v *VM) RunFile(ctx context.Context, name, src string) error {
 	if needsTransform(name, src) {
 		if _, err := Transform(name, src); err != nil {
@@ -162,8 +177,9 @@ func (v *VM) RunFile(ctx context.Context, name, src string) error {
 		}
 		stop := v.watch(ctx)
 		defer stop()
+		v.track()
 		_, err := v.runModule(name, filepath.Dir(name), src)
-		return v.scriptError(err)
+		return v.untracked(name, v.scriptError(err))
 	}
 	prg, err := compileScript(name, src)
 	if err != nil {
@@ -171,17 +187,103 @@ func (v *VM) RunFile(ctx context.Context, name, src string) error {
 	}
 	stop := v.watch(ctx)
 	defer stop()
+	v.track()
 	_, err = v.rt.RunProgram(prg)
-	return v.scriptError(err)
+	return v.untracked(name, v.scriptError(err))
 }
 
+// ErrNeverSettled fails a test whose returned promise is still pending once every promise job
+// has run: nothing is left that could settle it.
+var ErrNeverSettled = errors.New("the promise the test returned never settled: nothing was left to run that could settle it (scripts have no event loop: no timers, no asynchronous I/O)")
+
 // Call runs a script function this VM handed to the host (a Callable), ctx ending
-// interrupting it; the test runner calls each registered test this way.
+// interrupting it; the test runner calls each registered test this way. When the function
+// returns a promise (an async test), Call waits for it as the promise jobs run: a rejection
+// fails the call with the rejection's error; a promise still pending when no job is left fails
+// with ErrNeverSettled. A promise rejected with no handler during the call fails it too.
 func (v *VM) Call(ctx context.Context, fn stdlib.Callable) error {
 	stop := v.watch(ctx)
 	defer stop()
+	v.track()
+	v.settle = true
 	_, err := fn(v.ctx)
-	return err
+	v.settle = false
+	return v.untracked("", err)
+}
+
+// track starts recording the promises rejected with no handler.
+func (v *VM) track() {
+	v.tracking, v.rejected, v.rejects = true, map[*goja.Promise]int{}, 0
+}
+
+// untracked stops recording; when err is nil and a promise is still rejected with no handler,
+// it returns the earliest such rejection as an uncaught error (placed in file when its value
+// carries no position).
+func (v *VM) untracked(file string, err error) error {
+	first, seq := (*goja.Promise)(nil), 0
+	for p, n := range v.rejected {
+		if first == nil || n < seq {
+			first, seq = p, n
+		}
+	}
+	v.tracking, v.rejected = false, nil
+	if err != nil || first == nil {
+		return err
+	}
+	rerr := v.rejection(first.Result())
+	var se *stdlib.ScriptError
+	if errors.As(rerr, &se) {
+		se.Message = "Uncaught (in promise) " + se.Message
+		if se.File == "" {
+			se.File = file
+		}
+	}
+	return rerr
+}
+
+// trackRejection is goja's host promise rejection tracker.
+func (v *VM) trackRejection(p *goja.Promise, op goja.PromiseRejectionOperation) {
+	if !v.tracking {
+		return
+	}
+	switch op {
+	case goja.PromiseRejectionReject:
+		v.rejects++
+		v.rejected[p] = v.rejects
+	case goja.PromiseRejectionHandle:
+		delete(v.rejected, p)
+	}
+}
+
+// rejection is the error a promise was rejected with, as a script error located where the
+// error object was created (an Error keeps the stack of its creation).
+func (v *VM) rejection(reason goja.Value) error {
+	_, err := v.thrower(goja.Undefined(), reason)
+	if err == nil {
+		return errors.New("promise rejected")
+	}
+	return v.scriptError(err)
+}
+
+// settled waits for what a test returned: nothing for a value that is not a promise; the jobs
+// have run when control came back to the host, so a promise is settled now or never.
+func (v *VM) settled(res goja.Value) error {
+	o, ok := res.(*goja.Object)
+	if !ok {
+		return nil
+	}
+	p, ok := o.Export().(*goja.Promise)
+	if !ok {
+		return nil
+	}
+	switch p.State() {
+	case goja.PromiseStateRejected:
+		delete(v.rejected, p) // the runner handles it
+		return v.rejection(p.Result())
+	case goja.PromiseStatePending:
+		return ErrNeverSettled
+	}
+	return nil
 }
 
 // Eval evaluates REPL input in the global scope and returns its value as a Go value.
@@ -194,9 +296,10 @@ func (v *VM) Eval(ctx context.Context, name, src string) (any, error) {
 	}
 	stop := v.watch(ctx)
 	defer stop()
+	v.track()
 	res, err := v.rt.RunProgram(prg)
-	if err != nil {
-		return nil, v.scriptError(err)
+	if err := v.untracked(name, v.scriptError(err)); err != nil {
+		return nil, err
 	}
 	return v.Export(res)
 }
@@ -472,6 +575,8 @@ func (v *VM) export(val goja.Value, depth int) (any, error) {
 	}
 	if fn, ok := goja.AssertFunction(val); ok {
 		return stdlib.Callable(func(_ context.Context, args ...any) (any, error) {
+			settle := v.settle // a test called by Call: await what it returns
+			v.settle = false
 			in := make([]goja.Value, len(args))
 			for i, a := range args {
 				in[i] = v.ToValue(a)
@@ -479,6 +584,9 @@ func (v *VM) export(val goja.Value, depth int) (any, error) {
 			res, err := fn(goja.Undefined(), in...)
 			if err != nil {
 				return nil, v.scriptError(err)
+			}
+			if settle {
+				return nil, v.settled(res)
 			}
 			return v.Export(res)
 		}), nil

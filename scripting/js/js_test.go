@@ -116,3 +116,76 @@ func TestAssertionFromScript(t *testing.T) {
 		t.Fatalf("print: %q", out.String())
 	}
 }
+
+// TestAsyncTestsAwaited: Call waits for the promise a test returns, so an async test fails
+// with its rejection (at the line that raised it), a pending promise fails as never settled,
+// and an unhandled rejection fails the call or the run like an uncaught exception.
+func TestAsyncTestsAwaited(t *testing.T) {
+	var fns []stdlib.Callable
+	v := newVM(t, Options{Modules: []*stdlib.Module{stdlib.Assert()}, Globals: map[string]any{
+		"test": stdlib.Func(func(_ context.Context, a stdlib.Args) (any, error) {
+			fn, err := a.Callable(0)
+			fns = append(fns, fn)
+			return nil, err
+		}),
+	}})
+	src := `const assert = require("assert");
+test(async () => { await null; throw new Error("async boom"); });
+test(async () => { assert.equal(1, 2); });
+test(() => Promise.resolve().then(() => { throw new TypeError("in then"); }));
+test(() => new Promise(() => {}));
+test(async () => { await null; assert.equal(1, 1); });
+test(() => { Promise.reject(new Error("stray")); });
+test(async () => { const p = Promise.reject(new Error("later")); await null; try { await p; } catch (e) {} });
+`
+	if err := v.RunFile(context.Background(), "a_test.js", src); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		line int
+		msg  string
+	}{
+		{2, "Error: async boom"},
+		{3, "assertion failed: expected 2, got 1"},
+		{4, "TypeError: in then"},
+		{0, ""}, // never settles
+		{0, ""}, // passes
+		{7, "Uncaught (in promise) Error: stray"},
+		{0, ""}, // handled before the end: passes
+	}
+	if len(fns) != len(want) {
+		t.Fatalf("%d tests", len(fns))
+	}
+	for i, w := range want {
+		err := v.Call(context.Background(), fns[i])
+		var se *stdlib.ScriptError
+		switch {
+		case i == 3:
+			if !errors.Is(err, ErrNeverSettled) {
+				t.Errorf("test %d: %v", i+1, err)
+			}
+		case w.msg == "":
+			if err != nil {
+				t.Errorf("test %d: %v", i+1, err)
+			}
+		case !errors.As(err, &se) || se.File != "a_test.js" || se.Line != w.line || se.Message != w.msg:
+			t.Errorf("test %d: %#v", i+1, err)
+		}
+	}
+	if err := v.Call(context.Background(), fns[1]); !stdlib.IsAssertion(err) {
+		t.Errorf("an async assertion is no longer an assertion: %v", err)
+	}
+	for name, src := range map[string]string{
+		"r.js": "\nPromise.reject(new Error('x'));\n",
+		"m.js": "async function main() {\n  await null;\n  throw new Error('x');\n}\nmain();\n",
+	} {
+		err := newVM(t, Options{}).RunFile(context.Background(), name, src)
+		var se *stdlib.ScriptError
+		if !errors.As(err, &se) || se.Message != "Uncaught (in promise) Error: x" || se.Line != strings.Count(src[:strings.Index(src, "new Error")], "\n")+1 {
+			t.Errorf("%s: %#v", name, err)
+		}
+	}
+	if err := newVM(t, Options{}).RunFile(context.Background(), "ok.js", "Promise.reject(new Error('x')).catch(() => {});\n(async () => { await null; })();\n"); err != nil {
+		t.Errorf("handled rejection: %v", err)
+	}
+}
