@@ -114,9 +114,11 @@ func assertMsg(a Args, i int, def string) string {
 	return def
 }
 
-// Assert is the assert module: ok, equal, not_equal, match, contains, fail and throws.
+// Assert is the assert module: ok, equal, not_equal, match, contains, fail and throws. equal
+// and not_equal compare deeply (DeepEqual); their arguments, and contains', arrive with the
+// kinds JSON cannot tell apart (Map, Set, Date, undefined, …) where the language has them.
 func Assert() *Module {
-	return &Module{Name: "assert", Members: Object{
+	return &Module{Name: "assert", Exact: []string{"equal", "not_equal", "contains"}, Members: Object{
 		"ok": Func(func(_ context.Context, a Args) (any, error) {
 			if !Truthy(a.Get(0)) {
 				return nil, &AssertionError{assertMsg(a, 1, fmt.Sprintf("expected a true value, got %s", Format(a.Get(0))))}
@@ -124,14 +126,15 @@ func Assert() *Module {
 			return nil, nil
 		}),
 		"equal": Func(func(_ context.Context, a Args) (any, error) {
-			if !Equal(a.Get(0), a.Get(1)) {
-				return nil, &AssertionError{assertMsg(a, 2, fmt.Sprintf("expected %s, got %s", Format(a.Get(1)), Format(a.Get(0))))}
+			got, want := a.Get(0), a.Get(1)
+			if !DeepEqual(got, want) {
+				return nil, &AssertionError{assertMsg(a, 2, inequality(got, want))}
 			}
 			return nil, nil
 		}),
 		"not_equal": Func(func(_ context.Context, a Args) (any, error) {
-			if Equal(a.Get(0), a.Get(1)) {
-				return nil, &AssertionError{assertMsg(a, 2, fmt.Sprintf("expected a value other than %s", Format(a.Get(1))))}
+			if DeepEqual(a.Get(0), a.Get(1)) {
+				return nil, &AssertionError{assertMsg(a, 2, fmt.Sprintf("expected a value other than %s", clip(Inspect(a.Get(1)))))}
 			}
 			return nil, nil
 		}),
@@ -155,7 +158,7 @@ func Assert() *Module {
 		}),
 		"contains": Func(func(_ context.Context, a Args) (any, error) {
 			if !contains(a.Get(0), a.Get(1)) {
-				return nil, &AssertionError{assertMsg(a, 2, fmt.Sprintf("%s does not contain %s", Format(a.Get(0)), Format(a.Get(1))))}
+				return nil, &AssertionError{assertMsg(a, 2, fmt.Sprintf("%s does not contain %s", clip(Inspect(a.Get(0))), Inspect(a.Get(1))))}
 			}
 			return nil, nil
 		}),
@@ -192,6 +195,25 @@ func Assert() *Module {
 	}}
 }
 
+// inequality says how got differs from want: both values (long ones cut), then, for
+// containers, the paths that differ.
+func inequality(got, want any) string {
+	msg := fmt.Sprintf("expected %s, got %s", clip(Inspect(want)), clip(Inspect(got)))
+	if d := Diff(got, want); len(d) > 0 {
+		msg += "\n  " + strings.Join(d, "\n  ")
+	}
+	return msg
+}
+
+// clip shortens a rendering for a one-line message.
+func clip(s string) string {
+	const max = 200
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}
+
 func contains(h, n any) bool {
 	switch x := h.(type) {
 	case string:
@@ -199,7 +221,19 @@ func contains(h, n any) bool {
 		return ok && strings.Contains(x, s)
 	case []any:
 		for _, e := range x {
-			if Equal(e, n) {
+			if DeepEqual(e, n) {
+				return true
+			}
+		}
+	case SetValue:
+		for _, e := range x.Items {
+			if DeepEqual(e, n) {
+				return true
+			}
+		}
+	case MapValue:
+		for _, e := range x.Entries {
+			if DeepEqual(e[0], n) {
 				return true
 			}
 		}

@@ -29,6 +29,11 @@ type Object map[string]any
 type Module struct {
 	Name    string
 	Members Object
+	// Exact names member functions whose arguments keep the kinds a script value has beyond
+	// JSON (see exact.go): a binding whose language has Maps, Sets, Dates, undefined, class
+	// instances and named functions hands them over as MapValue, SetValue, DateValue,
+	// Undefined, InstanceValue and FuncValue instead of flattening them to plain objects.
+	Exact []string
 }
 
 // Callable is a script function handed to Go (a callback). It may only be called from inside a

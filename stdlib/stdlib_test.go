@@ -48,7 +48,7 @@ func TestAssert(t *testing.T) {
 	}{
 		{"ok", []any{true}, true}, {"ok", []any{""}, false}, {"ok", []any{int64(0)}, false},
 		{"equal", []any{int64(2), 2.0}, true}, {"equal", []any{[]any{"a"}, []any{"b"}}, false},
-		{"equal", []any{map[string]any{}, []any{}}, true},
+		{"equal", []any{map[string]any{}, []any{}}, false}, // JS {} and []; an empty Lua table is always a map
 		{"not_equal", []any{"a", "b"}, true}, {"match", []any{"abc", "^a.c$"}, true}, {"match", []any{"abc", "^b"}, false},
 		{"contains", []any{"hello", "ell"}, true}, {"contains", []any{[]any{int64(1)}, int64(1)}, true}, {"contains", []any{map[string]any{"k": 1}, "j"}, false},
 		{"fail", nil, false},

@@ -357,6 +357,11 @@ func (v *VM) requireStd(name string) goja.Value {
 		panic(v.throw(fmt.Errorf("require(%q): no such module (available: %s; fs and http must be granted in the configuration; files are required by a relative path, ./%s.js)", name, strings.Join(stdlib.Keys(v.mods), ", "), name)))
 	}
 	val := v.ToValue(m.Members)
+	for _, x := range m.Exact { // (assert's comparisons see Maps, Dates, undefined, …)
+		if f, ok := m.Members[x].(stdlib.Func); ok {
+			_ = val.(*goja.Object).Set(x, v.nativeExact(f))
+		}
+	}
 	v.req[name] = val
 	return val
 }
