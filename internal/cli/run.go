@@ -247,7 +247,7 @@ func runRun(ctx context.Context, args []string, io stdio) int {
 	fs.BoolVar(&f.ephemeral, "ephemeral", false, "keep the script's sessions in a temporary home, removed at the end")
 	watchFiles := fs.Bool("watch", false, "run again whenever the script (or a file next to it) changes; Ctrl-C stops")
 	fs.Usage = func() {
-		fmt.Fprintln(io.err, "usage: hermes run [flags] FILE.js|FILE.ts|FILE.lua [args...]\n\nRuns the script against the engine; no terminal needed. Exit 0 when it ends, 1 on a failed\nassertion or an uncaught error (printed with file:line and stack), 2 on usage errors;\nhermes.exit(n) exits with n.\n\nFlags:")
+		fmt.Fprintln(io.err, "usage: hermes run [flags] FILE.js|FILE.ts|FILE.lua [args...]\n\nRuns the script against the engine; no terminal needed. Exit 0 when it ends, 1 on a failed\nassertion or an uncaught error (printed with file:line and stack), 2 on usage errors;\nhermes.exit(n) exits with n (0 to 255).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -217,3 +217,36 @@ func TestRunUnhandledRejection(t *testing.T) {
 		t.Errorf("handled: exit %d %q %s", r.code, r.stdout, r.err)
 	}
 }
+
+// TestRunExitCodeRange: hermes.exit refuses a code outside 0–255 (a process exit status is one
+// byte, so 256 would end the script as a success) with an error at its line, exit 1 and the
+// same in the --json result; 255 is kept.
+func TestRunExitCodeRange(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	for name, src := range map[string]string{
+		"big.js":  "const hermes = require('hermes');\nhermes.exit(256);\n",
+		"neg.js":  "const hermes = require('hermes');\nhermes.exit(-1);\n",
+		"big.lua": "local hermes = require 'hermes'\nhermes.exit(300)\n",
+	} {
+		writeTemp(t, dir, name, src)
+		r := hermes(t, dir, env, "run", name)
+		if r.code != 1 || !strings.Contains(r.err, name+":2: ") || !strings.Contains(r.err, "the code must be 0 to 255") {
+			t.Errorf("%s: exit %d %s", name, r.code, r.err)
+		}
+		r = hermes(t, dir, env, "run", "--json", name)
+		var res struct {
+			Status   string `json:"status"`
+			ExitCode int    `json:"exit_code"`
+			Error    string `json:"error"`
+			Line     int    `json:"line"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 1 || res.Status != "failed" || res.ExitCode != 1 || res.Line != 2 || !strings.Contains(res.Error, "0 to 255") {
+			t.Errorf("%s --json: exit %d %s %v", name, r.code, r.stdout, err)
+		}
+	}
+	writeTemp(t, dir, "max.js", "require('hermes').exit(255);\n")
+	if r := hermes(t, dir, env, "run", "max.js"); r.code != 255 || r.err != "" {
+		t.Errorf("exit(255): exit %d %q", r.code, r.err)
+	}
+}

@@ -171,7 +171,10 @@ func (a *API) Module() *stdlib.Module {
 		"exit": stdlib.Func(func(_ context.Context, args stdlib.Args) (any, error) {
 			code, err := args.OptInt(0, 0)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("exit(code): %w", err)
+			}
+			if code < 0 || code > 255 { // a process exit status is one byte: 256 would be 0
+				return nil, fmt.Errorf("%w: exit(code): the code must be 0 to 255, got %d", stdlib.ErrArgument, code)
 			}
 			return nil, &ExitError{Code: int(code)}
 		}),
