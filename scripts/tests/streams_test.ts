@@ -3,7 +3,7 @@
 import * as hermes from "hermes";
 import * as assert from "assert";
 
-function types(events: Iterable<Event>): string[] {
+function types(events: Iterable<hermes.Event>): string[] {
   const out: string[] = [];
   for (const ev of events) out.push(ev.type);
   return out;
