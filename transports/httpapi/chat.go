@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -221,7 +220,7 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if !bool(req.Stream) {
 		return s.chatJSON(c, run, k, at)
 	}
-	return s.streamSSE(c, func(w *bufio.Writer) { s.chatStream(w, run, k, at) })
+	return s.streamSSE(c, func(sse *sseWriter) { s.chatStream(sse, run, k, at) })
 }
 
 // switchModel moves sess to model m (a resolved provider:model; "" keeps the session's). A
@@ -350,10 +349,9 @@ func toolLabel(args json.RawMessage) string {
 // (HeaderToolProgress): then named hermes.tool.progress events, and SSE comments as keep-alive.
 // Otherwise a quiet turn is kept alive with an empty content delta, because go-openai reads a
 // comment or a named event as the start of an error body. A turn that fails after the 200 ends
-// with an in-band error event instead. A write error means the client left: the turn is
-// interrupted.
-func (s *Server) chatStream(w *bufio.Writer, run *turnRun, k chunker, at *attempt) {
-	sse := &sseWriter{wire.Frames{W: w}}
+// with an in-band error event instead. A write error, or a connection the client closed
+// (sseWriter.gone), means the client left: the turn is interrupted.
+func (s *Server) chatStream(sse *sseWriter, run *turnRun, k chunker, at *attempt) {
 	reason := "client disconnected"
 	defer func() {
 		run.close(reason)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -318,7 +317,7 @@ func (s *Server) respond(c *fiber.Ctx, run *turnRun, rb *respBuilder, stream boo
 		}
 		return c.JSON(obj)
 	}
-	return s.streamSSE(c, func(w *bufio.Writer) { s.responseStream(w, run, rb, at) })
+	return s.streamSSE(c, func(sse *sseWriter) { s.responseStream(sse, run, rb, at) })
 }
 
 // saveResponse persists a stored response and moves its conversation to it, before the
@@ -488,8 +487,7 @@ func (rb *respBuilder) final(o engine.Outcome) map[string]any {
 
 // responseStream writes the Responses event sequence; every event has an event: line equal
 // to its type and a sequence_number counting from 0.
-func (s *Server) responseStream(w *bufio.Writer, run *turnRun, rb *respBuilder, at *attempt) {
-	sse := &sseWriter{wire.Frames{W: w}}
+func (s *Server) responseStream(sse *sseWriter, run *turnRun, rb *respBuilder, at *attempt) {
 	reason := "client disconnected"
 	unsaved := false
 	defer func() {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -247,11 +246,11 @@ func (s *Server) sessionChatStream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.streamSSE(c, func(w *bufio.Writer) { s.streamSessionTurn(w, run, in.prompt) })
+	return s.streamSSE(c, func(sse *sseWriter) { s.streamSessionTurn(sse, run, in.prompt) })
 }
 
-func (s *Server) streamSessionTurn(w *bufio.Writer, run *turnRun, prompt string) {
-	st := &sessionStream{sse: &sseWriter{wire.Frames{W: w}}, sessionID: run.sess.ID(), runID: "run_" + wire.NewHex(16)}
+func (s *Server) streamSessionTurn(sse *sseWriter, run *turnRun, prompt string) {
+	st := &sessionStream{sse: sse, sessionID: run.sess.ID(), runID: "run_" + wire.NewHex(16)}
 	reason := "client disconnected"
 	defer func() { run.close(reason) }()
 	msgID := "msg_" + wire.NewHex(12)

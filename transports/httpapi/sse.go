@@ -11,20 +11,27 @@ import (
 
 // streamSSE answers c with an event stream that write fills once the handler has returned;
 // the server waits for it when it stops and counts it as an open stream meanwhile.
-func (s *Server) streamSSE(c *fiber.Ctx, write func(w *bufio.Writer)) error {
+func (s *Server) streamSSE(c *fiber.Ctx, write func(sse *sseWriter)) error {
 	wire.SSEHeaders(c)
+	gone := peerClosedFunc(c.Context().Conn())
 	s.reqs.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.reqs.Done()
 		defer s.streaming()()
-		write(w)
+		write(&sseWriter{Frames: wire.Frames{W: w}, gone: gone})
 	})
 	return nil
 }
 
 // sseWriter frames server-sent events with "\n" line endings, one data line per event (JSON
 // never contains a raw newline). Writes are buffered; Flush reports a gone client.
-type sseWriter struct{ wire.Frames }
+type sseWriter struct {
+	wire.Frames
+	// gone reports whether the client closed the connection, seen without writing (nil when
+	// that cannot be seen). Writes after the client closed it still succeed for a while (into
+	// fasthttp's pipe, then the socket's buffer): a flush fails only two or three writes later.
+	gone func() bool
+}
 
 func (s *sseWriter) data(b []byte) { s.Put([]byte("data: "), b, []byte("\n\n")) }
 

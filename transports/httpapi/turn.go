@@ -24,6 +24,7 @@ type turnRun struct {
 	sess    *engine.Session
 	f       *engine.Follow
 	quiet   time.Duration // silence after which next returns errSilent
+	checked time.Time     // when follow last asked whether the client left
 	keep    bool          // leave requests open for a client to answer (runs)
 	release func()        // gives back the concurrency slot
 	closed  bool
@@ -34,6 +35,9 @@ type turnRun struct {
 
 // errSilent is returned by next when the turn was quiet for turnRun.quiet.
 var errSilent = errors.New("turn silent")
+
+// peerCheck is how often follow asks a stream whether its client left.
+const peerCheck = time.Second
 
 // startTurn takes a slot of the concurrency cap and starts the turn. The slot is given back
 // by turnRun.close.
@@ -106,15 +110,17 @@ func startTurn(ctx context.Context, sess *engine.Session, p engine.Prompt, quiet
 // would only time out. Approvals are denied, never granted; the run's approval policy is
 // what allows commands on this surface. After message.complete, r.done is set and r.out holds
 // the outcome.
-func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
+func (r *turnRun) next(ctx context.Context) (engine.Event, error) { return r.follow(ctx, nil) }
+
+// follow is next for a stream: when gone is not nil, it is asked about once every peerCheck,
+// while the turn is quiet as well as while events come, whether the client closed the
+// connection, and errClientGone is returned when it did. Without it a stream notices only a
+// failed write, two or three writes after the client left: with a tool running, as many
+// keep-alives.
+func (r *turnRun) follow(ctx context.Context, gone func() bool) (engine.Event, error) {
 	for {
-		nctx, cancel := context.WithTimeout(ctx, r.quiet)
-		ev, err := r.f.Next(nctx)
-		cancel()
+		ev, err := r.wait(ctx, gone)
 		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return engine.Event{}, errSilent
-			}
 			return engine.Event{}, err
 		}
 		if ev.TurnID != r.turnID {
@@ -133,6 +139,37 @@ func (r *turnRun) next(ctx context.Context) (engine.Event, error) {
 			r.done, r.out = true, d
 		}
 		return ev, nil
+	}
+}
+
+// wait returns the next event of the Follow, errSilent after r.quiet without one, or
+// errClientGone once gone reports it (see follow).
+func (r *turnRun) wait(ctx context.Context, gone func() bool) (engine.Event, error) {
+	silent := time.Now().Add(r.quiet)
+	for {
+		d, check := time.Until(silent), false
+		if gone != nil {
+			if time.Since(r.checked) >= peerCheck {
+				if gone() {
+					return engine.Event{}, errClientGone
+				}
+				r.checked = time.Now()
+			}
+			if c := time.Until(r.checked.Add(peerCheck)); c < d {
+				d, check = c, true
+			}
+		}
+		nctx, cancel := context.WithTimeout(ctx, d)
+		ev, err := r.f.Next(nctx)
+		cancel()
+		switch {
+		case err == nil:
+			return ev, nil
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+			return engine.Event{}, err
+		case !check:
+			return engine.Event{}, errSilent
+		}
 	}
 }
 
