@@ -40,6 +40,23 @@ func (e *ScriptError) Trace() string {
 	return b.String()
 }
 
+// Frames of a long stack kept by ElideStack: the innermost and the outermost.
+const (
+	stackHead = 10
+	stackTail = 5
+)
+
+// ElideStack shortens a long stack (a runaway recursion is thousands of frames deep) to its
+// first 10 and last 5 frames with a line saying how many were left out between them.
+func ElideStack(frames []string) []string {
+	if len(frames) <= stackHead+stackTail+1 {
+		return frames
+	}
+	out := append([]string(nil), frames[:stackHead]...)
+	out = append(out, fmt.Sprintf("… %d frames omitted", len(frames)-stackHead-stackTail))
+	return append(out, frames[len(frames)-stackTail:]...)
+}
+
 // IsAssertion reports whether err is (or wraps) a failed assertion.
 func IsAssertion(err error) bool {
 	var ae *AssertionError

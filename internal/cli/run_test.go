@@ -250,3 +250,31 @@ func TestRunExitCodeRange(t *testing.T) {
 		t.Errorf("exit(255): exit %d %q", r.code, r.err)
 	}
 }
+
+// TestRunStackOverflow: a runaway recursion fails with the message the README documents, in
+// each language, and its stack is printed short (the first and last frames, the count left
+// out), also in the JUnit report of hermes test.
+func TestRunStackOverflow(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	writeTemp(t, dir, "so.js", "function f(n) { return f(n + 1) + 1; }\nf(0);\n")
+	writeTemp(t, dir, "so.lua", "local function f(n) return f(n + 1) + 1 end\nf(0)\n")
+	for name, want := range map[string]string{
+		"so.js":  "so.js:1: script call stack limit exceeded (more than 10000 nested calls)\n    at f (so.js:1:",
+		"so.lua": "so.lua:1: script call stack limit exceeded (lua callstack overflow)\n    at ",
+	} {
+		r := hermes(t, dir, env, "run", name)
+		if r.code != 1 || !strings.HasPrefix(r.err, want) || len(r.err) > 2000 {
+			t.Errorf("%s: exit %d, %d bytes\n%.3000s", name, r.code, len(r.err), r.err)
+		}
+	}
+	if r := hermes(t, dir, env, "run", "so.js"); !strings.Contains(r.err, "\n    … 9986 frames omitted\n") || strings.Count(r.err, "\n") != 17 {
+		t.Errorf("js stack not elided:\n%.3000s", r.err)
+	}
+	writeTemp(t, dir, "so_test.js", "test('recurses', () => { const f = (n) => f(n + 1) + 1; f(0); });\n")
+	r := hermes(t, dir, env, "test", "--reporter", "junit", "so_test.js")
+	if r.code != 1 || !strings.Contains(r.stdout, `message="script call stack limit exceeded (more than 10000 nested calls)"`) ||
+		!strings.Contains(r.stdout, "frames omitted") || len(r.stdout) > 4000 {
+		t.Errorf("junit: exit %d, %d bytes\n%.3000s", r.code, len(r.stdout), r.stdout)
+	}
+}

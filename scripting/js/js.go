@@ -666,7 +666,7 @@ func (v *VM) scriptError(err error) error {
 	}
 	var so *goja.StackOverflowError
 	if errors.As(err, &so) {
-		se := fromStack(so.Stack(), "RangeError: maximum call stack size exceeded")
+		se := fromStack(so.Stack(), fmt.Sprintf("%s (more than %d nested calls)", guard.ErrStackLimit, v.opts.MaxCallStack))
 		se.Cause = guard.ErrStackLimit
 		return se
 	}
@@ -693,6 +693,7 @@ func fromStack(stack []goja.StackFrame, msg string) *stdlib.ScriptError {
 		}
 		se.Stack = append(se.Stack, fmt.Sprintf("at %s (%s:%d:%d)", name, p.Filename, p.Line, p.Column))
 	}
+	se.Stack = stdlib.ElideStack(se.Stack)
 	return se
 }
 

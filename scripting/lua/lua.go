@@ -694,7 +694,9 @@ func (v *VM) scriptError(err error) error {
 		se.Message, se.Cause = cause.Error(), cause
 		return se
 	}
+	se.Stack = stdlib.ElideStack(se.Stack)
 	if isStackOverflow(se.Message) {
+		se.Message = fmt.Sprintf("%s (%s)", guard.ErrStackLimit, se.Message)
 		se.Cause = guard.ErrStackLimit
 		return se
 	}
