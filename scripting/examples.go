@@ -142,6 +142,9 @@ func (ex *Example) parse(e any) error {
 			return fmt.Errorf("examples[%d]: unknown field %q (want hook, name, input, want or error)", ex.Index, k)
 		}
 	}
+	if err := CheckInput(ex.Hook, ex.Input); err != nil {
+		return fmt.Errorf("examples[%d]: %w", ex.Index, err)
+	}
 	if e, has := m["error"]; has {
 		switch x := e.(type) {
 		case string:
@@ -216,7 +219,7 @@ func num(m map[string]any, k string) int {
 // would: the tool (terminal), arguments from the command, and the dangerous patterns.
 func (p *Policy) ApprovalExample(in map[string]any) policy.ApprovalInput {
 	a := policy.ApprovalInput{SessionID: s(in, "session_id"), Surface: s(in, "surface"), Tool: s(in, "tool"),
-		Command: s(in, "command"), Cwd: s(in, "cwd"), Pattern: s(in, "pattern")}
+		Command: s(in, "command"), Cwd: s(in, "cwd"), Pattern: s(in, "pattern"), Mode: s(in, "mode")}
 	if a.Tool == "" {
 		a.Tool = "terminal"
 	}
@@ -288,6 +291,9 @@ func (p *Policy) Check(ctx context.Context, e Example) ExampleResult {
 func (p *Policy) Eval(ctx context.Context, hook string, in map[string]any) (got map[string]any, primary string, err error) {
 	if !contains(Hooks, hook) {
 		return nil, "", fmt.Errorf("unknown hook %q (want %s)", hook, strings.Join(Hooks, ", "))
+	}
+	if err := CheckInput(hook, in); err != nil {
+		return nil, "", err
 	}
 	r := &ExampleResult{}
 	set := p.Set()

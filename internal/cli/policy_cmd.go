@@ -327,9 +327,25 @@ func runPolicyEval(ctx context.Context, args []string, io stdio) int {
 			return fail(io, err)
 		}
 	}
-	var in map[string]any
-	if err := json.Unmarshal(raw, &in); err != nil {
+	if !slices.Contains(scripting.Hooks, *hook) {
+		fmt.Fprintf(io.err, "hermes policy eval: unknown hook %q (want %s)\n", *hook, strings.Join(scripting.Hooks, ", "))
+		return 2
+	}
+	var parsed any
+	if err := json.Unmarshal(raw, &parsed); err != nil {
 		fmt.Fprintln(io.err, "hermes policy eval: --input must be a JSON object:", err)
+		return 2
+	}
+	in, ok := parsed.(map[string]any)
+	if !ok {
+		b, _ := json.Marshal(parsed)
+		fmt.Fprintf(io.err, "hermes policy eval: --input must be a JSON object, not %s\n", b)
+		return 2
+	}
+	// A misspelt or mistyped field would be ignored and the hook would see its default.
+	in = stdlibNumbers(in)
+	if err := scripting.CheckInput(*hook, in); err != nil {
+		fmt.Fprintln(io.err, "hermes policy eval: --input:", err)
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)
@@ -346,11 +362,7 @@ func runPolicyEval(ctx context.Context, args []string, io stdio) int {
 		return fail(io, err)
 	}
 	defer p.Close()
-	if !slices.Contains(scripting.Hooks, *hook) {
-		fmt.Fprintf(io.err, "hermes policy eval: unknown hook %q (want %s)\n", *hook, strings.Join(scripting.Hooks, ", "))
-		return 2
-	}
-	got, _, err := p.Eval(ctx, *hook, stdlibNumbers(in))
+	got, _, err := p.Eval(ctx, *hook, in)
 	enc := json.NewEncoder(io.out)
 	enc.SetEscapeHTML(false)
 	source := "script"
