@@ -44,7 +44,8 @@ func TestGenerated(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{`declare module "hermes" {`, "export function create(options?: CreateOptions): Session;", "events(options?: Record<string, any>): Iterable<Event>;", "declare function test(name: string, fn: (...args: any[]) => any): void;"} {
+	for _, want := range []string{`declare module "hermes" {`, "export function create(options?: CreateOptions): Session;", "events(options?: Record<string, any>): Iterable<HermesEvent>;", "declare function test(name: string, fn: (...args: any[]) => any): void;",
+		`/// <reference lib="es2020" />`, "export type Event = HermesEvent;", `declare function require(name: "assert"): typeof import("assert");`, "declare var console: Console;"} {
 		if !strings.Contains(ts, want) {
 			t.Errorf("d.ts lacks %q", want)
 		}
