@@ -207,6 +207,9 @@ func Load(name, src string, o Options) (*Policy, error) {
 		p.hooks[h] = first.Has(h)
 	}
 	err = unknownHooks(name, first.Functions())
+	if err == nil {
+		err = asyncHooks(name, first)
+	}
 	var raw any
 	if err == nil {
 		raw, err = first.Export("examples")
@@ -247,6 +250,21 @@ func unknownHooks(file string, fns []string) error {
 				return fmt.Errorf("%s: %w %q: did you mean %q? (hooks: %s; a helper must not be exported under a name this close to a hook's)",
 					file, ErrUnknownHook, f, h, strings.Join(Hooks, ", "))
 			}
+		}
+	}
+	return nil
+}
+
+// asyncHooks refuses a policy whose hook is an async function: it would return a Promise on
+// every call, never a decision.
+func asyncHooks(file string, vm hookVM) error {
+	a, ok := vm.(interface{ Async() []string })
+	if !ok {
+		return nil
+	}
+	for _, f := range a.Async() {
+		if contains(Hooks, f) {
+			return fmt.Errorf("%s: %w (%s is an async function, so it returns a Promise; drop async and await)", file, js.ErrAsyncHook, f)
 		}
 	}
 	return nil

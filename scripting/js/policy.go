@@ -2,6 +2,7 @@ package js
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -262,11 +263,16 @@ func walk(v reflect.Value, seen map[uintptr]bool, visit func(any)) {
 	}
 }
 
+// ErrAsyncHook: a hook returned a Promise. Hooks decide synchronously; there is no event loop
+// to settle a promise.
+var ErrAsyncHook = errors.New("hooks must be synchronous")
+
 // Policy is a policy program loaded into one VM: its hook functions and other exports.
 type Policy struct {
 	vm      *VM
 	exports *goja.Object
 	fns     map[string]goja.Callable
+	async   []string // exported async functions
 	zero    goja.Value
 }
 
@@ -293,13 +299,36 @@ func (v *VM) LoadPolicy(ctx context.Context, p *Program) (*Policy, error) {
 		return nil, fmt.Errorf("%s: module.exports is not an object", p.name)
 	}
 	pol := &Policy{vm: v, exports: ex, fns: map[string]goja.Callable{}, zero: v.rt.ToValue(0)}
+	asyncProto := v.asyncFunctionPrototype()
 	for _, k := range ex.Keys() {
 		if f, ok := goja.AssertFunction(ex.Get(k)); ok {
 			pol.fns[k] = f
+			if o, ok := ex.Get(k).(*goja.Object); ok && (asyncProto != nil && o.Prototype() == asyncProto || asyncMethod.MatchString(o.String())) {
+				pol.async = append(pol.async, k)
+			}
 		}
 	}
 	return pol, nil
 }
+
+// asyncMethod matches the source of an async method ({ async approval(req) {…} }), which goja
+// gives Function.prototype instead of AsyncFunction.prototype.
+var asyncMethod = regexp.MustCompile(`^async\s`)
+
+// asyncFunctionPrototype is the prototype every async function has (nil if goja has none).
+func (v *VM) asyncFunctionPrototype() *goja.Object {
+	f, err := v.rt.RunString("(async function () {})")
+	if err != nil {
+		return nil
+	}
+	if o, ok := f.(*goja.Object); ok {
+		return o.Prototype()
+	}
+	return nil
+}
+
+// Async lists the exported functions declared async: they return a Promise, never a decision.
+func (p *Policy) Async() []string { return p.async }
 
 // Has reports whether the policy exports a function named hook.
 func (p *Policy) Has(hook string) bool { _, ok := p.fns[hook]; return ok }
@@ -331,12 +360,12 @@ func (p *Policy) Call(ctx context.Context, hook string, in any) (any, int, error
 	if err != nil {
 		return nil, line, v.scriptError(err)
 	}
+	if _, ok := res.Export().(*goja.Promise); ok { // (exported, it would be an empty object)
+		return nil, line, fmt.Errorf("%w (%s returned a Promise)", ErrAsyncHook, hook)
+	}
 	out, err := v.Export(res)
 	if err != nil {
 		return nil, line, err
-	}
-	if o, ok := res.(*goja.Object); ok && o.ClassName() == "Promise" {
-		return nil, line, fmt.Errorf("returned a Promise: hooks must return their decision synchronously")
 	}
 	return out, line, nil
 }
