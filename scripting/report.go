@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Reporter prints test results: Result after each test, End once with the totals.
@@ -93,7 +94,7 @@ type tapReporter struct {
 
 func (t *tapReporter) Result(r TestResult) {
 	t.n++
-	desc := strings.NewReplacer("#", "\\#", "\n", " ").Replace(label(r))
+	desc := tapText(strings.NewReplacer("#", "\\#", "\n", " ").Replace(label(r)))
 	if r.Pass() {
 		fmt.Fprintf(t.w, "ok %d - %s\n", t.n, desc)
 	} else {
@@ -106,15 +107,33 @@ func (t *tapReporter) Result(r TestResult) {
 		fmt.Fprintf(t.w, "  duration_ms: %d\n", r.Duration.Milliseconds())
 		fmt.Fprintln(t.w, "  stack: |-")
 		for _, l := range strings.Split(r.Trace(), "\n") {
-			fmt.Fprintf(t.w, "    %s\n", l)
+			fmt.Fprintf(t.w, "    %s\n", tapText(l))
 		}
 		fmt.Fprintln(t.w, "  ...")
 	}
 	for _, l := range strings.Split(strings.TrimRight(r.Output, "\n"), "\n") {
 		if l != "" {
-			fmt.Fprintf(t.w, "# %s\n", l)
+			fmt.Fprintf(t.w, "# %s\n", tapText(l))
 		}
 	}
+}
+
+// tapText escapes the control characters of a line of TAP (a test's name, what it printed, a
+// stack line) as \xNN, tab kept: a raw escape sequence would drive the terminal or CI log that
+// shows it, and YAML block scalars may not hold them.
+func tapText(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r != '\t' && unicode.IsControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // yamlString quotes s as a YAML double-quoted scalar (JSON's quoting is valid YAML).
@@ -192,6 +211,7 @@ func (j *junitReporter) Result(r TestResult) {
 	s.Tests++
 	s.dur += r.Duration
 	s.Time = secs(s.dur)
+	c.File = r.File // a failure's own location below
 	if !r.Pass() {
 		c.File, c.Line = r.Location()
 		f := &junitFailure{Message: r.Message(), Type: r.Kind(), Text: r.Trace()}
