@@ -50,7 +50,8 @@ func runTest(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, testUsage)
 		fset.PrintDefaults()
 	}
-	if err := fset.Parse(args); err != nil {
+	paths, err := parseInterleaved(fset, args)
+	if err != nil {
 		return 2
 	}
 	if err := f.resolveCwd(); err != nil {
@@ -69,7 +70,6 @@ func runTest(ctx context.Context, args []string, io stdio) int {
 		fmt.Fprintf(io.err, "hermes test: unknown --reporter %q (want %s)\n", *reporter, strings.Join(scripting.Reporters, ", "))
 		return 2
 	}
-	paths := fset.Args()
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
@@ -338,4 +338,24 @@ func watchState(paths []string) string {
 		})
 	}
 	return b.String()
+}
+
+// parseInterleaved parses flags wherever they stand among the paths (`hermes test dir --filter
+// x`, as deno test and go test take them) and returns the paths; after "--" every argument is
+// a path.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var paths []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(paths, rest...), nil
+		}
+		if len(rest) == 0 {
+			return paths, nil
+		}
+		paths, args = append(paths, rest[0]), rest[1:]
+	}
 }

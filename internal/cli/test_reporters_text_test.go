@@ -49,3 +49,19 @@ func TestHermesTestReportersText(t *testing.T) {
 		t.Fatalf("junit cases: passing %+v, failing %+v", pass, fail)
 	}
 }
+
+// Flags may follow the paths (`hermes test dir --filter x`), as in deno test and go test;
+// after "--" every argument is a path.
+func TestHermesTestFlagsAfterPaths(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, suiteFiles)
+	env := []string{"HERMES_HOME=" + t.TempDir()}
+	r := hermes(t, dir, env, "test", "math_test.js", "--filter", "^(adds|after)", "--reporter", "tap")
+	if r.code != 0 || !strings.Contains(r.stdout, "ok 1 - math_test.js: adds\n") || !strings.Contains(r.stdout, "1..2\n") {
+		t.Fatalf("flags after a path: exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
+	r = hermes(t, dir, env, "test", "--", "--filter")
+	if r.code != 2 || !strings.Contains(r.err, "--filter") {
+		t.Fatalf("after --, --filter is a path: exit %d\n%s%s", r.code, r.stdout, r.err)
+	}
+}
