@@ -428,7 +428,7 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 	newPath := fs.String("policy", "", "the policy to evaluate (required)")
 	against := fs.String("against", "", "compare with this policy (default: the policy in effect, or the built-in one)")
 	all := fs.Bool("all", false, "print every decision, not only the changes")
-	exitCode := fs.Bool("exit-code", false, "exit 1 when any decision would change")
+	exitCode := fs.Bool("exit-code", false, "exit 1 when any decision would change, 0 when none, 2 when the replay could not run")
 	jsonOut := fs.Bool("json", false, "print a JSON object per tool call (every one, changed or not), then a summary")
 	// Accept the session before or after the flags.
 	var session string
@@ -441,54 +441,62 @@ func runPolicyReplay(ctx context.Context, args []string, io stdio) int {
 	if session == "" && fs.NArg() > 0 {
 		session = fs.Arg(0)
 	}
+	// With --exit-code a replay that could not run (no such session, a policy that does not
+	// load) exits 2, never 1, which says the decisions changed (as diff does).
+	trouble := func(err error) int {
+		if code := fail(io, err); !*exitCode {
+			return code
+		}
+		return 2
+	}
 	if session == "" || *newPath == "" {
 		fmt.Fprintln(io.err, "usage: hermes policy replay SESSION --policy FILE [--against FILE] [--all] [--exit-code]")
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)
 	if err != nil {
-		return fail(io, err)
+		return trouble(err)
 	}
 	reg := toolRegistry(cfg)
 	o, err := policyOptions(cfg, reg, policy.Set{})
 	if err != nil {
-		return fail(io, err)
+		return trouble(err)
 	}
 	newPol, err := scripting.Open(*newPath, o)
 	if err != nil {
-		return fail(io, err)
+		return trouble(err)
 	}
 	defer newPol.Close()
 	oldSet, oldName := policy.Set{Approver: policy.Defaults{}}, "built-in"
 	oldPath := *against
 	if oldPath == "" {
 		if oldPath, err = policyPath(cfg); err != nil {
-			return fail(io, err)
+			return trouble(err)
 		}
 	}
 	if oldPath != "" {
 		oldPol, err := scripting.Open(oldPath, o)
 		if err != nil {
-			return fail(io, err)
+			return trouble(err)
 		}
 		defer oldPol.Close()
 		oldSet, oldName = oldPol.Set(), oldPath
 	}
 	st, err := openStore(cfg)
 	if err != nil {
-		return fail(io, err)
+		return trouble(err)
 	}
 	defer st.Close()
 	rec, err := st.GetSession(ctx, session)
 	if errors.Is(err, store.ErrNotFound) {
-		return fail(io, fmt.Errorf("no session %q (hermes sessions lists them)", session))
+		return trouble(fmt.Errorf("no session %q (hermes sessions lists them)", session))
 	}
 	if err != nil {
-		return fail(io, err)
+		return trouble(err)
 	}
 	calls, err := replayCalls(ctx, st, session)
 	if err != nil {
-		return fail(io, err)
+		return trouble(err)
 	}
 	classify := classifier(reg)
 	changed := 0

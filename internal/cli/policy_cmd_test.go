@@ -115,6 +115,14 @@ func TestPolicyDecidesChatAndReplay(t *testing.T) {
 	if r := hermes(t, work, env, "policy", "replay", "nope", "--policy", allowAll); r.code != 1 || !strings.Contains(r.err, `no session "nope"`) {
 		t.Fatalf("unknown session: %d %s", r.code, r.err)
 	}
+	// With --exit-code, 1 says the decisions changed: a replay that could not run is 2.
+	if r := hermes(t, work, env, "policy", "replay", "nope", "--policy", allowAll, "--exit-code"); r.code != 2 || !strings.Contains(r.err, `no session "nope"`) {
+		t.Fatalf("unknown session with --exit-code: %d %s", r.code, r.err)
+	}
+	broken := writeTemp(t, t.TempDir(), "broken.js", "export function approval( {\n")
+	if r := hermes(t, work, env, "policy", "replay", id[1], "--policy", broken, "--exit-code"); r.code != 2 {
+		t.Fatalf("a policy that does not load, with --exit-code: %d %s", r.code, r.err)
+	}
 
 	// A policy whose examples fail is refused at startup, with the reason.
 	writeTemp(t, home, "policy.js", strings.Replace(denyRmJS, `want: "allow"`, `want: "deny"`, 1))
