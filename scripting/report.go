@@ -17,11 +17,68 @@ type Reporter interface {
 	End(s Summary) error
 }
 
-// Summary is the totals of a test run.
+// Summary is the totals of a test run. The reporters count Passed, Failed, Skipped and Only
+// from the results they were given, and add the Filtered they counted to the Filtered the
+// runner counted (tests it left out by --filter without reporting them).
 type Summary struct {
 	Passed, Failed int
+	Skipped        int
+	Filtered       int
+	Only           bool // a test was marked only: the run fails
 	Files          int
 	Duration       time.Duration
+}
+
+// ErrOnlyUsed is what a reporter's End returns after writing its output when a test was
+// marked only, so that the run fails even when every test passed.
+var ErrOnlyUsed = fmt.Errorf("%w (test.only or describe.only), so the run fails; remove it to run every test", ErrOnly)
+
+// tally counts the results a reporter was given.
+type tally struct {
+	passed, failed, skipped, filtered int
+	only                              bool
+}
+
+func (t *tally) add(r TestResult) {
+	switch {
+	case r.Filtered():
+		t.filtered++
+	case r.Skipped():
+		t.skipped++
+	case r.Pass():
+		t.passed++
+	default:
+		t.failed++
+	}
+	t.only = t.only || r.Only()
+}
+
+// summary is s with the reporter's counts.
+func (t *tally) summary(s Summary) Summary {
+	s.Passed, s.Failed, s.Skipped = t.passed, t.failed, t.skipped
+	s.Filtered += t.filtered
+	s.Only = s.Only || t.only
+	return s
+}
+
+// end is what End returns once the output is written.
+func end(s Summary, err error) error {
+	if err == nil && s.Only {
+		return ErrOnlyUsed
+	}
+	return err
+}
+
+// counts is the summary's ", K skipped, F filtered out", each part only when not zero.
+func (s Summary) counts() string {
+	var b strings.Builder
+	if s.Skipped > 0 {
+		fmt.Fprintf(&b, ", %d skipped", s.Skipped)
+	}
+	if s.Filtered > 0 {
+		fmt.Fprintf(&b, ", %d filtered out", s.Filtered)
+	}
+	return b.String()
 }
 
 // Reporters names the formats NewReporter knows.
@@ -58,10 +115,20 @@ func label(r TestResult) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
-type prettyReporter struct{ w io.Writer }
+type prettyReporter struct {
+	w io.Writer
+	tally
+}
 
 func (p *prettyReporter) Result(r TestResult) {
-	if r.Pass() {
+	p.add(r)
+	switch {
+	case r.Filtered():
+		return
+	case r.Skipped():
+		fmt.Fprintf(p.w, "skip %s\n", label(r))
+		return
+	case r.Pass():
 		fmt.Fprintf(p.w, "ok   %s (%s)\n", label(r), ms(r.Duration))
 		return
 	}
@@ -78,26 +145,35 @@ func (p *prettyReporter) Result(r TestResult) {
 }
 
 func (p *prettyReporter) End(s Summary) error {
+	s = p.summary(s)
 	verdict := "ok"
-	if s.Failed > 0 {
+	if s.Failed > 0 || s.Only {
 		verdict = "FAILED"
 	}
-	_, err := fmt.Fprintf(p.w, "\n%s: %d passed, %d failed (%d files, %s)\n", verdict, s.Passed, s.Failed, s.Files, ms(s.Duration))
-	return err
+	_, err := fmt.Fprintf(p.w, "\n%s: %d passed, %d failed%s (%d files, %s)\n", verdict, s.Passed, s.Failed, s.counts(), s.Files, ms(s.Duration))
+	return end(s, err)
 }
 
 // tapReporter writes TAP 14: a line a test, YAML diagnostics under a failure, the plan last.
 type tapReporter struct {
 	w io.Writer
 	n int
+	tally
 }
 
 func (t *tapReporter) Result(r TestResult) {
+	t.add(r)
+	if r.Filtered() {
+		return
+	}
 	t.n++
 	desc := tapText(strings.NewReplacer("#", "\\#", "\n", " ").Replace(label(r)))
-	if r.Pass() {
+	switch {
+	case r.Skipped():
+		fmt.Fprintf(t.w, "ok %d - %s # SKIP\n", t.n, desc)
+	case r.Pass():
 		fmt.Fprintf(t.w, "ok %d - %s\n", t.n, desc)
-	} else {
+	default:
 		fmt.Fprintf(t.w, "not ok %d - %s\n", t.n, desc)
 		file, line := r.Location()
 		fmt.Fprintln(t.w, "  ---")
@@ -143,8 +219,18 @@ func yamlString(s string) string {
 }
 
 func (t *tapReporter) End(s Summary) error {
+	s = t.summary(s)
 	_, err := fmt.Fprintf(t.w, "1..%d\n# pass %d\n# fail %d\n", t.n, s.Passed, s.Failed)
-	return err
+	if err == nil && s.Skipped > 0 {
+		_, err = fmt.Fprintf(t.w, "# skip %d\n", s.Skipped)
+	}
+	if err == nil && s.Filtered > 0 {
+		_, err = fmt.Fprintf(t.w, "# filtered out %d\n", s.Filtered)
+	}
+	if err == nil && s.Only {
+		_, err = fmt.Fprintf(t.w, "# %s\n", ErrOnly)
+	}
+	return end(s, err)
 }
 
 // junitReporter writes the JUnit XML that GitHub Actions, GitLab and Jenkins read: a
@@ -152,6 +238,7 @@ func (t *tapReporter) End(s Summary) error {
 type junitReporter struct {
 	w      io.Writer
 	suites []*junitSuite
+	tally
 }
 
 type junitSuites struct {
@@ -160,6 +247,7 @@ type junitSuites struct {
 	Tests    int           `xml:"tests,attr"`
 	Failures int           `xml:"failures,attr"`
 	Errors   int           `xml:"errors,attr"`
+	Skipped  int           `xml:"skipped,attr,omitempty"`
 	Time     string        `xml:"time,attr"`
 	Suites   []*junitSuite `xml:"testsuite"`
 }
@@ -184,6 +272,7 @@ type junitCase struct {
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
 	Error     *junitFailure `xml:"error,omitempty"`
+	Skipped   *struct{}     `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
 
@@ -196,6 +285,10 @@ type junitFailure struct {
 func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 
 func (j *junitReporter) Result(r TestResult) {
+	j.add(r)
+	if r.Filtered() {
+		return
+	}
 	var s *junitSuite
 	if n := len(j.suites); n > 0 && j.suites[n-1].Name == r.File {
 		s = j.suites[n-1]
@@ -212,6 +305,10 @@ func (j *junitReporter) Result(r TestResult) {
 	s.dur += r.Duration
 	s.Time = secs(s.dur)
 	c.File = r.File // a failure's own location below
+	if r.Skipped() {
+		c.Skipped = &struct{}{}
+		s.Skipped++
+	}
 	if !r.Pass() {
 		c.File, c.Line = r.Location()
 		f := &junitFailure{Message: r.Message(), Type: r.Kind(), Text: r.Trace()}
@@ -227,11 +324,13 @@ func (j *junitReporter) Result(r TestResult) {
 }
 
 func (j *junitReporter) End(s Summary) error {
+	s = j.summary(s)
 	all := junitSuites{Name: "hermes test", Time: secs(s.Duration), Suites: j.suites}
 	for _, su := range j.suites {
 		all.Tests += su.Tests
 		all.Failures += su.Failures
 		all.Errors += su.Errors
+		all.Skipped += su.Skipped
 	}
 	if _, err := io.WriteString(j.w, xml.Header); err != nil {
 		return err
@@ -242,12 +341,15 @@ func (j *junitReporter) End(s Summary) error {
 		return err
 	}
 	_, err := io.WriteString(j.w, "\n")
-	return err
+	return end(s, err)
 }
 
 // jsonReporter writes one JSON object a line: {"type":"test",…} per test, then
 // {"type":"summary",…}.
-type jsonReporter struct{ enc *json.Encoder }
+type jsonReporter struct {
+	enc *json.Encoder
+	tally
+}
 
 type jsonTest struct {
 	Type       string   `json:"type"`
@@ -264,7 +366,14 @@ type jsonTest struct {
 }
 
 func (j *jsonReporter) Result(r TestResult) {
+	j.add(r)
+	if r.Filtered() {
+		return
+	}
 	t := jsonTest{Type: "test", File: r.File, Name: r.Name, Status: "pass", DurationMS: r.Duration.Milliseconds(), Output: r.Output}
+	if r.Skipped() {
+		t.Status = "skipped"
+	}
 	if !r.Pass() {
 		t.Status, t.Error, t.Kind = "fail", r.Message(), r.Kind()
 		t.ErrFile, t.ErrLine = r.Location()
@@ -274,6 +383,17 @@ func (j *jsonReporter) Result(r TestResult) {
 }
 
 func (j *jsonReporter) End(s Summary) error {
-	return j.enc.Encode(map[string]any{"type": "summary", "passed": s.Passed, "failed": s.Failed, "files": s.Files,
-		"duration_ms": s.Duration.Milliseconds(), "ok": s.Failed == 0})
+	s = j.summary(s)
+	m := map[string]any{"type": "summary", "passed": s.Passed, "failed": s.Failed, "files": s.Files,
+		"duration_ms": s.Duration.Milliseconds(), "ok": s.Failed == 0 && !s.Only}
+	if s.Skipped > 0 {
+		m["skipped"] = s.Skipped
+	}
+	if s.Filtered > 0 {
+		m["filtered"] = s.Filtered
+	}
+	if s.Only {
+		m["only"] = true
+	}
+	return end(s, j.enc.Encode(m))
 }

@@ -28,6 +28,7 @@ type Member struct {
 	Returns string
 	Type    string // for a value member
 	Doc     string
+	Members []Member // a function's own functions (test.skip)
 }
 
 // Field is one field of a record type.
@@ -57,6 +58,11 @@ func fn(name, returns, doc string, params ...Param) Member {
 		params = []Param{}
 	}
 	return Member{Name: name, Func: true, Params: params, Returns: returns, Doc: doc}
+}
+
+func withMembers(m Member, members ...Member) Member {
+	m.Members = members
+	return m
 }
 
 func val(name, typ, doc string) Member { return Member{Name: name, Type: typ, Doc: doc} }
@@ -140,8 +146,12 @@ var API = []APIModule{
 	{Name: "globals", Kind: "globals", Doc: "Globals of every script.", Members: []Member{
 		fn("print", "void", "Writes its arguments, separated by spaces, to standard output (standard error under hermes run --json).", p("...values", "any", "")),
 		fn("require", "any", "A standard module by name, or a file module by a relative path (./x.js, ./x.ts in JS; lib.x for lib/x.lua in Lua), confined to the script's directory and loaded once per run.", p("name", "string", "")),
-		fn("test", "void", "Registers a test (hermes test). It runs after the file is loaded, on its own: the sessions it creates are closed when it ends, and its failure does not stop the next.", p("name", "string", ""), p("fn", "fn", "the test body")),
-		fn("describe", "void", "Groups tests: tests registered inside fn are named \"name > test\".", p("name", "string", ""), p("fn", "fn", "runs at once")),
+		withMembers(fn("test", "void", "Registers a test (hermes test). It runs after the file is loaded, on its own: the sessions it creates are closed when it ends, and its failure does not stop the next.", p("name", "string", ""), p("fn", "fn", "the test body")),
+			fn("skip", "void", "Registers a test that is reported skipped and does not run.", p("name", "string", ""), p("fn", "fn", "the test body")),
+			fn("only", "void", "Registers a test that runs alone: the file's tests not marked only are filtered out, and the run fails so that it cannot pass by accident.", p("name", "string", ""), p("fn", "fn", "the test body"))),
+		withMembers(fn("describe", "void", "Groups tests: tests registered inside fn are named \"name > test\".", p("name", "string", ""), p("fn", "fn", "runs at once")),
+			fn("skip", "void", "Groups tests that are all skipped.", p("name", "string", ""), p("fn", "fn", "runs at once")),
+			fn("only", "void", "Groups tests that are all marked only.", p("name", "string", ""), p("fn", "fn", "runs at once"))),
 	}},
 	{Name: "json", Kind: "module", Doc: "JSON text.", Members: []Member{
 		fn("encode", "string", "Encodes a value as JSON text.", p("value", "any", ""), opt("indent", "string", "indentation per level")),

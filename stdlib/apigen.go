@@ -144,6 +144,14 @@ func TypeScriptDeclarations() string {
 					}
 				}
 				fmt.Fprintf(&b, "declare function %s(%s): %s;\n", e.Name, tsParams(e.Params), tsType(e.Returns))
+				if len(e.Members) > 0 {
+					fmt.Fprintf(&b, "declare namespace %s {\n", e.Name)
+					for _, sub := range e.Members {
+						tsDoc(&b, "  ", sub.Doc, sub.Params)
+						fmt.Fprintf(&b, "  function %s(%s): %s;\n", sub.Name, tsParams(sub.Params), tsType(sub.Returns))
+					}
+					b.WriteString("}\n")
+				}
 			}
 			b.WriteString("/** print's companion: log, info and debug write to standard output, warn and error to standard error. */\n")
 			b.WriteString("interface Console { log(...data: any[]): void; info(...data: any[]): void; debug(...data: any[]): void; warn(...data: any[]): void; error(...data: any[]): void }\n")
@@ -252,6 +260,10 @@ func LuaAnnotations() string {
 			for _, e := range m.Members {
 				fnDoc(e)
 				fmt.Fprintf(&b, "function %s(%s) end\n\n", e.Name, params(e.Params))
+				for _, sub := range e.Members {
+					fnDoc(sub)
+					fmt.Fprintf(&b, "function %s.%s(%s) end\n\n", e.Name, sub.Name, params(sub.Params))
+				}
 			}
 		case "object", "module":
 			if m.Name == "policy hermes" {
@@ -338,6 +350,9 @@ func Reference() string {
 				}
 			}
 			b.WriteString("\n")
+			for _, sub := range e.Members {
+				fmt.Fprintf(&b, "- %s — %s\n", sig(prefix+e.Name+".", sub), sub.Doc)
+			}
 		}
 		b.WriteString("\n")
 	}

@@ -25,6 +25,13 @@ type Func func(ctx context.Context, args Args) (any, error)
 // Object is a host object: members by name (Func, Object, Iterator or plain values).
 type Object map[string]any
 
+// FuncObject is a Func with members of its own: a JS function with properties, a callable Lua
+// table (test(name, fn) with test.skip and test.only).
+type FuncObject struct {
+	Call    Func
+	Members Object
+}
+
 // Module is an Object offered to scripts under a name (require("name")).
 type Module struct {
 	Name    string

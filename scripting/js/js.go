@@ -397,6 +397,12 @@ func (v *VM) ToValue(x any) goja.Value {
 		return v.rt.ToValue(v.native(func(ctx context.Context, a stdlib.Args) (any, error) { return t(ctx, a...) }))
 	case *stdlib.Module:
 		return v.ToValue(t.Members)
+	case stdlib.FuncObject:
+		o := v.rt.ToValue(v.native(t.Call)).ToObject(v.rt)
+		for _, k := range stdlib.Keys(t.Members) {
+			_ = o.Set(k, v.ToValue(t.Members[k]))
+		}
+		return o
 	case stdlib.Object:
 		o := v.rt.NewObject()
 		for _, k := range stdlib.Keys(t) {

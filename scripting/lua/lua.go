@@ -432,6 +432,12 @@ func (v *VM) ToValue(x any) lua.LValue {
 		return L.NewFunction(v.native(func(ctx context.Context, a stdlib.Args) (any, error) { return t(ctx, a...) }, nil))
 	case *stdlib.Module:
 		return v.ToValue(t.Members)
+	case stdlib.FuncObject:
+		tb := v.ToValue(t.Members).(*lua.LTable)
+		mt := L.CreateTable(0, 1)
+		mt.RawSetString("__call", L.NewFunction(v.native(t.Call, tb))) // t(x) calls __call(t, x)
+		L.SetMetatable(tb, mt)
+		return tb
 	case stdlib.Object:
 		tb := L.CreateTable(0, len(t))
 		for _, k := range stdlib.Keys(t) {

@@ -143,11 +143,35 @@ declare function require(name: string): any;
  * @param fn the test body
  */
 declare function test(name: string, fn: (...args: any[]) => any): void;
+declare namespace test {
+  /**
+   * Registers a test that is reported skipped and does not run.
+   * @param fn the test body
+   */
+  function skip(name: string, fn: (...args: any[]) => any): void;
+  /**
+   * Registers a test that runs alone: the file's tests not marked only are filtered out, and the run fails so that it cannot pass by accident.
+   * @param fn the test body
+   */
+  function only(name: string, fn: (...args: any[]) => any): void;
+}
 /**
  * Groups tests: tests registered inside fn are named "name > test".
  * @param fn runs at once
  */
 declare function describe(name: string, fn: (...args: any[]) => any): void;
+declare namespace describe {
+  /**
+   * Groups tests that are all skipped.
+   * @param fn runs at once
+   */
+  function skip(name: string, fn: (...args: any[]) => any): void;
+  /**
+   * Groups tests that are all marked only.
+   * @param fn runs at once
+   */
+  function only(name: string, fn: (...args: any[]) => any): void;
+}
 /** print's companion: log, info and debug write to standard output, warn and error to standard error. */
 interface Console { log(...data: any[]): void; info(...data: any[]): void; debug(...data: any[]): void; warn(...data: any[]): void; error(...data: any[]): void }
 declare var console: Console;

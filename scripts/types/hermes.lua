@@ -92,10 +92,30 @@ function require(name) end
 ---@param fn function the test body
 function test(name, fn) end
 
+---Registers a test that is reported skipped and does not run.
+---@param name string
+---@param fn function the test body
+function test.skip(name, fn) end
+
+---Registers a test that runs alone: the file's tests not marked only are filtered out, and the run fails so that it cannot pass by accident.
+---@param name string
+---@param fn function the test body
+function test.only(name, fn) end
+
 ---Groups tests: tests registered inside fn are named "name > test".
 ---@param name string
 ---@param fn function runs at once
 function describe(name, fn) end
+
+---Groups tests that are all skipped.
+---@param name string
+---@param fn function runs at once
+function describe.skip(name, fn) end
+
+---Groups tests that are all marked only.
+---@param name string
+---@param fn function runs at once
+function describe.only(name, fn) end
 
 ---JSON text.
 ---@class json
