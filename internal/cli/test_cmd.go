@@ -175,12 +175,16 @@ func runTestFiles(ctx context.Context, f scriptFlags, files []string, filter *re
 	defer stop()
 	start := time.Now()
 	var sum scripting.Summary
+	matched := 0
 	for _, file := range files {
 		if ctx.Err() != nil {
 			break
 		}
 		sum.Files++
 		runTestFile(ctx, f, file, filter, timeout, capture, io, func(r scripting.TestResult) {
+			if !errors.Is(r.Err, errFilterMismatch) {
+				matched++
+			}
 			if r.Pass() {
 				sum.Passed++
 			} else {
@@ -190,6 +194,9 @@ func runTestFiles(ctx context.Context, f scriptFlags, files []string, filter *re
 		})
 	}
 	sum.Duration = time.Since(start)
+	if filter != nil && matched == 0 && ctx.Err() == nil {
+		fmt.Fprintf(io.err, "hermes test: no test matched --filter %q\n", filter.String())
+	}
 	if err := rep.End(sum); err != nil {
 		fmt.Fprintln(io.err, "hermes test:", err)
 		return 1
@@ -202,6 +209,9 @@ func runTestFiles(ctx context.Context, f scriptFlags, files []string, filter *re
 	}
 	return 0
 }
+
+// errFilterMismatch is the result of a test --filter left out: not run, counted as filtered out.
+var errFilterMismatch = fmt.Errorf("%w by --filter", scripting.ErrFiltered)
 
 // runTestFile loads one test file in a fresh engine and runs its tests one by one, reporting
 // each as it ends.
@@ -255,6 +265,7 @@ func runTestFile(ctx context.Context, f scriptFlags, file string, filter *regexp
 	}
 	for _, c := range tests.Cases() {
 		if filter != nil && !filter.MatchString(c.Name) {
+			report(scripting.TestResult{File: file, Name: c.Name, Err: errFilterMismatch})
 			continue
 		}
 		if ctx.Err() != nil {
