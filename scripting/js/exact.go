@@ -17,25 +17,7 @@ import (
 
 // nativeExact is native, handing f its arguments as exportExact converts them.
 func (v *VM) nativeExact(f stdlib.Func) func(goja.FunctionCall) goja.Value {
-	return func(call goja.FunctionCall) goja.Value {
-		args := make(stdlib.Args, len(call.Arguments))
-		v.handed.Reset()
-		for i, a := range call.Arguments {
-			x, err := v.exportExact(a, 0)
-			if err != nil {
-				panic(v.throw(err))
-			}
-			args[i] = x
-		}
-		if err := v.handed.Done(v.reserve); err != nil {
-			panic(v.throw(err))
-		}
-		res, err := callHost(f, v.ctx, args)
-		if err != nil {
-			panic(v.throw(err))
-		}
-		return v.ToValue(res)
-	}
+	return v.adapt(f, v.exportExact)
 }
 
 var (

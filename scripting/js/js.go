@@ -498,11 +498,16 @@ func (v *VM) iterator(it stdlib.Iterator) goja.Value {
 // native adapts a host function. Go panics are turned into JS errors here so one faulty host
 // function cannot take the process down; goja's own control-flow panics pass through.
 func (v *VM) native(f stdlib.Func) func(goja.FunctionCall) goja.Value {
+	return v.adapt(f, v.export)
+}
+
+// adapt is native with the conversion of the arguments given (export, or exportExact).
+func (v *VM) adapt(f stdlib.Func, export func(goja.Value, int) (any, error)) func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
 		args := make(stdlib.Args, len(call.Arguments))
 		v.handed.Reset()
 		for i, a := range call.Arguments {
-			x, err := v.export(a, 0)
+			x, err := export(a, 0)
 			if err != nil {
 				panic(v.throw(err))
 			}
